@@ -1,0 +1,27 @@
+# ncreel: a NetCDF time series -> a movie and a per-grid-cell PostgreSQL COPY table.
+# Rules live in workflow/rules/, logic in the ncreel package (workflow/ncreel/).
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+report: "workflow/report/workflow.rst"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/statistics.smk"
+include: "workflow/rules/render.smk"
+include: "workflow/rules/cells.smk"
+include: "workflow/rules/movie.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        MOVIE,
+        PREVIEW,
+        f"{OUT}/cells.copy",
+        f"{OUT}/cells.sql",

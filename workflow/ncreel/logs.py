@@ -1,0 +1,26 @@
+"""Logging set-up shared by the workflow's script adapters."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+
+def configure(log_file: str | os.PathLike | None, level: int = logging.INFO) -> None:
+    """Send ``ncreel`` log records and Python warnings to `log_file` and stderr.
+
+    Parameters
+    ----------
+    log_file : path or None
+        The rule's ``log:`` file; created with its parent directory.
+    level : int
+        Logging level.
+    """
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if log_file:
+        os.makedirs(os.path.dirname(os.path.abspath(log_file)), exist_ok=True)
+        handlers.append(logging.FileHandler(log_file, mode="w"))
+    logging.basicConfig(level=level, handlers=handlers, force=True,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.captureWarnings(True)

@@ -1,0 +1,73 @@
+# Parse-time set-up: validate the config, read the input's header, plan the shards.
+import re
+import sys
+from pathlib import Path
+
+import yaml
+from snakemake.utils import validate
+
+sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
+
+from ncreel import resources as res  # noqa: E402
+from ncreel.errors import NcreelError  # noqa: E402
+from ncreel.shards import frame_name, plan_shards  # noqa: E402
+from ncreel.source import open_series, resolve_paths  # noqa: E402
+
+SCHEMA = Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"
+
+
+def fail(message):
+    """Stop with one line naming the problem (no traceback for bad input)."""
+    sys.exit(f"ncreel: error: {message}")
+
+
+_known = yaml.safe_load(SCHEMA.read_text())["properties"]
+for _key in config:
+    if _key not in _known:
+        fail(f"unknown config key '{_key}' (known keys: {', '.join(sorted(_known))})")
+try:
+    validate(config, str(SCHEMA))
+except Exception as err:  # jsonschema's message names the key and the expected type
+    fail(f"config: {' '.join(str(err).split())[:500]}")
+
+RUN = config["run"]
+OUT = f"results/{RUN}"
+LOGS = f"logs/{RUN}"
+TABLE = config["table"] or "ncreel_" + re.sub(r"[^a-z0-9_]", "_", RUN.lower())
+
+try:
+    INPUTS = resolve_paths(config["input"])
+    with open_series(INPUTS, config["variable"], time_dim=config["time_dim"],
+                     select=config["select"]) as _series:
+        GRID = {"n_time": _series.n_time, "ny": _series.ny, "nx": _series.nx}
+        TIME_DIM = _series.time_dim
+except NcreelError as err:
+    fail(err)
+
+SERIES = {
+    "paths": INPUTS,
+    "variable": config["variable"],
+    "time_dim": TIME_DIM,
+    "select": dict(config["select"]),
+}
+SHARDS = {s.name: s for s in plan_shards(GRID["n_time"], config["frames_per_shard"])}
+RENDER = {k: config[k] for k in ("width", "height", "dpi", "cmap")}
+MID_T = GRID["n_time"] // 2
+MID_SHARD = next(n for n, s in SHARDS.items() if s.start <= MID_T < s.stop)
+MOVIE = f"{OUT}/movie.mp4"
+PREVIEW = f"{OUT}/preview.png"
+
+
+wildcard_constraints:
+    shard=r"\d{5}",
+
+
+def shard_frames(shard):
+    """Ordered frame paths of one shard."""
+    s = SHARDS[shard]
+    return [f"{OUT}/frames/{shard}/{frame_name(t)}" for t in range(s.start, s.stop)]
+
+
+def all_frames():
+    """Every frame path of the run, in time order."""
+    return [f for name in SHARDS for f in shard_frames(name)]

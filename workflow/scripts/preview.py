@@ -1,0 +1,12 @@
+"""Snakemake adapter: copy the middle frame as the report's preview image."""
+
+import shutil
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821
+
+from ncreel.logs import configure  # noqa: E402
+
+configure(snakemake.log[0])  # noqa: F821
+shutil.copyfile(snakemake.params.frame, snakemake.output[0])  # noqa: F821
