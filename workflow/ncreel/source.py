@@ -61,11 +61,15 @@ class TimeAxis:
         """PostgreSQL type for the ``time`` column.
 
         ``timestamp`` holds only the proleptic Gregorian calendar; 360-day, noleap and other
-        CF calendars have dates such as 2000-02-30 that it rejects, so those are ``text``.
+        CF calendars have dates such as 2000-02-30 that it rejects, and CF ``standard``
+        dates before 1582-10-15 are Julian, so those are ``text`` (ISO 8601 strings).
         """
-        if self.decoded and self.calendar in GREGORIAN_CALENDARS:
-            return "timestamp without time zone"
-        return "text"
+        if not self.decoded or self.calendar not in GREGORIAN_CALENDARS:
+            return "text"
+        # CF 'standard' is Julian before 1582-10-15; PostgreSQL is proleptic Gregorian.
+        if self.calendar != "proleptic_gregorian" and min(self.labels) < "1582-10-15":
+            return "text"
+        return "timestamp without time zone"
 
 
 @dataclass

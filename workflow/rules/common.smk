@@ -10,6 +10,7 @@ sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 
 from ncreel import resources as res  # noqa: E402
 from ncreel.errors import NcreelError  # noqa: E402
+from ncreel.runlock import clear_stale_lock  # noqa: E402
 from ncreel.shards import frame_name, plan_shards  # noqa: E402
 from ncreel.source import open_series, resolve_paths  # noqa: E402
 
@@ -29,6 +30,12 @@ try:
     validate(config, str(SCHEMA))
 except Exception as err:  # jsonschema's message names the key and the expected type
     fail(f"config: {' '.join(str(err).split())[:500]}")
+
+if workflow.is_main_process:
+    # A run killed with kill -9 leaves Snakemake's lock behind; remove it only when that
+    # run is certainly dead, so that running the same command again resumes.
+    if clear_stale_lock("."):
+        print("ncreel: removed the stale lock of a killed run; resuming", file=sys.stderr)
 
 RUN = config["run"]
 OUT = f"results/{RUN}"
