@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 import xarray as xr
-
 from ncreel.cells import CellContext, field_columns, field_model
 from ncreel.source import open_series
 from ncreel.stats import N_BINS, series_statistics

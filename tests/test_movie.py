@@ -5,7 +5,6 @@ import subprocess
 
 import numpy as np
 import pytest
-
 from ncreel.errors import NcreelError
 from ncreel.movie import encode_movie
 from ncreel.render import FrameRenderer

@@ -4,7 +4,6 @@ import io
 
 import numpy as np
 import pytest
-
 from ncreel.pgcopy import concatenate, load_script, pg_type_for, table_name, write_copy_rows
 
 SPECIAL = ["plain", "tab\there", "new\nline", "carriage\rreturn", "back\\slash", "\\N",

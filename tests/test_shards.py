@@ -1,5 +1,4 @@
 import pytest
-
 from ncreel.shards import frame_name, plan_shards
 
 

@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 import xarray as xr
 from conftest import derive_nc
-
 from ncreel.errors import NcreelError
 from ncreel.source import detect_time_dim, open_series
 

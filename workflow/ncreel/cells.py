@@ -51,7 +51,7 @@ def field_columns(ctx: CellContext) -> list[tuple[str, str]]:
 
 
 def field_model(block: np.ndarray, t0: int, ctx: CellContext) -> dict[str, object]:
-    """The default ``field`` model: value and anomaly of every finite cell at every step.
+    """Compute the default ``field`` model: value and anomaly of each finite cell and step.
 
     Parameters
     ----------

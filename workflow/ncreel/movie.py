@@ -35,7 +35,7 @@ def ffmpeg_executable() -> str:
 
 def ffmpeg_args(ffmpeg: str, output: str, *, fps: float, crf: int,
                 preset: str = "medium") -> list[str]:
-    """ffmpeg argument list reading PNGs from stdin and writing H.264/yuv420p MP4.
+    """Ffmpeg argument list reading PNGs from stdin and writing H.264/yuv420p MP4.
 
     The ``pad`` filter rounds width and height up to even numbers, which yuv420p's 2x2
     chroma subsampling requires; ``+faststart`` moves the index to the front so players

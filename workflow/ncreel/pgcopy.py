@@ -203,7 +203,7 @@ def create_table_sql(table: str, columns: Sequence[tuple[str, str]]) -> str:
 
 def load_script(table: str, columns: Sequence[tuple[str, str]], copy_file: str,
                 *, comment: str = "") -> str:
-    """psql script that (re)creates `table` and loads `copy_file` in one transaction.
+    """Psql script that (re)creates `table` and loads `copy_file` in one transaction.
 
     Run it from the directory holding `copy_file`: ``psql -f cells.sql DBNAME``. Rerunning
     replaces the table's rows instead of duplicating them. ``ON_ERROR_STOP`` makes psql

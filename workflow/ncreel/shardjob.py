@@ -70,7 +70,8 @@ def run_shard(series: Series, shard: Shard, *, stats_json: str | os.PathLike,
             n_rows += write_copy_rows(fh, field_model(block, t0, ctx))
             for i in range(block.shape[0]):
                 t = t0 + i
-                label = time.labels[t] if time.decoded else f"{series.time_dim} = {time.values[t]:g}"
+                label = (time.labels[t] if time.decoded
+                         else f"{series.time_dim} = {time.values[t]:g}")
                 renderer.render(block[i], label, fdir / frame_name(t))
     renderer.close()
     log.info("shard %s: %d frames, %d rows", shard.name, shard.n_frames, n_rows)

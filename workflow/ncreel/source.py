@@ -477,5 +477,6 @@ def _decode_time(raw: np.ndarray, units: str, calendar: str) -> tuple[list, str]
     try:
         dates = cftime.num2date(raw, units, calendar=calendar, only_use_cftime_datetimes=True)
     except Exception as err:  # cftime raises ValueError/TypeError/… for many unit oddities
-        return [None] * len(raw), f"cannot decode time units {units!r} calendar {calendar!r} ({err})"
+        return [None] * len(raw), (f"cannot decode time units {units!r} calendar "
+                                   f"{calendar!r} ({err})")
     return [d.isoformat() for d in np.atleast_1d(dates)], ""

@@ -18,5 +18,7 @@ rule reduce_cells:
         f"{LOGS}/reduce_cells.log",
     benchmark:
         f"{OUT}/benchmarks/reduce_cells.tsv"
+    conda:
+        "../../envs/ncreel.yaml"
     script:
         "../scripts/reduce_cells.py"

@@ -40,7 +40,7 @@ if workflow.is_main_process:
 RUN = config["run"]
 OUT = f"results/{RUN}"
 LOGS = f"logs/{RUN}"
-TABLE = config["table"] or "ncreel_" + re.sub(r"[^a-z0-9_]", "_", RUN.lower())
+TABLE = config["table"] or f"ncreel_{re.sub(r'[^a-z0-9_]', '_', RUN.lower())}"
 
 try:
     INPUTS = resolve_paths(config["input"])

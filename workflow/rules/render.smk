@@ -22,5 +22,7 @@ rule render_shard:
         f"{LOGS}/render_shard/{{shard}}.log",
     benchmark:
         f"{OUT}/benchmarks/render_shard/{{shard}}.tsv"
+    conda:
+        "../../envs/ncreel.yaml"
     script:
         "../scripts/render_shard.py"
