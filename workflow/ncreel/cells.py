@@ -568,12 +568,15 @@ def corners_2d(c: np.ndarray) -> np.ndarray:
     return (p[:-1, :-1] + p[1:, :-1] + p[:-1, 1:] + p[1:, 1:]) / 4
 
 
-def bounds_1d(ds, name: str) -> np.ndarray | None:
-    """Cell edges of 1-D coordinate `name` from its CF ``bounds`` variable (section 7.1).
+def bounds_1d(ds, name: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """Lower and upper cell edges of 1-D coordinate `name` from its CF ``bounds`` variable.
+
+    CF conventions section 7.1: ``bounds`` names a ``(n, 2)`` variable. Bounds need not be
+    contiguous, so each cell keeps its own pair.
 
     Returns
     -------
-    numpy.ndarray, shape (n + 1,), float64, or None
+    (lo, hi) : tuple of numpy.ndarray, each shape (n,), float64; or None
         None when the coordinate has no usable ``bounds`` attribute (then use
         :func:`corners_from_centres`).
     """
@@ -584,10 +587,15 @@ def bounds_1d(ds, name: str) -> np.ndarray | None:
     b = np.asarray(ds[bname].values, dtype=np.float64)
     if b.ndim != 2 or b.shape[1] != 2 or b.shape[0] != var.size:
         return None
-    # Bounds may run in either order per cell; edges follow the centre's direction.
-    increasing = var.size < 2 or float(var.values[-1]) >= float(var.values[0])
-    lo, hi = (b.min(axis=1), b.max(axis=1))
-    return np.concatenate([lo, hi[-1:]]) if increasing else np.concatenate([hi, lo[-1:]])
+    return b.min(axis=1), b.max(axis=1)
+
+
+def _edges(ds, name: str, centres: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    found = bounds_1d(ds, name)
+    if found is not None:
+        return found
+    e = corners_from_centres(centres)
+    return np.minimum(e[:-1], e[1:]), np.maximum(e[:-1], e[1:])
 
 
 @dataclass(frozen=True)
@@ -596,17 +604,27 @@ class CellGeometry:
 
     Attributes
     ----------
-    lat_c, lon_c : numpy.ndarray, shape (ny + 1, nx + 1), float64, degrees
-        Corner ``[j, i]`` is shared by cells ``(j-1..j, i-1..i)``.
+    lon_c, lat_c : tuple of 4 numpy.ndarray, degrees
+        Corner k (0: lower-left, 1: lower-right, 2: upper-right, 3: upper-left in index
+        space) of every cell. Rectilinear grids store 1-D per-axis edges, shape (nx,) for
+        lon and (ny,) for lat; curvilinear grids store shape (ny, nx) arrays.
+    rectilinear : bool
     """
 
-    lat_c: np.ndarray
-    lon_c: np.ndarray
+    lon_c: tuple
+    lat_c: tuple
+    rectilinear: bool
+    nx: int
 
     @classmethod
     def from_dataset(cls, ds, *, y_dim: str, x_dim: str, lat: np.ndarray | None,
                      lon: np.ndarray | None) -> CellGeometry:
         """Corners from CF bounds of 1-D ``lat``/``lon`` coordinates, else from centres.
+
+        Rectilinear grids (1-D coordinates) use the coordinates' CF ``bounds`` when
+        present, else midpoints between neighbouring centres, extrapolated by half a cell
+        at the edges. Curvilinear grids (2-D coordinates) use the mean of the four
+        surrounding centres (:func:`corners_2d`).
 
         Raises
         ------
@@ -616,15 +634,17 @@ class CellGeometry:
         if lat is None or lon is None:
             raise NcreelError("config key 'cells.geometry': the grid has no latitude/"
                               "longitude coordinates, so cell polygons cannot be built")
-        rectilinear = (np.all(lat == lat[:, :1]) and np.all(lon == lon[:1, :]))
-        if rectilinear:
-            ye = bounds_1d(ds, y_dim)
-            xe = bounds_1d(ds, x_dim)
-            ye = corners_from_centres(lat[:, 0]) if ye is None else ye
-            xe = corners_from_centres(lon[0, :]) if xe is None else xe
-            lon_c, lat_c = np.meshgrid(xe, ye)
-            return cls(lat_c=lat_c, lon_c=lon_c)
-        return cls(lat_c=corners_2d(lat), lon_c=corners_2d(lon))
+        ny, nx = lat.shape
+        if np.all(lat == lat[:, :1]) and np.all(lon == lon[:1, :]):
+            y_lo, y_hi = _edges(ds, y_dim, lat[:, 0])
+            x_lo, x_hi = _edges(ds, x_dim, lon[0, :])
+            return cls(lon_c=(x_lo, x_hi, x_hi, x_lo), lat_c=(y_lo, y_lo, y_hi, y_hi),
+                       rectilinear=True, nx=nx)
+        la, lo = corners_2d(lat), corners_2d(lon)
+        cut = [(slice(0, -1), slice(0, -1)), (slice(0, -1), slice(1, None)),
+               (slice(1, None), slice(1, None)), (slice(1, None), slice(0, -1))]
+        return cls(lon_c=tuple(lo[c] for c in cut), lat_c=tuple(la[c] for c in cut),
+                   rectilinear=False, nx=nx)
 
     def polygons(self, cell: np.ndarray):
         """EWKT polygons ``SRID=4326;POLYGON((lon lat, ...))`` of the given flat cells.
@@ -637,19 +657,22 @@ class CellGeometry:
         Returns
         -------
         polars.Series of str, length n
-            Closed rings, counter-clockwise for increasing lat/lon, coordinates in
-            shortest round-trip decimal form (loads into ``text`` or PostGIS ``geometry``).
+            Closed 5-point rings, corners in shortest round-trip decimal form; loads into
+            ``text`` or PostGIS ``geometry``. Longitudes are as stored (0–360 stays 0–360).
         """
         import polars as pl
 
-        nx = self.lat_c.shape[1] - 1
-        iy, ix = np.divmod(np.asarray(cell, dtype=np.int64), nx)
-        ring = [(iy, ix), (iy, ix + 1), (iy + 1, ix + 1), (iy + 1, ix), (iy, ix)]
+        cell = np.asarray(cell, dtype=np.int64)
+        iy, ix = np.divmod(cell, self.nx)
         parts: list = [pl.lit("SRID=4326;POLYGON((")]
-        for k, (j, i) in enumerate(ring):
-            parts += [pl.Series(self.lon_c[j, i]).cast(pl.Utf8), pl.lit(" "),
-                      pl.Series(self.lat_c[j, i]).cast(pl.Utf8)]
-            parts.append(pl.lit(",") if k < len(ring) - 1 else pl.lit("))"))
+        for k in (0, 1, 2, 3, 0):
+            if self.rectilinear:
+                x, y = self.lon_c[k][ix], self.lat_c[k][iy]
+            else:
+                x, y = self.lon_c[k].reshape(-1)[cell], self.lat_c[k].reshape(-1)[cell]
+            parts += [pl.Series(x).cast(pl.Utf8), pl.lit(" "), pl.Series(y).cast(pl.Utf8),
+                      pl.lit(",")]
+        parts[-1] = pl.lit("))")
         return pl.select(pl.concat_str(parts).alias(GEOMETRY_COLUMN)).to_series()
 
 

@@ -80,6 +80,29 @@ def split_password(conninfo: str) -> tuple[str, str | None]:
     return make_conninfo(**d), password
 
 
+def job_conninfo(*, url: str | None = None, service: str | None = None) -> str:
+    """Return the conninfo for the load job's params, with any password moved to ``PGPASSWORD``.
+
+    Snakemake stores rule params in ``.snakemake/metadata``, so the password must not be
+    one of them. It is put into this process's ``PGPASSWORD`` instead, which libpq reads
+    and which local and cluster jobs inherit from the Snakemake process.
+
+    Returns
+    -------
+    str
+        Conninfo without ``password``.
+
+    Raises
+    ------
+    NcreelError
+        As :func:`conninfo_for`.
+    """
+    conninfo, password = split_password(conninfo_for(url=url, service=service))
+    if password:
+        os.environ["PGPASSWORD"] = password
+    return conninfo
+
+
 def safe_conninfo(conninfo: str) -> str:
     """`conninfo` with any password replaced by ``***``, for logs and messages."""
     from psycopg.conninfo import conninfo_to_dict, make_conninfo

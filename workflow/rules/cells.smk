@@ -1,8 +1,6 @@
 # Per-cell table: join the shards' COPY files, write the psql load script, and (when a
 # database is configured) load the rows with psycopg.
-import os
-
-from ncreel.load import conninfo_for, split_password
+from ncreel.load import job_conninfo
 
 DATABASE = config["database"]
 LOAD_OUTPUTS = []
@@ -10,13 +8,10 @@ CONNINFO = None
 if DATABASE["url"] or DATABASE["service"]:
     try:
         # The password never goes into params (Snakemake stores params in .snakemake/
-        # metadata): it is handed to the job through libpq's PGPASSWORD instead.
-        CONNINFO, _password = split_password(
-            conninfo_for(url=DATABASE["url"], service=DATABASE["service"]))
+        # metadata): job_conninfo hands it to the job through libpq's PGPASSWORD.
+        CONNINFO = job_conninfo(url=DATABASE["url"], service=DATABASE["service"])
     except NcreelError as err:
         fail(err)
-    if _password:
-        os.environ["PGPASSWORD"] = _password
     LOAD_OUTPUTS = [f"{OUT}/load.json"]
 
 
