@@ -236,3 +236,17 @@ def test_geometry_midpoints_and_curvilinear():
 
 class _NoVars:
     variables: dict = {}
+
+
+def test_geometry_rows_are_written_in_bounded_slices(tmp_path):
+    path = write_risk_nc(tmp_path / "r.nc")
+    cells = cells_settings({"model": "field", "geometry": "text"})
+    outs = []
+    with open_series(str(path), "tas") as s:
+        for chunk in (5, 10_000):
+            rows = ShardRows.for_series(s, cell_mean=np.zeros((s.ny, s.nx)), cells=cells)
+            rows.geometry_chunk_rows = chunk
+            buf = io.BytesIO()
+            assert rows.write(buf, 0, s.read(0, 6)) == 6 * 12 - 1
+            outs.append(buf.getvalue())
+    assert outs[0] == outs[1] and outs[0].count(b"\n") == 71

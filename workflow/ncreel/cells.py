@@ -721,22 +721,33 @@ class ShardRows:
                    columns=table_columns(model, ctx, geometry=cells["geometry"]),
                    geometry=geometry)
 
+    #: Rows formatted per write call when the polygon column is on: its text (~150 bytes
+    #: per row) is built per slice, so it adds a bounded amount of memory, not per block.
+    geometry_chunk_rows: int = 250_000
+
     def rows(self, t0: int, block: np.ndarray) -> dict[str, object]:
-        """Return the checked, coerced columns of one block (plus ``geom`` when enabled)."""
+        """Return the checked, coerced model columns of one block (without ``geom``)."""
         declared = self.columns[:-1] if self.geometry is not None else self.columns
         out = check_columns(self.model.name, declared, self.model(block, t0, self.ctx))
-        if self.geometry is not None:
-            if "cell_id" not in out:
-                raise NcreelError(f"cell model '{self.model.name}': cells.geometry needs a "
-                                  "'cell_id' column (row-major iy * nx + ix)")
-            out[GEOMETRY_COLUMN] = self.geometry.polygons(np.asarray(out["cell_id"]))
+        if self.geometry is not None and "cell_id" not in out:
+            raise NcreelError(f"cell model '{self.model.name}': cells.geometry needs a "
+                              "'cell_id' column (row-major iy * nx + ix)")
         return out
 
     def write(self, fh, t0: int, block: np.ndarray) -> int:
         """Append one block's rows to `fh` in COPY text format; returns rows written."""
         from ncreel.pgcopy import write_copy_rows
 
-        return write_copy_rows(fh, self.rows(t0, block))
+        out = self.rows(t0, block)
+        if self.geometry is None:
+            return write_copy_rows(fh, out)
+        n = len(out["cell_id"])
+        step = self.geometry_chunk_rows
+        for a in range(0, n, step):
+            part = {k: v[a:a + step] for k, v in out.items()}
+            part[GEOMETRY_COLUMN] = self.geometry.polygons(np.asarray(part["cell_id"]))
+            write_copy_rows(fh, part)
+        return n
 
 
 def value_type(dtype) -> str:
