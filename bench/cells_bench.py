@@ -36,7 +36,6 @@ sys.path.insert(0, str(ROOT / "workflow"))
 def _rows(n: int):
     """``field``-model rows (8 columns) for n cells over 10 decoded time steps."""
     import numpy as np
-
     from ncreel.cells import CellContext, field_model
     from ncreel.source import TimeAxis
 
@@ -112,21 +111,37 @@ CHILDREN = {"writer": child_writer, "pandas": child_pandas, "loop": child_loop,
 
 # --- parent -----------------------------------------------------------------------------
 
+#: Runs argv and writes its wall time and peak RSS to a file. A separate, tiny process,
+#: because a child's ru_maxrss includes the image it was forked from: measured straight from
+#: this (large, after numpy/polars imports) process it would report this process's size.
+_WRAPPER = """
+import os, sys, time
+out, argv = sys.argv[1], sys.argv[2:]
+t = time.perf_counter()
+pid = os.posix_spawnp(argv[0], argv, os.environ)
+_, status, usage = os.wait4(pid, 0)
+with open(out, "w") as fh:
+    fh.write(f"{os.waitstatus_to_exitcode(status)} {time.perf_counter() - t} {usage.ru_maxrss}")
+"""
+
+
 def measure(argv: list[str], stdout=None) -> tuple[float, float, str]:
-    """Run argv; return (wall seconds, peak RSS MB, stdout text)."""
-    t = time.perf_counter()
-    with tempfile.TemporaryFile() as cap:
-        p = subprocess.Popen(argv, stdout=stdout or cap)
-        _, status, usage = os.wait4(p.pid, 0)
-        p.returncode = os.waitstatus_to_exitcode(status)
-        wall = time.perf_counter() - t
-        if p.returncode != 0:
-            raise SystemExit(f"{argv[:4]} failed with {p.returncode}")
+    """Run argv; return (wall seconds, peak RSS MB, stdout text).
+
+    The peak RSS is the child's own, plus at most the tiny wrapper's few MB it was
+    spawned from (``posix_spawn``).
+    """
+    with tempfile.TemporaryFile() as cap, tempfile.NamedTemporaryFile("r") as res:
+        subprocess.run([sys.executable, "-S", "-c", _WRAPPER, res.name, *argv],
+                       stdout=stdout or cap, check=True)
+        code, wall, maxrss = res.read().split()
+        if int(code) != 0:
+            raise SystemExit(f"{argv[:4]} failed with {code}")
         text = ""
         if stdout is None:
             cap.seek(0)
             text = cap.read().decode()
-    return wall, usage.ru_maxrss / 1024, text
+    return float(wall), int(maxrss) / 1024, text
 
 
 def child(kind: str, *args) -> tuple[dict, float]:
@@ -269,8 +284,8 @@ def main() -> None:
         figures["shards_over_mem_mb"] = len(b["over"])
         parts = b["shards"]
         b["rows_file"].unlink(missing_ok=True)  # free disk for the reduce measurement
-    if not parts:  # no big run: reduce the writer's file 8 times over (~1.5 GB)
-        parts = [str(work / "writer.tsv")] * 8
+    if not parts:  # no big run: reduce the writer's file 12 times over (~2.4 GB)
+        parts = [str(work / "writer.tsv")] * 12
 
     # 3. reduce vs cat on the same files (warm page cache for both: cat runs first once).
     total = sum(os.path.getsize(p) for p in parts)
