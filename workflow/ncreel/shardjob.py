@@ -9,9 +9,9 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ncreel.cells import CellContext, field_model
+from ncreel.cells import ShardRows, cells_settings
 from ncreel.io import atomic_path
-from ncreel.pgcopy import write_copy_rows
+from ncreel.pgcopy import open_copy_writer
 from ncreel.render import FrameRenderer
 from ncreel.shards import Shard, frame_name
 from ncreel.source import Series
@@ -24,7 +24,7 @@ MAX_BLOCK_CELLS = 1_000_000
 
 def run_shard(series: Series, shard: Shard, *, stats_json: str | os.PathLike,
               cell_mean_npy: str | os.PathLike, frames_dir: str | os.PathLike,
-              rows_path: str | os.PathLike, render: Mapping) -> dict:
+              rows_path: str | os.PathLike, render: Mapping, cells: Mapping | None = None) -> dict:
     """Render the frames and write the COPY rows of time steps ``shard.start:shard.stop``.
 
     The shard is read in blocks of at most ``MAX_BLOCK_CELLS`` values, each used for both
@@ -45,6 +45,9 @@ def run_shard(series: Series, shard: Shard, *, stats_json: str | os.PathLike,
         COPY text file of this shard's rows.
     render : mapping
         ``width``, ``height`` (pixels), ``dpi``, ``cmap``.
+    cells : mapping, optional
+        Cell-model settings from :func:`ncreel.cells.cells_settings` (default: ``field``
+        model, no geometry, no compression).
 
     Returns
     -------
@@ -54,8 +57,8 @@ def run_shard(series: Series, shard: Shard, *, stats_json: str | os.PathLike,
     stats = json.loads(open(stats_json).read())
     time = series.time_axis()
     lat, lon = series.cell_coordinates()
-    ctx = CellContext(time=time, cell_mean=np.load(cell_mean_npy), lat=lat, lon=lon,
-                      value_type="real" if series.dtype == np.float32 else "double precision")
+    cells = cells_settings(cells or {})
+    rows = ShardRows.for_series(series, cell_mean=np.load(cell_mean_npy), cells=cells)
     x, y, xlabel, ylabel = _axes(series, lat, lon)
     renderer = FrameRenderer(
         shape=(series.ny, series.nx), width=render["width"], height=render["height"],
@@ -64,10 +67,11 @@ def run_shard(series: Series, shard: Shard, *, stats_json: str | os.PathLike,
         else series.long_name, xlabel=xlabel, ylabel=ylabel)
     n_rows = 0
     max_bytes = MAX_BLOCK_CELLS * series.dtype.itemsize
-    with atomic_path(frames_dir) as fdir, atomic_path(rows_path) as rtmp, open(rtmp, "wb") as fh:
+    with atomic_path(frames_dir) as fdir, atomic_path(rows_path) as rtmp, \
+            open_copy_writer(rtmp, cells["compression"], cells["compression_level"]) as fh:
         fdir.mkdir()
         for t0, block in series.iter_blocks(shard.start, shard.stop, max_bytes):
-            n_rows += write_copy_rows(fh, field_model(block, t0, ctx))
+            n_rows += rows.write(fh, t0, block)
             for i in range(block.shape[0]):
                 t = t0 + i
                 label = (time.labels[t] if time.decoded

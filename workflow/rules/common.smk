@@ -9,6 +9,7 @@ from snakemake.utils import validate
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 
 from ncreel import resources as res  # noqa: E402
+from ncreel.cells import cells_settings, series_columns  # noqa: E402
 from ncreel.errors import NcreelError  # noqa: E402
 from ncreel.runlock import clear_stale_lock  # noqa: E402
 from ncreel.shards import frame_name, plan_shards  # noqa: E402
@@ -54,6 +55,13 @@ try:
                      select=config["select"]) as _series:
         GRID = {"n_time": _series.n_time, "ny": _series.ny, "nx": _series.nx}
         TIME_DIM = _series.time_dim
+        CELLS = cells_settings(config["cells"])
+        # The table's columns, declared by the cell model (imported here, so a bad
+        # cells.model stops the run before any job starts).
+        CELL_COLUMNS = series_columns(_series, CELLS)
+        _time = _series.time_axis()
+        CELL_NOTE = f"'{_series.variable}' from {', '.join(_series.paths)}" + (
+            "" if _time.decoded else f"\ntime could not be decoded ({_time.note}); column time is NULL")
 except NcreelError as err:
     fail(err)
 
@@ -68,6 +76,7 @@ RENDER = {k: config[k] for k in ("width", "height", "dpi", "cmap")}
 MID_T = GRID["n_time"] // 2
 MID_SHARD = next(n for n, s in SHARDS.items() if s.start <= MID_T < s.stop)
 MOVIE = f"{OUT}/movie.mp4"
+COPY_FILE = f"{OUT}/cells{CELLS['suffix']}"
 PREVIEW = f"{OUT}/preview.png"
 
 

@@ -8,12 +8,13 @@ rule render_shard:
         cell_mean=rules.statistics.output.cell_mean,
     output:
         frames=directory(f"{OUT}/frames/{{shard}}"),
-        rows=f"{OUT}/cells/{{shard}}.copy",
+        rows=f"{OUT}/cells/{{shard}}{CELLS['suffix']}",
     params:
         series=SERIES,
         start=lambda wc: SHARDS[wc.shard].start,
         stop=lambda wc: SHARDS[wc.shard].stop,
         render=RENDER,
+        cells=CELLS,
     threads: 1
     resources:
         mem_mb=lambda wc, attempt: res.render_mem_mb(width=RENDER["width"], height=RENDER["height"], ny=GRID["ny"], nx=GRID["nx"], attempt=attempt),
