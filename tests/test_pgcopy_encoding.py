@@ -81,13 +81,14 @@ def test_concatenate_keeps_order(tmp_path):
 
 
 def test_load_script_and_table_names():
-    sql = load_script("ncreel_demo", [("a", "integer"), ("b", "text")], "cells.copy")
+    sql = load_script("ncreel_demo", [("a", "integer"), ("b", "text")], "cells.copy", run="demo")
     assert "\\set ON_ERROR_STOP on" in sql
     assert "\\copy ncreel_demo (a, b) FROM 'cells.copy' WITH (FORMAT text)" in sql
-    assert sql.index("BEGIN;") < sql.index("DROP TABLE IF EXISTS") < sql.index("COMMIT;")
+    assert sql.index("BEGIN;") < sql.index("DELETE FROM ncreel_demo WHERE run = 'demo'") \
+        < sql.index("\\copy") < sql.index("COMMIT;")
     assert table_name("public.cells") == "public.cells"
     for bad in ("Cells", "a;drop table x", "1abc", "a.b.c", ""):
         with pytest.raises(ValueError):
             table_name(bad)
     with pytest.raises(ValueError):
-        load_script("t", [("a", "integer")], "cells'; \\! rm -rf /")
+        load_script("t", [("a", "integer")], "cells'; \\! rm -rf /", run="demo")
