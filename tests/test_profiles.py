@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
-from test_workflow import SMALL, make_workdir
-
 from ncreel.scheduler import cancel_orphan_slurm_jobs, slurm_env_problem
+from test_workflow import SMALL, make_workdir
 
 pytestmark = pytest.mark.integration
 PROFILES = ["slurm", "cheyenne", "derecho", "casper", "compute-node"]
