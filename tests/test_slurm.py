@@ -58,8 +58,13 @@ def env(**extra):
     return e
 
 
+# Test-only: poll the scheduler more often than the profiles do (they are tuned for big
+# shared clusters), to keep these tests short.
+FAST_POLL = ["--seconds-between-status-checks", "5"]
+
+
 def run_snakemake(work, *args, timeout=900, **envs):
-    cmd = [sys.executable, "-m", "snakemake", *args]
+    cmd = [sys.executable, "-m", "snakemake", *FAST_POLL, *args]
     proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True, env=env(**envs),
                           timeout=timeout)
     (work / "snakemake.out").write_text(proc.stdout + proc.stderr)
@@ -201,9 +206,14 @@ def test_cheyenne_profile_through_pbs_wrappers(slurm, tmp_path_factory, sample_n
     for r in rows:
         assert r["State"] == "COMPLETED", r
         want = declared[ids[r["JobID"]]][-1]
-        # select=1:ncpus={threads}:mem={mem_mb}MB -> sbatch --mincpus --mem
+        # What was asked of qsub (recorded next to the job's log by the submit helper)...
+        qsub = (work / "logs/pbs" / f"{r['JobName']}.{ids[r['JobID']]}.qsub").read_text()
+        assert f"select=1:ncpus={want['threads']}:mem={want['mem_mb']}MB,walltime=" in qsub
+        # ...and what Slurm made of it: the wrapper maps mem to --mem, but ncpus only to
+        # --mincpus (a node constraint), so ReqCPUS stays 1 -- a limit of Slurm's
+        # wrapper, not of PBS Pro, where ncpus allocates the cores.
         assert mem_mb(r["ReqMem"]) == want["mem_mb"], (r, want)
-        assert int(r["ReqCPUS"]) == want["threads"], (r, want)
+        assert int(r["ReqCPUS"]) == 1, r
     # Each job's joined log is where the profile put it; each recorded its exit status 0.
     assert len(list((work / "logs/pbs").glob("nc_render_shard_0000*.log"))) == 2
     markers = list((work / ".snakemake/ncreel-pbs").glob("*.exit"))
@@ -256,7 +266,7 @@ def test_kill_snakemake_and_resume_on_slurm(slurm, tmp_path_factory, sample_nc):
     args = ["--profile", "profiles/slurm", "--config", *SMALL, "frames_per_shard=40", "--",
             "results/demo/cells.copy"]
     cells = work / "results/demo/cells"
-    with subprocess.Popen([sys.executable, "-m", "snakemake", *args], cwd=work,
+    with subprocess.Popen([sys.executable, "-m", "snakemake", *FAST_POLL, *args], cwd=work,
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                           env=env(**SLURM_ENV), start_new_session=True) as proc:
         deadline = time.time() + 600

@@ -408,6 +408,8 @@ def submit(jobscript: str, *, queue: str | None, account: str | None, log_dir: s
     Path(log_dir).mkdir(parents=True, exist_ok=True)
     wrapper = write_wrapper(jobscript, state_dir)
     cmd = build_qsub(props, str(wrapper), queue=queue, account=account, log_dir=log_dir, **kw)
+    # Next to the job's log: the exact qsub command (what was asked for, for post-mortems).
+    Path(cmd[cmd.index("-o") + 1]).with_suffix(".qsub").write_text(shlex.join(cmd) + "\n")
     proc = runner(cmd, timeout=120)
     if proc.returncode != 0:
         raise SystemExit(f"ncreel-pbs: error: {shlex.join(cmd)} failed "
