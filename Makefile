@@ -9,13 +9,14 @@ CORES ?= 2
 SAMPLE := resources/A1B_north_america.nc
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint bench bench-cells sysdeps venv clean dag report help
+.PHONY: demo test lint bench bench-cells sysdeps venv clean dag report help profiles
 help:
 	@echo "make demo   - run ncreel on the sample (results/demo/)"
 	@echo "make test   - run the test suite"
 	@echo "make lint   - ruff + snakemake --lint"
 	@echo "make dag    - results/demo/rulegraph.svg and dag.svg (graphviz)"
 	@echo "make report - results/demo/report.html"
+	@echo "make profiles - link profiles/* into your Snakemake config dir (--profile cheyenne ...)"
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -59,3 +60,18 @@ clean:
 BENCH_CELLS_ARGS ?=
 bench-cells: $(VENV)/.installed sysdeps
 	$(PY) bench/cells_bench.py $(BENCH_CELLS_ARGS)
+
+# One-time step so that `snakemake --profile cheyenne` (slurm, derecho, casper,
+# compute-node) works as typed from the repository root: symlink each profile into the
+# user's Snakemake config directory, which Snakemake searches for named profiles
+# ($XDG_CONFIG_HOME/snakemake, default ~/.config/snakemake). Existing entries that are not
+# our links are left alone. See docs/schedulers.md.
+PROFILE_DIR ?= $(or $(XDG_CONFIG_HOME),$(HOME)/.config)/snakemake
+profiles:
+	@mkdir -p "$(PROFILE_DIR)"
+	@for p in profiles/*/; do \
+	  name=$$(basename "$$p"); [ "$$name" = default ] && continue; \
+	  dest="$(PROFILE_DIR)/$$name"; \
+	  if [ -e "$$dest" ] && [ ! -L "$$dest" ]; then echo "skip $$dest (exists, not a link)"; continue; fi; \
+	  ln -sfn "$(CURDIR)/profiles/$$name" "$$dest" && echo "$$dest -> $(CURDIR)/profiles/$$name"; \
+	done

@@ -30,7 +30,7 @@ rule reduce_cells:
         note=CELL_NOTE,
     threads: 1
     resources:
-        mem_mb=lambda wc, attempt: 200 * attempt,
+        mem_mb=lambda wc, attempt: 500 * attempt,  # incl. ~250 MB of Snakemake's job processes
         runtime=lambda wc, attempt: 30 * attempt,
     log:
         f"{LOGS}/reduce_cells.log",

@@ -34,7 +34,9 @@ rule preview:
         frame=f"{OUT}/frames/{MID_SHARD}/{frame_name(MID_T)}",
     threads: 1
     resources:
-        mem_mb=100,
+        # Under a scheduler the job's memory also counts Snakemake's own job processes
+        # (~250 MB): 100 MB was always killed by Slurm/PBS memory enforcement.
+        mem_mb=lambda wc, attempt: 400 * attempt,
         runtime=5,
     log:
         f"{LOGS}/preview.log",

@@ -1,0 +1,464 @@
+"""Submit Snakemake jobs to PBS Pro (or Torque) and report their status.
+
+Used by the ``cheyenne``, ``derecho`` and ``casper`` profiles through Snakemake's
+cluster-generic executor (``workflow/scripts/ncreel_pbs.py`` runs :func:`main`):
+
+``submit [options] JOBSCRIPT``
+    Reads the job's declared threads, ``mem_mb`` and ``runtime`` from the
+    ``# properties = {...}`` line Snakemake writes into every jobscript, so no value
+    from config, wildcards or rule names passes through a shell: the profile's submit
+    command holds only fixed options. Calls ``qsub`` with an argument list and prints
+    the job id. The job runs a small wrapper that records the jobscript's exit status
+    in ``.snakemake/ncreel-pbs/<jobid>.exit``.
+
+``status JOBID``
+    Prints exactly one of ``running``, ``success``, ``failed``. PBS Pro only lists
+    finished jobs with ``qstat -x``; ``qstat -x -f -F json`` gives ``job_state`` and
+    ``Exit_status``. Where that is not available (Torque, Slurm's Torque wrappers),
+    ``qstat -f`` is read instead; it has no exit status on Slurm's wrapper (finished
+    jobs are ``C`` whether they failed or not), so the exit-status file decides, then
+    ``sacct`` where present. A job that ended without writing that file (killed for
+    memory or walltime) is ``failed``. Transient ``qstat`` errors are retried.
+
+Only the standard library is used, so any ``python3`` can run it.
+
+Exit-status conventions (PBS Pro, from OpenPBS ``src/include/job.h`` and the PBS
+Professional reference guide): ``0`` success; ``1..255`` the job script's own exit
+status; ``> 256`` killed by signal ``status - 256`` (e.g. ``271`` = SIGTERM at the
+walltime limit on older servers); negative values are ``JOB_EXEC_*`` codes, e.g.
+``-27`` JOB_EXEC_KILL_MEM, ``-29`` JOB_EXEC_KILL_WALLTIME, ``-11`` JOB_EXEC_RERUN.
+Everything other than ``0`` is a failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+#: Where job wrappers record exit statuses (relative to the Snakemake working directory).
+STATE_DIR = ".snakemake/ncreel-pbs"
+
+#: PBS Pro / Torque job states that mean "not finished yet".
+#: Q queued, R running, H held, W waiting, T transit, B array begun, E exiting (still
+#: cleaning up: Exit_status may not be final), S/U suspended, M moved.
+ACTIVE_STATES = frozenset("QRHWTBESUM")
+#: F finished (PBS Pro, with -x), X finished subjob, C completed (Torque, Slurm wrapper).
+DONE_STATES = frozenset("FXC")
+
+#: ``qstat`` exit status for "Unknown Job Id" (PBS Pro and Torque; Slurm's wrapper too).
+UNKNOWN_JOB_RC = 153
+
+JOB_EXEC_CODES = {
+    -1: "JOB_EXEC_FAIL1 (exec failed before files)",
+    -2: "JOB_EXEC_FAIL2 (exec failed after files)",
+    -3: "JOB_EXEC_RETRY",
+    -4: "JOB_EXEC_INITABT",
+    -10: "JOB_EXEC_FAILUID",
+    -11: "JOB_EXEC_RERUN",
+    -24: "JOB_EXEC_KILL_NCPUS_BURST",
+    -25: "JOB_EXEC_KILL_NCPUS_SUM",
+    -26: "JOB_EXEC_KILL_VMEM (exceeded vmem)",
+    -27: "JOB_EXEC_KILL_MEM (exceeded mem)",
+    -28: "JOB_EXEC_KILL_CPUT (exceeded cput)",
+    -29: "JOB_EXEC_KILL_WALLTIME (exceeded walltime)",
+}
+
+
+class QstatError(RuntimeError):
+    """``qstat`` failed in a way that may be transient."""
+
+
+# ----------------------------------------------------------------------------- parsing
+
+
+def parse_torque(text: str) -> dict[str, dict[str, str]]:
+    """Parse Torque-style ``qstat -f`` output into ``{job id: {key: value}}``.
+
+    Handles PBS Pro's 4-space indentation, Torque's tab indentation and continuation
+    lines (long values wrapped onto lines indented deeper or by a tab).
+    """
+    jobs: dict[str, dict[str, str]] = {}
+    current: dict[str, str] | None = None
+    last_key = None
+    for raw in text.splitlines():
+        line = raw.rstrip("\n")
+        m = re.match(r"^Job Id:\s*(\S+)", line)
+        if m:
+            current = jobs.setdefault(m.group(1), {})
+            last_key = None
+            continue
+        if current is None or not line.strip():
+            continue
+        m = re.match(r"^\s+([A-Za-z_][\w.]*) = ?(.*)$", line)
+        if m:
+            last_key = m.group(1)
+            current[last_key] = m.group(2).strip()
+        elif last_key is not None:  # continuation of a wrapped value
+            current[last_key] += line.strip()
+    return jobs
+
+
+def parse_pbs_json(text: str) -> dict[str, dict]:
+    """Parse PBS Pro ``qstat -f -F json`` output into ``{job id: attributes}``.
+
+    The document is ``{"timestamp": ..., "pbs_version": ..., "pbs_server": ...,
+    "Jobs": {"<id>": {"job_state": "F", "Exit_status": 0, ...}}}``; ``Jobs`` is absent
+    when no job matched.
+    """
+    doc = json.loads(text)
+    if not isinstance(doc, dict):
+        raise ValueError("qstat JSON output is not an object")
+    jobs = doc.get("Jobs") or {}
+    if not isinstance(jobs, dict):
+        raise ValueError("qstat JSON 'Jobs' is not an object")
+    return jobs
+
+
+def _lookup(jobs: dict, jobid: str):
+    """Return the record of `jobid` (``123`` matches ``123.server`` and vice versa)."""
+    if jobid in jobs:
+        return jobs[jobid]
+    short = jobid.split(".")[0]
+    for key, rec in jobs.items():
+        if key.split(".")[0] == short:
+            return rec
+    return None
+
+
+def _exit_status(rec: dict) -> int | None:
+    for key in ("Exit_status", "exit_status"):
+        if key in rec and str(rec[key]).strip() != "":
+            try:
+                return int(str(rec[key]).strip())
+            except ValueError:
+                return None
+    return None
+
+
+def classify(rec: dict) -> str | None:
+    """Return ``running``, ``success``, ``failed``, or None when the record cannot tell.
+
+    None means "finished, but the record has no exit status" (Slurm's Torque wrapper),
+    so another source must decide.
+    """
+    state = str(rec.get("job_state", "")).strip()[:1].upper()
+    if state in ACTIVE_STATES:
+        return "running"
+    if state in DONE_STATES:
+        status = _exit_status(rec)
+        if status is None:
+            return None
+        return "success" if status == 0 else "failed"
+    return None
+
+
+def describe_exit(status: int) -> str:
+    """Human-readable meaning of a PBS exit status (for logs)."""
+    if status in JOB_EXEC_CODES:
+        return JOB_EXEC_CODES[status]
+    if status > 256:
+        return f"killed by signal {status - 256}"
+    if status > 128:
+        return f"exited {status} (shell: signal {status - 128})"
+    return f"exit status {status}"
+
+
+# ----------------------------------------------------------------------------- qstat
+
+
+def _run(cmd: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+def _unsupported(proc: subprocess.CompletedProcess) -> bool:
+    err = (proc.stderr or "").lower()
+    return proc.returncode != 0 and any(
+        s in err for s in ("unknown option", "invalid option", "illegal option", "usage"))
+
+
+def query(jobid: str, *, qstat: str = "qstat", attempts: int = 4, delay: float = 2.0,
+          runner=_run) -> tuple[str, dict | None]:
+    """Ask ``qstat`` about `jobid`; return ``(format, record or None if unknown)``.
+
+    Tries PBS Pro's ``qstat -x -f -F json`` first and falls back to Torque-style
+    ``qstat -f`` when the options are rejected. Other failures (server busy, timeout,
+    connection refused) are retried `attempts` times with growing delays before
+    :class:`QstatError` is raised.
+    """
+    formats = [("json", [qstat, "-x", "-f", "-F", "json", jobid]),
+               ("torque", [qstat, "-f", jobid])]
+    last = ""
+    for attempt in range(attempts):
+        if attempt:
+            time.sleep(delay * attempt)
+        for fmt, cmd in formats:
+            try:
+                proc = runner(cmd)
+            except (subprocess.TimeoutExpired, OSError) as err:
+                last = f"{' '.join(cmd)}: {err}"
+                break
+            if fmt == "json" and _unsupported(proc):
+                continue  # not PBS Pro: try Torque-style output
+            if proc.returncode == UNKNOWN_JOB_RC or "unknown job id" in proc.stderr.lower():
+                return fmt, None
+            if proc.returncode != 0:
+                last = f"{' '.join(cmd)}: exit {proc.returncode}: {proc.stderr.strip()[:300]}"
+                break
+            try:
+                jobs = parse_pbs_json(proc.stdout) if fmt == "json" else parse_torque(proc.stdout)
+            except ValueError as err:
+                last = f"{' '.join(cmd)}: unparsable output: {err}"
+                break
+            if not jobs and not proc.stdout.strip():
+                return fmt, None  # Slurm's wrapper: nothing printed for a purged job
+            return fmt, _lookup(jobs, jobid)
+    raise QstatError(last or "qstat failed")
+
+
+# ----------------------------------------------------------------------------- markers
+
+
+def safe_name(text: str, limit: int = 200) -> str:
+    """`text` reduced to ``[A-Za-z0-9_.-]`` (for file names and job names)."""
+    out = re.sub(r"[^A-Za-z0-9_.-]", "_", str(text)).strip("._") or "job"
+    return out[:limit]
+
+
+def marker_path(jobid: str, state_dir: str | os.PathLike = STATE_DIR) -> Path:
+    """Return the file where the job wrapper records the jobscript's exit status."""
+    return Path(state_dir) / f"{safe_name(jobid)}.exit"
+
+
+def read_marker(jobid: str, state_dir: str | os.PathLike = STATE_DIR) -> int | None:
+    """Return the recorded exit status of `jobid`, or None if the job did not record one."""
+    path = marker_path(jobid, state_dir)
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def sacct_status(jobid: str, runner=_run) -> str | None:
+    """``success``/``failed``/``running`` from Slurm accounting, or None if unavailable."""
+    if shutil.which("sacct") is None:
+        return None
+    try:
+        proc = runner(["sacct", "-j", jobid.split(".")[0], "-X", "-n", "-P",
+                       "-o", "State,ExitCode"], timeout=30)
+    except (subprocess.TimeoutExpired, OSError):
+        return None
+    if proc.returncode != 0 or not proc.stdout.strip():
+        return None
+    state, _, code = proc.stdout.strip().splitlines()[0].partition("|")
+    state = state.split()[0] if state.strip() else ""
+    if state in ("PENDING", "RUNNING", "REQUEUED", "RESIZING", "SUSPENDED", "COMPLETING"):
+        return "running"
+    if state == "COMPLETED" and code.strip() == "0:0":
+        return "success"
+    return "failed" if state else None
+
+
+def status(jobid: str, *, state_dir: str | os.PathLike = STATE_DIR, qstat: str = "qstat",
+           attempts: int = 4, delay: float = 2.0, runner=_run, log=None) -> str:
+    """Return ``running``, ``success`` or ``failed`` for `jobid` (see the module docstring)."""
+    log = log or (lambda msg: print(f"ncreel-pbs: {msg}", file=sys.stderr))
+    try:
+        fmt, rec = query(jobid, qstat=qstat, attempts=attempts, delay=delay, runner=runner)
+    except QstatError as err:
+        marker = read_marker(jobid, state_dir)
+        if marker is not None:
+            return "success" if marker == 0 else "failed"
+        log(f"qstat keeps failing for job {jobid} ({err}); reporting it as running")
+        return "running"
+    if rec is not None:
+        verdict = classify(rec)
+        if verdict is not None:
+            if verdict == "failed":
+                code = _exit_status(rec)
+                log(f"job {jobid} failed: {describe_exit(code)}; {rec.get('comment', '')}")
+            return verdict
+    # Finished without an exit status (Torque wrapper) or no longer known to qstat.
+    for wait in (0, 2):
+        time.sleep(wait)
+        marker = read_marker(jobid, state_dir)
+        if marker is not None:
+            return "success" if marker == 0 else "failed"
+    accounted = sacct_status(jobid, runner=runner)
+    if accounted in ("success", "failed"):
+        return accounted
+    log(f"job {jobid} ended without recording an exit status (killed for memory or "
+        "walltime, or cancelled): failed")
+    return "failed"
+
+
+# ----------------------------------------------------------------------------- submit
+
+
+def read_properties(jobscript: str | os.PathLike) -> dict:
+    """Return the ``# properties = {...}`` JSON Snakemake writes into each jobscript."""
+    with open(jobscript, encoding="utf-8") as fh:
+        for line in fh:
+            if line.startswith("# properties = "):
+                return json.loads(line[len("# properties = "):])
+    raise ValueError(f"{jobscript}: no '# properties' line (not a Snakemake jobscript?)")
+
+
+def walltime(minutes: float) -> str:
+    """PBS ``HH:MM:SS`` for `minutes` (rounded up to whole minutes, at least 1)."""
+    total = max(1, int(math.ceil(float(minutes))))
+    return f"{total // 60:02d}:{total % 60:02d}:00"
+
+
+def parse_walltime(text: str) -> int:
+    """Minutes in a ``HH:MM:SS`` walltime."""
+    parts = [int(p) for p in text.split(":")]
+    while len(parts) < 3:
+        parts.insert(0, 0)
+    h, m, s = parts
+    return h * 60 + m + (1 if s else 0)
+
+
+def job_name(props: dict, prefix: str = "nc") -> str:
+    """Return a PBS-safe job name: ``[A-Za-z0-9_.-]``, starting with a letter, <= 64."""
+    if props.get("type") == "group":
+        base = f"group_{props.get('groupid', '')}"
+    else:
+        wc = "_".join(str(v) for v in (props.get("wildcards") or {}).values())
+        base = f"{props.get('rule', 'job')}_{wc}" if wc else str(props.get("rule", "job"))
+    name = safe_name(f"{prefix}_{base}", limit=64)
+    return name if name[0].isalpha() else f"j{name}"[:64]
+
+
+def build_qsub(props: dict, jobscript: str, *, queue: str | None, account: str | None,
+               log_dir: str, max_walltime: str | None = None, node_cores: int | None = None,
+               node_mem_gb: int | None = None, default_mem_mb: int = 1000,
+               default_runtime: int = 30, extra_l: list[str] | None = None,
+               prefix: str = "nc") -> list[str]:
+    """Return the ``qsub`` argument list for one Snakemake job (no shell involved).
+
+    One ``-l select=1:ncpus=N:mem=XMB,walltime=HH:MM:SS`` (Slurm's Torque wrapper keeps
+    only the last ``-l``, PBS Pro accepts the combined form). With `node_cores` the job
+    asks for a whole node (``ncpus=node_cores:mem=node_mem_gbGB``): for queues that
+    charge whole nodes anyway (Derecho ``main``).
+    """
+    res = props.get("resources") or {}
+    threads = max(1, int(props.get("threads") or 1))
+    mem_mb = int(math.ceil(float(res.get("mem_mb") or default_mem_mb)))
+    minutes = float(res.get("runtime") or default_runtime)
+    if max_walltime:
+        minutes = min(minutes, parse_walltime(max_walltime))
+    if node_cores:
+        if threads > node_cores:
+            raise ValueError(f"job wants {threads} cores; a node has {node_cores}")
+        chunk = f"select=1:ncpus={node_cores}"
+        chunk += f":mem={node_mem_gb}GB" if node_mem_gb else ""
+    else:
+        chunk = f"select=1:ncpus={threads}:mem={mem_mb}MB"
+    limits = ",".join([chunk, f"walltime={walltime(minutes)}", *(extra_l or [])])
+    name = job_name(props, prefix)
+    log = Path(log_dir) / f"{name}.{props.get('jobid', 'x')}.log"
+    cmd = ["qsub", "-N", name, "-j", "oe", "-o", str(log), "-V", "-l", limits]
+    if account:
+        cmd += ["-A", account]
+    if queue:
+        cmd += ["-q", queue]
+    return [*cmd, str(jobscript)]
+
+
+def write_wrapper(jobscript: str | os.PathLike, state_dir: str | os.PathLike) -> Path:
+    """Write a job script that runs `jobscript` and records its exit status by job id."""
+    jobscript = Path(jobscript).resolve()
+    state = Path(state_dir).resolve()
+    state.mkdir(parents=True, exist_ok=True)
+    wrapper = jobscript.with_name(jobscript.name + ".pbs.sh")
+    wrapper.write_text(
+        "#!/bin/bash\n"
+        "# Written by ncreel.pbs: runs the Snakemake jobscript, records its exit status.\n"
+        f"/bin/sh {shlex.quote(str(jobscript))}\n"
+        "status=$?\n"
+        'id="${PBS_JOBID:-${SLURM_JOB_ID:-unknown}}"\n'
+        "name=$(printf '%s' \"$id\" | tr -c 'A-Za-z0-9_.-' '_')\n"
+        f"dir={shlex.quote(str(state))}\n"
+        "printf '%s\\n' \"$status\" > \"$dir/$name.exit.tmp\" && "
+        "mv -f \"$dir/$name.exit.tmp\" \"$dir/$name.exit\"\n"
+        'exit "$status"\n'
+    )
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+def submit(jobscript: str, *, queue: str | None, account: str | None, log_dir: str,
+           state_dir: str = STATE_DIR, require_account: bool = True, runner=_run,
+           **kw) -> str:
+    """Submit `jobscript` with ``qsub``; return the job id ``qsub`` printed."""
+    if require_account and not account:
+        raise SystemExit(
+            "ncreel-pbs: error: no PBS project account: export PBS_ACCOUNT=<project code> "
+            "(NCAR: the project code from `gladequota`/`sam`), then run snakemake again")
+    props = read_properties(jobscript)
+    Path(log_dir).mkdir(parents=True, exist_ok=True)
+    wrapper = write_wrapper(jobscript, state_dir)
+    cmd = build_qsub(props, str(wrapper), queue=queue, account=account, log_dir=log_dir, **kw)
+    # Next to the job's log: the exact qsub command (what was asked for, for post-mortems).
+    Path(cmd[cmd.index("-o") + 1]).with_suffix(".qsub").write_text(shlex.join(cmd) + "\n")
+    proc = runner(cmd, timeout=120)
+    if proc.returncode != 0:
+        raise SystemExit(f"ncreel-pbs: error: {shlex.join(cmd)} failed "
+                         f"(exit {proc.returncode}): {proc.stderr.strip()}")
+    jobid = proc.stdout.strip().splitlines()[0].strip() if proc.stdout.strip() else ""
+    if not jobid:
+        raise SystemExit(f"ncreel-pbs: error: qsub printed no job id: {shlex.join(cmd)}")
+    return jobid
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry: ``submit`` and ``status`` (see the module docstring)."""
+    ap = argparse.ArgumentParser(prog="ncreel-pbs", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sp = sub.add_parser("submit", help="qsub a Snakemake jobscript; print the job id")
+    sp.add_argument("jobscript")
+    sp.add_argument("--queue", default=None,
+                    help="queue (overridden by $NCREEL_PBS_QUEUE when set)")
+    sp.add_argument("--account-env", default="PBS_ACCOUNT",
+                    help="environment variable holding the project account")
+    sp.add_argument("--no-account", action="store_true",
+                    help="submit without -A (sites that need no account)")
+    sp.add_argument("--log-dir", default="logs/pbs")
+    sp.add_argument("--state-dir", default=STATE_DIR)
+    sp.add_argument("--max-walltime", default=None, help="queue limit HH:MM:SS")
+    sp.add_argument("--node-cores", type=int, default=None,
+                    help="ask for whole nodes of this many cores (exclusive queues)")
+    sp.add_argument("--node-mem-gb", type=int, default=None)
+    sp.add_argument("--extra-l", action="append", default=[],
+                    help="extra -l resource, e.g. job_priority=economy")
+    st = sub.add_parser("status", help="print running/success/failed for a job id")
+    st.add_argument("jobid")
+    st.add_argument("--state-dir", default=STATE_DIR)
+    st.add_argument("--attempts", type=int, default=4)
+    args = ap.parse_args(argv)
+    if args.cmd == "submit":
+        queue = os.environ.get("NCREEL_PBS_QUEUE") or args.queue
+        account = None if args.no_account else os.environ.get(args.account_env)
+        print(submit(args.jobscript, queue=queue, account=account, log_dir=args.log_dir,
+                     state_dir=args.state_dir, require_account=not args.no_account,
+                     max_walltime=args.max_walltime, node_cores=args.node_cores,
+                     node_mem_gb=args.node_mem_gb, extra_l=args.extra_l))
+        return 0
+    print(status(args.jobid, state_dir=args.state_dir, attempts=args.attempts))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
