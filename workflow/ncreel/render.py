@@ -84,21 +84,35 @@ class FrameRenderer:
         self.canvas.draw()
         # Fix the layout after one draw, so frames never shift and later draws are cheaper.
         self.fig.set_layout_engine("none")
-        # What a full draw (Axes.draw sorts by zorder) paints above the mesh inside the
-        # mesh's area must be redrawn after it: the spines' inner half-width. Tick marks
-        # point outwards and tick labels lie outside the axes, so they stay in the
-        # background; redrawing them would cost most of the frame (text layout).
+        # What a full draw (Axes.draw sorts by zorder) paints above the mesh where the mesh
+        # can reach must be drawn after it: the spines' inner half-width and the
+        # anti-aliased inner end of the tick marks. Tick labels lie outside the axes and stay
+        # in the background; redrawing them would cost most of the frame (text layout).
         self._above = sorted((s for s in ax.spines.values()
                               if s.get_zorder() >= self.mesh.get_zorder()),
                              key=lambda a: a.get_zorder())
+        self._tick_lines = []
+        for axis in (ax.xaxis, ax.yaxis):
+            if axis.get_visible() and axis.get_zorder() >= self.mesh.get_zorder():
+                # The ticks a full draw draws: those inside the view limits (private API,
+                # stable since matplotlib 3.1; the pixel test guards it).
+                for tick in axis._update_ticks():
+                    if tick.get_visible():
+                        self._tick_lines += [ln for ln in (tick.gridline, tick.tick1line,
+                                                           tick.tick2line) if ln.get_visible()]
         self._background = None
         if self.blit:
-            # Animated artists are skipped by canvas.draw(): the saved background holds the
-            # figure without the per-frame parts.
+            # Animated artists are skipped by canvas.draw(), and hidden tick marks too: the
+            # saved background holds the figure without the parts drawn per frame. (Tick
+            # marks are drawn by their axis, which cannot skip animated children.)
             for artist in (self.mesh, self.label, *self._above):
                 artist.set_animated(True)
+            for line in self._tick_lines:
+                line.set_visible(False)
             self.canvas.draw()
             self._background = self.canvas.copy_from_bbox(self.fig.bbox)
+            for line in self._tick_lines:
+                line.set_visible(True)
 
     def draw(self, field: np.ndarray, label: str) -> np.ndarray:
         """Draw `field` with time label `label`; return the frame's pixels.
@@ -131,10 +145,12 @@ class FrameRenderer:
         else:
             renderer = self.canvas.get_renderer()
             self.canvas.restore_region(self._background)
-            # Same order as Axes.draw: mesh, then spines, then the label (text is on top).
+            # Same order as Axes.draw: mesh, spines, tick marks, then the label (text, z=3).
             self.ax.draw_artist(self.mesh)
             for artist in self._above:
                 self.ax.draw_artist(artist)
+            for line in self._tick_lines:
+                line.draw(renderer)
             self.label.draw(renderer)
         return np.asarray(self.canvas.buffer_rgba())
 

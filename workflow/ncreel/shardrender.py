@@ -11,11 +11,13 @@ thread-safe and the GIL serialises Agg, so threads would not render in parallel.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
 import resource
 import shutil
+import sys
 import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ProcessPoolExecutor
@@ -189,7 +191,8 @@ def render_shard(spec: Mapping, shard: Shard, *, segment: str | os.PathLike,
     parts = [parts_dir / f"part_{i:03d}.mp4" for i in range(len(ranges))]
     try:
         ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=len(ranges), mp_context=ctx) as pool:
+        with _main_not_reimported(), ProcessPoolExecutor(max_workers=len(ranges),
+                                                         mp_context=ctx) as pool:
             futures = [pool.submit(render_range, spec, a, b, segment=part,
                                    frames_dir=frames_dir, png_times=png_times,
                                    encoder_threads=1)
@@ -204,6 +207,23 @@ def render_shard(spec: Mapping, shard: Shard, *, segment: str | os.PathLike,
             "maxrss_mb": max(r["maxrss_mb"] for r in results),
             "encoder_maxrss_mb": max(r["encoder_maxrss_mb"] for r in results),
             "encoder_cpu_s": sum(r["encoder_cpu_s"] for r in results)}
+
+
+@contextlib.contextmanager
+def _main_not_reimported():
+    # A spawned child re-runs the parent's __main__ file to find pickled functions. Under
+    # Snakemake that file is the rule's script, which fails outside Snakemake (no
+    # `snakemake` object) and would redo the job; the workers only need ncreel, so hide
+    # the main file from multiprocessing while the pool starts its processes.
+    main = sys.modules.get("__main__")
+    saved = getattr(main, "__file__", None)
+    if saved is not None:
+        del main.__file__
+    try:
+        yield
+    finally:
+        if saved is not None:
+            main.__file__ = saved
 
 
 def time_labels(series) -> list[str]:
