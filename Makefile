@@ -9,13 +9,14 @@ CORES ?= 2
 SAMPLE := resources/A1B_north_america.nc
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint bench sysdeps venv clean dag report help
+.PHONY: demo test lint bench bench-render sysdeps venv clean dag report help
 help:
 	@echo "make demo   - run ncreel on the sample (results/demo/)"
 	@echo "make test   - run the test suite"
 	@echo "make lint   - ruff + snakemake --lint"
 	@echo "make dag    - results/demo/rulegraph.svg and dag.svg (graphviz)"
 	@echo "make report - results/demo/report.html"
+	@echo "make bench-render - frames/s, end-to-end time and peak RSS vs xmovie and FFMpegWriter"
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +43,14 @@ test: $(VENV)/.installed $(SAMPLE) sysdeps
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check workflow tests
 	$(SNAKEMAKE) --lint
+
+# Not a timed test: several minutes on 2 cores. Prints key=value lines at the end.
+$(VENV)/.bench: $(VENV)/.installed
+	$(PY) -m pip install --quiet -e ".[workflow,test,bench]"
+	touch $@
+
+bench-render: $(VENV)/.bench sysdeps
+	$(PY) bench/render_bench.py
 
 dag: $(VENV)/.installed $(SAMPLE) sysdeps
 	$(SNAKEMAKE) --rulegraph | dot -Tsvg > results/demo/rulegraph.svg
