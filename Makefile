@@ -9,7 +9,7 @@ CORES ?= 2
 SAMPLE := resources/A1B_north_america.nc
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint bench bench-render sysdeps venv clean dag report help
+.PHONY: demo test lint bench bench-cells bench-render sysdeps venv clean dag report help
 help:
 	@echo "make demo   - run ncreel on the sample (results/demo/)"
 	@echo "make test   - run the test suite"
@@ -61,3 +61,10 @@ report: $(VENV)/.installed $(SAMPLE)
 
 clean:
 	rm -rf results logs .snakemake
+
+# Per-cell table benchmark (issue 5): COPY writer vs pandas vs per-cell loop, the
+# 1 000 000-cell x 100-step workflow run against declared mem_mb, reduce vs cat, load vs
+# psql \copy. Ends with key=value lines. BENCH_CELLS_ARGS="--big 0" skips the big run.
+BENCH_CELLS_ARGS ?=
+bench-cells: $(VENV)/.installed sysdeps
+	$(PY) bench/cells_bench.py $(BENCH_CELLS_ARGS)

@@ -23,5 +23,6 @@ rule all:
     input:
         MOVIE,
         PREVIEW,
-        f"{OUT}/cells.copy",
+        COPY_FILE,
         f"{OUT}/cells.sql",
+        LOAD_OUTPUTS,

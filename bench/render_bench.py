@@ -38,10 +38,9 @@ def _usage():
 
 
 def _sample(n, path):
-    """A NetCDF of `n` steps of the real sample (tiled in time when n > 240)."""
+    """Write `n` steps of the real sample (tiled in time when n > 240) to `path`."""
     import numpy as np
     import xarray as xr
-
     from ncreel.sample import sample_path
 
     src = xr.open_dataset(sample_path(), decode_times=False)
@@ -93,8 +92,10 @@ def case_ncreel_png(nc, n, tmp):
 
 
 def case_ncreel_e2e(nc, n, tmp):
-    """The workflow's path: 2 worker processes (one per core), raw RGBA into one ffmpeg
-    each, segments joined with -c copy, then the movie's concat with +faststart."""
+    """Run the workflow's path: 2 worker processes, raw RGBA into one ffmpeg each.
+
+    Part segments joined with -c copy, then the movie's concat with +faststart.
+    """
     from ncreel.movie import concat_segments
     from ncreel.shardrender import render_shard
     from ncreel.shards import Shard
@@ -108,8 +109,11 @@ def case_ncreel_e2e(nc, n, tmp):
 
 
 def case_ncreel_shard(nc, n, tmp):
-    """One single-worker shard of `n` frames (preset ultrafast to keep 2000 frames short:
-    the encoder is a separate process; this measures the render worker's memory)."""
+    """Render one single-worker shard of `n` frames.
+
+    Preset ultrafast keeps 2000 frames short: the encoder is a separate process, and this
+    case measures the render worker's memory.
+    """
     from ncreel.shardrender import render_shard
     from ncreel.shards import Shard
 
@@ -132,7 +136,7 @@ def _xmovie(nc, n):
 
 
 def case_xmovie_frames(nc, n, tmp):
-    """xmovie 0.3.1 save_frames_serial: a new figure per frame, PNG each."""
+    """Run xmovie 0.3.1 save_frames_serial: a new figure per frame, PNG each."""
     mov = _xmovie(nc, n)
     t = time.perf_counter()
     mov.save_frames_serial(tmp)
@@ -140,7 +144,7 @@ def case_xmovie_frames(nc, n, tmp):
 
 
 def case_xmovie_e2e(nc, n, tmp):
-    """xmovie frames, then the same encoder settings (PNGs piped to ffmpeg)."""
+    """Run xmovie frames, then the same encoder settings (PNGs piped to ffmpeg)."""
     import glob
 
     from ncreel.movie import encode_movie
@@ -156,15 +160,16 @@ def case_xmovie_e2e(nc, n, tmp):
 
 
 def case_ffmpegwriter_e2e(nc, n, tmp):
-    """matplotlib.animation.FFMpegWriter: reused figure, full draw per frame, raw RGBA to
-    one ffmpeg with the same encoder settings."""
+    """Run matplotlib.animation.FFMpegWriter with the same encoder settings.
+
+    Reused figure, full draw per frame, raw RGBA piped to one ffmpeg.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
     from matplotlib.animation import FFMpegWriter
-
     from ncreel.source import open_series
 
     with open_series(str(nc), "air_temperature") as s:
@@ -218,6 +223,7 @@ def run(case, nc, n):
 
 
 def main(argv=None):
+    """Run every case in its own process; print the table and key=value lines."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--frames", type=int, default=120, help="frames per speed case")
     ap.add_argument("--long-frames", type=int, default=2000, help="frames of the long shard")

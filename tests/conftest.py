@@ -73,3 +73,31 @@ def pg_conn(pg_server):
 
     with psycopg.connect(pg_server["conninfo"], autocommit=True) as conn:
         yield conn
+
+
+@pytest.fixture(scope="session")
+def eofs_data() -> Path:
+    """Directory of the real NetCDF examples shipped by the PyPI package eofs."""
+    import eofs
+
+    return Path(eofs.__file__).parent / "examples" / "example_data"
+
+
+def derive_nc(src: Path, dest: Path, *, variable: str, rename: dict | None = None,
+              time_attrs: dict | None = None, drop_attrs: bool = False) -> Path:
+    """Write a copy of a real file with its time axis renamed/re-encoded (messy-input tests)."""
+    import xarray as xr
+
+    with xr.open_dataset(src, decode_times=False) as ds:
+        ds = ds[[variable]].load()
+    time = [d for d in ds[variable].dims if d in ds.coords and "since" in
+            str(ds[d].attrs.get("units", ""))][0]
+    if time_attrs is not None:
+        ds[time].attrs = dict(time_attrs)
+    if drop_attrs:
+        ds[time].attrs = {}
+    if rename:
+        ds = ds.rename(rename)
+        ds.encoding.pop("unlimited_dims", None)
+    ds.to_netcdf(dest)
+    return dest

@@ -122,16 +122,20 @@ def encode_movie(frames: Sequence[str | os.PathLike], output: str | os.PathLike,
     with atomic_path(output) as tmp:
         args = ffmpeg_args(exe, os.fspath(tmp), fps=fps, crf=crf, preset=preset)
         log.info("running %s", " ".join(args))
-        proc = subprocess.Popen(args, stdin=subprocess.PIPE, stderr=subprocess.PIPE)
-        try:
-            for frame in frames:
-                with open(frame, "rb") as fh:
-                    proc.stdin.write(fh.read())
-            proc.stdin.close()
-        except BrokenPipeError:
-            pass  # ffmpeg exited early; its stderr below says why
-        err = proc.stderr.read().decode(errors="replace")
-        if proc.wait() != 0:
+        # stderr goes to a temp file, not a pipe: a chatty ffmpeg can never block on it.
+        with tempfile.TemporaryFile() as errf, subprocess.Popen(
+                args, stdin=subprocess.PIPE, stderr=errf) as proc:
+            try:
+                for frame in frames:
+                    with open(frame, "rb") as fh:
+                        proc.stdin.write(fh.read())
+                proc.stdin.close()
+            except BrokenPipeError:
+                pass  # ffmpeg exited early; its stderr below says why
+            proc.wait()
+            errf.seek(0)
+            err = errf.read().decode(errors="replace")
+        if proc.returncode != 0:
             raise NcreelError(f"ffmpeg failed (exit {proc.returncode}) writing {output}: "
                               f"{err.strip()[-2000:]}")
 

@@ -1,22 +1,26 @@
-"""PostgreSQL COPY text format: encoding rows, joining shard files, and the load script.
+r"""PostgreSQL COPY text format: encoding rows, joining shard files, and the load script.
 
 The text format is specified in the PostgreSQL documentation, "COPY — File Formats — Text
-Format": one line per row, columns separated by a tab, ``\\N`` for NULL, and within a value
-a backslash, tab, newline and carriage return written as ``\\\\``, ``\\t``, ``\\n``, ``\\r``.
-No end-of-data marker (``\\.``) is written: it is optional for files and would be data-like.
+Format": one line per row, columns separated by a tab, ``\N`` for NULL, and within a value
+a backslash, tab, newline and carriage return written as ``\\``, ``\t``, ``\n``, ``\r``.
+No end-of-data marker (``\.``) is written: it is optional for files and would be data-like.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gzip
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import BinaryIO
 
 import numpy as np
-import polars as pl
 
 from ncreel.io import atomic_path
+
+# polars is imported inside the functions that use it: the reduce and load jobs import
+# this module only to stream bytes, and should stay at a few tens of MB resident.
 
 #: numpy dtype kind/size → PostgreSQL type used in the generated DDL.
 _PG_TYPES = {
@@ -50,7 +54,13 @@ def pg_type_for(values) -> str:
     return _PG_TYPES.get(arr.dtype, "text")
 
 
-def _to_polars(name: str, values) -> pl.Series:
+#: Text that needs escaping (or is invalid: NUL) in COPY text format.
+_SPECIAL = "[\\x00\\\\\t\n\r]"
+
+
+def _to_polars(name: str, values):
+    import polars as pl
+
     if isinstance(values, pl.Series):
         s = values.rename(name)
     elif isinstance(values, np.ndarray) and values.dtype.kind in "fiub":
@@ -59,10 +69,13 @@ def _to_polars(name: str, values) -> pl.Series:
         s = pl.Series(name, values.astype("datetime64[us]"))
     else:
         s = pl.Series(name, values, dtype=pl.Utf8, strict=False)
+    if s.dtype in (pl.Categorical, pl.Enum):
+        s = s.cast(pl.Utf8)
     if s.dtype in (pl.Float32, pl.Float64):
         # COPY has no NaN-means-missing convention: NaN is NULL here, by design.
         s = s.fill_nan(None)
-    elif s.dtype == pl.Utf8:
+    elif s.dtype == pl.Utf8 and s.str.contains(_SPECIAL).any():
+        # One scan decides; most text columns (ISO times, class names) need no escaping.
         if s.str.contains("\x00", literal=True).any():
             raise ValueError(f"column '{name}': text contains a NUL byte, which PostgreSQL "
                              "text cannot store")
@@ -70,18 +83,18 @@ def _to_polars(name: str, values) -> pl.Series:
     return s
 
 
-def escape_text(s: pl.Series) -> pl.Series:
-    """Escape a text column for COPY text format (backslash first, then TAB, LF, CR).
+def escape_text(s):
+    r"""Escape a text column for COPY text format (backslash first, then TAB, LF, CR).
 
     Parameters
     ----------
     s : polars.Series of str
-        Raw text; nulls stay null (written as ``\\N``).
+        Raw text; nulls stay null (written as ``\N``).
 
     Returns
     -------
     polars.Series of str
-        Backslash → ``\\\\``, TAB → ``\\t``, LF → ``\\n``, CR → ``\\r``. Other characters,
+        Backslash → ``\\``, TAB → ``\t``, LF → ``\n``, CR → ``\r``. Other characters,
         including all non-ASCII ones, are written as-is in UTF-8.
     """
     return (s.str.replace_all("\\", "\\\\", literal=True)
@@ -91,16 +104,16 @@ def escape_text(s: pl.Series) -> pl.Series:
 
 
 def write_copy_rows(fh: BinaryIO, columns: Mapping[str, object]) -> int:
-    """Append rows to an open binary file in COPY text format.
+    r"""Append rows to an open binary file in COPY text format.
 
     Parameters
     ----------
     fh : binary file object
         Open for writing.
     columns : mapping of str to array-like, each of length n_rows
-        Column name → values, in table column order. Floats: NaN → ``\\N``, otherwise the
+        Column name → values, in table column order. Floats: NaN → ``\N``, otherwise the
         shortest decimal that round-trips to the same float32/float64 (Ryu, as in
-        polars). Text: ``None`` → ``\\N``, escaped by :func:`escape_text`.
+        polars). Text: ``None`` → ``\N``, escaped by :func:`escape_text`.
 
     Returns
     -------
@@ -112,6 +125,8 @@ def write_copy_rows(fh: BinaryIO, columns: Mapping[str, object]) -> int:
     ValueError
         If columns differ in length, or text contains a NUL byte.
     """
+    import polars as pl
+
     series = [_to_polars(name, values) for name, values in columns.items()]
     lengths = {len(s) for s in series}
     if len(lengths) > 1:
@@ -123,6 +138,147 @@ def write_copy_rows(fh: BinaryIO, columns: Mapping[str, object]) -> int:
                                        null_value="\\N", quote_style="never",
                                        line_terminator="\n", datetime_format="%Y-%m-%dT%H:%M:%S%.f")
     return n
+
+
+_INT_TYPES = {"smallint": ("Int16", np.int16), "integer": ("Int32", np.int32),
+              "bigint": ("Int64", np.int64)}
+_TEXT_LIKE = ("text", "character varying", "varchar", "geometry", "geography",
+              "timestamp", "date", "time", "uuid", "json", "jsonb")
+
+
+def coerce_column(values, pgtype: str):
+    """Check one column against its declared PostgreSQL type and cast it for writing.
+
+    Parameters
+    ----------
+    values : numpy.ndarray, polars.Series or sequence
+        The column.
+    pgtype : str
+        Declared type. ``real`` needs float32 (float64 would not load exactly);
+        ``double precision`` takes any float or integer and is cast to float64, so a
+        float32 value is written as its exact float64 value; ``smallint``/``integer``/
+        ``bigint`` take integers (bool too) and are range-checked; ``boolean`` takes bool;
+        text-like types (text, varchar, timestamp, date, geometry, …) take strings, and
+        timestamps/dates also datetime64. Other types pass through unchecked.
+
+    Returns
+    -------
+    numpy.ndarray or polars.Series
+        Same length as `values`.
+
+    Raises
+    ------
+    TypeError
+        If the dtype does not fit `pgtype`.
+    ValueError
+        If integers overflow the declared integer type.
+    """
+    import polars as pl
+
+    t = " ".join(pgtype.lower().split())
+    if isinstance(values, pl.Series):
+        kind = ("f" if values.dtype.is_float() else "i" if values.dtype.is_integer()
+                else "b" if values.dtype == pl.Boolean else "M" if values.dtype.is_temporal()
+                else "U" if values.dtype in (pl.Utf8, pl.Categorical, pl.Enum, pl.Null)
+                else "O")
+        is_f32 = values.dtype == pl.Float32
+    else:
+        values = np.asarray(values)
+        if values.ndim != 1:
+            raise TypeError(f"must be 1-D, got shape {values.shape}")
+        kind, is_f32 = values.dtype.kind, values.dtype == np.float32
+        kind = "i" if kind == "u" else kind
+    if t == "real":
+        if not (kind == "f" and is_f32):
+            raise TypeError("'real' needs float32 values (declare 'double precision' for "
+                            f"float64), got {getattr(values, 'dtype', type(values))}")
+        return values
+    if t in ("double precision", "float8"):
+        if kind not in "fi":
+            raise TypeError(f"needs float or integer values, got {values.dtype}")
+        return values.cast(pl.Float64) if isinstance(values, pl.Series) else \
+            values.astype(np.float64, copy=False)
+    if t in _INT_TYPES:
+        if kind not in "ib":
+            raise TypeError(f"needs integer values, got {values.dtype}")
+        pl_name, np_type = _INT_TYPES[t]
+        if isinstance(values, pl.Series):
+            try:
+                return values.cast(getattr(pl, pl_name), strict=True)
+            except pl.exceptions.InvalidOperationError as err:
+                raise ValueError(f"values out of range for {t}") from err
+        info = np.iinfo(np_type)
+        if len(values) and (values.min() < info.min or values.max() > info.max):
+            raise ValueError(f"values out of range for {t} ({info.min}..{info.max})")
+        return values.astype(np_type, copy=False)
+    if t == "boolean":
+        if kind != "b":
+            raise TypeError(f"needs bool values, got {values.dtype}")
+        return values
+    if t.startswith(_TEXT_LIKE):
+        ok = "UOSM" if t.startswith(("timestamp", "date")) else "UOS"
+        if kind not in ok:
+            raise TypeError(f"needs strings, got {values.dtype}")
+        return values
+    return values
+
+
+def open_copy_writer(path: str | os.PathLike, compression: str = "none",
+                     level: int | None = None) -> BinaryIO:
+    """Open a COPY file for writing, compressed as configured.
+
+    Compressed shard files concatenate byte-wise into one valid file: a gzip file may hold
+    several members (RFC 1952 section 2.2) and a zstd file several frames (RFC 8878
+    section 3.1), and ``gzip -dc``/``zstd -dc`` decompress them all in order.
+
+    Parameters
+    ----------
+    path : path
+        File to create.
+    compression : {"none", "gzip", "zstd"}
+    level : int, optional
+        gzip 1–9 (default 6) or zstd 1–19 (default 3).
+
+    Returns
+    -------
+    binary file object
+        Close it (or use ``with``) to flush the compressor.
+    """
+    if compression == "none":
+        return open(path, "wb")
+    if compression == "gzip":
+        return gzip.open(path, "wb", compresslevel=6 if level is None else level)
+    if compression == "zstd":
+        import zstandard
+
+        raw = open(path, "wb")
+        cctx = zstandard.ZstdCompressor(level=3 if level is None else level)
+        return cctx.stream_writer(raw, closefd=True)
+    raise ValueError(f"compression {compression!r}: use none, gzip or zstd")
+
+
+@contextlib.contextmanager
+def open_copy_reader(path: str | os.PathLike) -> Iterator[BinaryIO]:
+    """Open a COPY file for reading, decompressing ``.gz``/``.zst`` by file name.
+
+    Yields
+    ------
+    binary file object
+        Decompressed COPY text, read in blocks with ``read(n)``.
+    """
+    name = os.fspath(path)
+    if name.endswith(".gz"):
+        with gzip.open(name, "rb") as fh:
+            yield fh
+    elif name.endswith(".zst"):
+        import zstandard
+
+        with open(name, "rb") as raw, zstandard.ZstdDecompressor().stream_reader(
+                raw, read_across_frames=True) as fh:
+            yield fh
+    else:
+        with open(name, "rb") as fh:
+            yield fh
 
 
 def concatenate(parts: Sequence[str | os.PathLike], output: str | os.PathLike,
@@ -175,7 +331,9 @@ def _copy(src: BinaryIO, dst: BinaryIO, size: int, chunk_bytes: int) -> int:
     return done
 
 
-_IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+#: An unquoted lower-case PostgreSQL identifier (NAMEDATALEN - 1 = 63 characters).
+IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_IDENT = IDENTIFIER
 
 
 def table_name(name: str) -> str:
@@ -194,20 +352,57 @@ def table_name(name: str) -> str:
     return name
 
 
-def create_table_sql(table: str, columns: Sequence[tuple[str, str]]) -> str:
-    """``CREATE TABLE`` statement for `columns` (name, PostgreSQL type) pairs."""
+def load_statements(table: str, columns: Sequence[tuple[str, str]], run: str) -> list[str]:
+    """Return the SQL that prepares `table` for (re)loading `run`'s rows, before the COPY.
+
+    The table holds rows of any number of runs, told apart by its first column ``run``:
+    create it if missing, delete this run's earlier rows (so a rerun replaces them, never
+    duplicates), and make ``run`` default to this run's name, so the COPY (which has no
+    ``run`` column) fills it. :func:`finish_statements` removes the default again; run
+    everything in one transaction so other sessions never see a half-loaded run.
+
+    Parameters
+    ----------
+    table : str
+        Table name, see :func:`table_name`.
+    columns : sequence of (str, str)
+        Column names and PostgreSQL types, in COPY file order.
+    run : str
+        Run name (letters, digits, ``_.-``).
+
+    Returns
+    -------
+    list of str
+        Statements, each without the trailing ``;``.
+    """
     table_name(table)
-    body = ",\n".join(f"    {table_name(name)} {pgtype}" for name, pgtype in columns)
-    return f"CREATE TABLE {table} (\n{body}\n);\n"
+    lit = _sql_literal(run)
+    body = ",\n".join(f"    {table_name(name)} {pgtype}" for name, pgtype in
+                      [("run", "text NOT NULL"), *columns])
+    return [f"CREATE TABLE IF NOT EXISTS {table} (\n{body}\n)",
+            f"DELETE FROM {table} WHERE run = {lit}",
+            f"ALTER TABLE {table} ALTER COLUMN run SET DEFAULT {lit}"]
+
+
+def finish_statements(table: str) -> list[str]:
+    """Return the SQL run after the COPY: drop the temporary ``run`` default."""
+    return [f"ALTER TABLE {table_name(table)} ALTER COLUMN run DROP DEFAULT"]
+
+
+def copy_statement(table: str, columns: Sequence[tuple[str, str]], source: str = "STDIN") -> str:
+    """``COPY table (cols) FROM source WITH (FORMAT text)``."""
+    cols = ", ".join(table_name(name) for name, _ in columns)
+    return f"COPY {table_name(table)} ({cols}) FROM {source} WITH (FORMAT text)"
 
 
 def load_script(table: str, columns: Sequence[tuple[str, str]], copy_file: str,
-                *, comment: str = "") -> str:
-    """psql script that (re)creates `table` and loads `copy_file` in one transaction.
+                *, run: str, comment: str = "") -> str:
+    r"""Return the psql script loading `copy_file` into `table` as run `run` in one transaction.
 
-    Run it from the directory holding `copy_file`: ``psql -f cells.sql DBNAME``. Rerunning
-    replaces the table's rows instead of duplicating them. ``ON_ERROR_STOP`` makes psql
-    stop, and roll back, at the first error.
+    Run it from the directory holding `copy_file`: ``psql -f cells.sql DBNAME``. The table
+    is created if missing with a leading ``run text`` column; rerunning replaces this
+    run's rows instead of duplicating them (see :func:`load_statements`). ``ON_ERROR_STOP``
+    makes psql stop, and roll back, at the first error.
 
     Parameters
     ----------
@@ -217,11 +412,12 @@ def load_script(table: str, columns: Sequence[tuple[str, str]], copy_file: str,
         Column names and PostgreSQL types, in COPY file order.
     copy_file : str
         COPY text file name, relative to where psql runs; a ``.gz`` or ``.zst`` name is
-        read through ``gzip -dc``/``zstd -dc`` with ``\\copy … FROM PROGRAM``.
+        read through ``gzip -dc``/``zstd -dc`` with ``\copy … FROM PROGRAM``.
+    run : str
+        Run name, stored in the ``run`` column.
     comment : str
         Text for a leading SQL comment (e.g. the run and input).
     """
-    cols = ", ".join(name for name, _ in columns)
     if copy_file.endswith(".gz"):
         source = f"PROGRAM 'gzip -dc {_sql_quote_path(copy_file)}'"
     elif copy_file.endswith(".zst"):
@@ -229,10 +425,19 @@ def load_script(table: str, columns: Sequence[tuple[str, str]], copy_file: str,
     else:
         source = f"'{_sql_quote_path(copy_file)}'"
     lines = [f"-- {line}" for line in comment.splitlines()]
-    lines += ["\\set ON_ERROR_STOP on", "BEGIN;", f"DROP TABLE IF EXISTS {table};",
-              create_table_sql(table, columns).rstrip(),
-              f"\\copy {table} ({cols}) FROM {source} WITH (FORMAT text)", "COMMIT;", ""]
+    lines += ["\\set ON_ERROR_STOP on", "BEGIN;"]
+    lines += [f"{stmt};" for stmt in load_statements(table, columns, run)]
+    # psql's \copy must be on one line.
+    lines.append("\\" + copy_statement(table, columns, source).replace("COPY", "copy", 1))
+    lines += [f"{stmt};" for stmt in finish_statements(table)]
+    lines += ["COMMIT;", ""]
     return "\n".join(lines)
+
+
+def _sql_literal(text: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", text):
+        raise ValueError(f"run name {text!r}: use letters, digits, '_', '.', '-'")
+    return f"'{text}'"
 
 
 def _sql_quote_path(path: str) -> str:

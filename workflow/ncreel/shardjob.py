@@ -9,9 +9,9 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ncreel.cells import CellContext, field_model
+from ncreel.cells import ShardRows, cells_settings
 from ncreel.io import atomic_path
-from ncreel.pgcopy import write_copy_rows
+from ncreel.pgcopy import open_copy_writer
 from ncreel.shardrender import render_shard
 from ncreel.shards import Shard
 from ncreel.source import Series
@@ -25,8 +25,8 @@ MAX_BLOCK_CELLS = 1_000_000
 def run_shard(series: Series, shard: Shard, *, stats_json: str | os.PathLike,
               cell_mean_npy: str | os.PathLike, frames_dir: str | os.PathLike,
               rows_path: str | os.PathLike, render: Mapping, segment: str | os.PathLike,
-              encode: Mapping, png_times=(), workers: int = 1,
-              png_compress: int = 6) -> dict:
+              encode: Mapping, cells: Mapping | None = None, png_times=(),
+              workers: int = 1, png_compress: int = 6) -> dict:
     """Write the COPY rows and render the frames of time steps ``shard.start:shard.stop``.
 
     Frames: :func:`ncreel.shardrender.render_shard` reads the slice in its own small
@@ -54,6 +54,9 @@ def run_shard(series: Series, shard: Shard, *, stats_json: str | os.PathLike,
         The shard's H.264 MP4 segment.
     encode : mapping
         ``fps``, ``crf``, ``preset``.
+    cells : mapping, optional
+        Cell-model settings from :func:`ncreel.cells.cells_settings` (default: ``field``
+        model, no geometry, no compression).
     png_times : iterable of int
         Global time indices also written as PNG (see :func:`ncreel.shardrender.png_sample`).
     workers : int
@@ -67,10 +70,7 @@ def run_shard(series: Series, shard: Shard, *, stats_json: str | os.PathLike,
         ``frames`` and ``rows`` written, and the render statistics.
     """
     stats = json.loads(open(stats_json).read())
-    time = series.time_axis()
-    lat, lon = series.cell_coordinates()
-    ctx = CellContext(time=time, cell_mean=np.load(cell_mean_npy), lat=lat, lon=lon,
-                      value_type="real" if series.dtype == np.float32 else "double precision")
+    cells = cells_settings(cells or {})
     spec = {"series": {"paths": list(series.paths), "variable": series.variable,
                        "time_dim": series.time_dim, "select": dict(series.select)},
             "render": dict(render), "encode": dict(encode), "vmin": stats["vmin"],
@@ -81,11 +81,13 @@ def run_shard(series: Series, shard: Shard, *, stats_json: str | os.PathLike,
         fdir.mkdir()
         info = render_shard(spec, shard, segment=segment, frames_dir=fdir, png_times=png_times,
                             workers=workers)
+    rows = ShardRows.for_series(series, cell_mean=np.load(cell_mean_npy), cells=cells)
     n_rows = 0
     max_bytes = MAX_BLOCK_CELLS * series.dtype.itemsize
-    with atomic_path(rows_path) as rtmp, open(rtmp, "wb") as fh:
+    with atomic_path(rows_path) as rtmp, \
+            open_copy_writer(rtmp, cells["compression"], cells["compression_level"]) as fh:
         for t0, block in series.iter_blocks(shard.start, shard.stop, max_bytes):
-            n_rows += write_copy_rows(fh, field_model(block, t0, ctx))
+            n_rows += rows.write(fh, t0, block)
     log.info("shard %s: %d rows; %d frames (%d PNG) by %d worker(s) in %.1f s, %.1f frames/s "
              "drawn, worker peak RSS %.0f MiB, encoder peak RSS %.0f MiB", shard.name, n_rows,
              info["frames"], info["pngs"], info["workers"], info["wall_s"],

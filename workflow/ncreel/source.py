@@ -61,11 +61,15 @@ class TimeAxis:
         """PostgreSQL type for the ``time`` column.
 
         ``timestamp`` holds only the proleptic Gregorian calendar; 360-day, noleap and other
-        CF calendars have dates such as 2000-02-30 that it rejects, so those are ``text``.
+        CF calendars have dates such as 2000-02-30 that it rejects, and CF ``standard``
+        dates before 1582-10-15 are Julian, so those are ``text`` (ISO 8601 strings).
         """
-        if self.decoded and self.calendar in GREGORIAN_CALENDARS:
-            return "timestamp without time zone"
-        return "text"
+        if not self.decoded or self.calendar not in GREGORIAN_CALENDARS:
+            return "text"
+        # CF 'standard' is Julian before 1582-10-15; PostgreSQL is proleptic Gregorian.
+        if self.calendar != "proleptic_gregorian" and min(self.labels) < "1582-10-15":
+            return "text"
+        return "timestamp without time zone"
 
 
 @dataclass
@@ -137,6 +141,53 @@ class Series:
         if not np.issubdtype(block.dtype, np.floating):
             block = block.astype(np.float64)
         return block
+
+    def read_variable(self, name: str, start: int, stop: int) -> np.ndarray:
+        """Read another variable of the same files on the same grid (e.g. for a cell model).
+
+        Parameters
+        ----------
+        name : str
+            Variable with dims ``(time, y, x)`` or ``(y, x)`` (plus any dims in ``select``).
+        start, stop : int
+            Half-open range of global time indices (ignored for a ``(y, x)`` variable).
+
+        Returns
+        -------
+        numpy.ndarray, float64
+            Shape ``(stop - start, ny, nx)``, or ``(ny, nx)`` without a time dimension; NaN
+            where missing (CF mask-and-scale applied).
+
+        Raises
+        ------
+        NcreelError
+            If the variable is missing or its dims are not the grid's (plus time).
+        """
+        ds = self._dataset(0)
+        if name not in ds.variables:
+            raise NcreelError(f"input '{self.paths[0]}': no variable '{name}' "
+                              f"(variables: {', '.join(sorted(map(str, ds.data_vars)))})")
+        da = ds[name]
+        sel = {d: i for d, i in self.select.items() if d in da.dims}
+        dims = set(da.dims) - set(sel)
+        if dims == {self.y_dim, self.x_dim}:
+            return np.asarray(da.isel(sel).transpose(self.y_dim, self.x_dim).values,
+                              dtype=np.float64)
+        if dims != {self.time_dim, self.y_dim, self.x_dim}:
+            raise NcreelError(f"input '{self.paths[0]}': variable '{name}' has dims "
+                              f"({', '.join(map(str, da.dims))}); need ({self.time_dim}, "
+                              f"{self.y_dim}, {self.x_dim}) or ({self.y_dim}, {self.x_dim})")
+        parts, offset = [], 0
+        for i, count in enumerate(self.counts):
+            lo, hi = max(start - offset, 0), min(stop - offset, count)
+            if lo < hi:
+                part = self._dataset(i)[name].isel({self.time_dim: slice(lo, hi), **sel})
+                parts.append(np.asarray(
+                    part.transpose(self.time_dim, self.y_dim, self.x_dim).values, np.float64))
+            offset += count
+        if not parts:
+            return np.empty((0, self.ny, self.nx))
+        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
 
     def iter_blocks(self, start: int, stop: int, max_bytes: int = 64 * 2**20):
         """Yield ``(t0, block)`` for consecutive slices of ``start:stop``, each ≤ `max_bytes`.
@@ -473,5 +524,6 @@ def _decode_time(raw: np.ndarray, units: str, calendar: str) -> tuple[list, str]
     try:
         dates = cftime.num2date(raw, units, calendar=calendar, only_use_cftime_datetimes=True)
     except Exception as err:  # cftime raises ValueError/TypeError/… for many unit oddities
-        return [None] * len(raw), f"cannot decode time units {units!r} calendar {calendar!r} ({err})"
+        return [None] * len(raw), (f"cannot decode time units {units!r} calendar "
+                                   f"{calendar!r} ({err})")
     return [d.isoformat() for d in np.atleast_1d(dates)], ""

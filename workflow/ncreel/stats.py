@@ -95,7 +95,13 @@ def write_statistics(series: Series, stats_json: str | os.PathLike,
     dict
         The statistics written to `stats_json`.
     """
+    time = series.time_axis()
+    if not time.decoded:
+        log.warning("time of '%s' not decoded, using the raw '%s' values instead "
+                    "(column time is NULL, time_value holds them): %s", series.variable,
+                    series.time_dim, time.note)
     stats, cell_mean = series_statistics(series, percentiles=tuple(percentiles))
+    stats["time_decoded"] = time.decoded
     if vmin is not None:
         stats["vmin"] = float(vmin)
     if vmax is not None:

@@ -1,22 +1,68 @@
+# Per-cell table: join the shards' COPY files, write the psql load script, and (when a
+# database is configured) load the rows with psycopg.
+from ncreel.load import job_conninfo
+
+DATABASE = config["database"]
+LOAD_OUTPUTS = []
+CONNINFO = None
+if DATABASE["url"] or DATABASE["service"]:
+    try:
+        # The password never goes into params (Snakemake stores params in .snakemake/
+        # metadata): job_conninfo hands it to the job through libpq's PGPASSWORD.
+        CONNINFO = job_conninfo(url=DATABASE["url"], service=DATABASE["service"])
+    except NcreelError as err:
+        fail(err)
+    LOAD_OUTPUTS = [f"{OUT}/load.json"]
+
+
 rule reduce_cells:
     # Join the shards' COPY files in time order into one file (streamed, constant
     # memory) and write the psql script that creates the table and loads it.
     input:
-        rows=lambda wc: [f"{OUT}/cells/{name}.copy" for name in shard_plan()],
+        rows=lambda wc: [f"{OUT}/cells/{name}{CELLS['suffix']}" for name in shard_plan()],
     output:
-        table=f"{OUT}/cells.copy",
+        table=COPY_FILE,
         sql=f"{OUT}/cells.sql",
     params:
-        series=SERIES,
+        columns=CELL_COLUMNS,
         table=TABLE,
         run=RUN,
+        note=CELL_NOTE,
     threads: 1
     resources:
-        mem_mb=lambda wc, attempt: 300 * attempt,
+        mem_mb=lambda wc, attempt: 200 * attempt,
         runtime=lambda wc, attempt: 30 * attempt,
     log:
         f"{LOGS}/reduce_cells.log",
     benchmark:
         f"{OUT}/benchmarks/reduce_cells.tsv"
+    conda:
+        "../../envs/ncreel.yaml"
     script:
         "../scripts/reduce_cells.py"
+
+
+rule load_database:
+    # COPY the run's rows into PostgreSQL in one transaction (rerun replaces the run's
+    # rows). Only part of `all` when database.url or database.service is set.
+    input:
+        table=COPY_FILE,
+    output:
+        summary=f"{OUT}/load.json",
+    params:
+        conninfo=lambda wc: CONNINFO,
+        table=TABLE,
+        run=RUN,
+        columns=CELL_COLUMNS,
+    threads: 1
+    resources:
+        mem_mb=lambda wc, attempt: 200 * attempt,
+        runtime=lambda wc, attempt: 60 * attempt,
+    log:
+        f"{LOGS}/load_database.log",
+    benchmark:
+        f"{OUT}/benchmarks/load_database.tsv"
+    conda:
+        "../../envs/ncreel.yaml"
+    script:
+        "../scripts/load_database.py"

@@ -11,7 +11,9 @@ from snakemake.utils import validate
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 
 from ncreel import resources as res  # noqa: E402
+from ncreel.cells import cells_settings, series_columns  # noqa: E402
 from ncreel.errors import NcreelError  # noqa: E402
+from ncreel.runlock import clear_stale_lock  # noqa: E402
 from ncreel.shardrender import png_sample  # noqa: E402
 from ncreel.shards import frame_name, plan_shards  # noqa: E402
 from ncreel.source import open_series, resolve_paths  # noqa: E402
@@ -28,15 +30,27 @@ _known = yaml.safe_load(SCHEMA.read_text())["properties"]
 for _key in config:
     if _key not in _known:
         fail(f"unknown config key '{_key}' (known keys: {', '.join(sorted(_known))})")
+# `--config select={level: 0}` arrives with string values; indices are integers.
+if isinstance(config.get("select"), dict):
+    config["select"] = {
+        k: int(v) if isinstance(v, str) and re.fullmatch(r"-?\d+", v) else v
+        for k, v in config["select"].items()
+    }
 try:
     validate(config, str(SCHEMA))
 except Exception as err:  # jsonschema's message names the key and the expected type
     fail(f"config: {' '.join(str(err).split())[:500]}")
 
+if workflow.is_main_process:
+    # A run killed with kill -9 leaves Snakemake's lock behind; remove it only when that
+    # run is certainly dead, so that running the same command again resumes.
+    if clear_stale_lock("."):
+        print("ncreel: removed the stale lock of a killed run; resuming", file=sys.stderr)
+
 RUN = config["run"]
 OUT = f"results/{RUN}"
 LOGS = f"logs/{RUN}"
-TABLE = config["table"] or "ncreel_" + re.sub(r"[^a-z0-9_]", "_", RUN.lower())
+TABLE = config["table"] or f"ncreel_{re.sub(r'[^a-z0-9_]', '_', RUN.lower())}"
 
 try:
     INPUTS = resolve_paths(config["input"])
@@ -44,6 +58,13 @@ try:
                      select=config["select"]) as _series:
         GRID = {"n_time": _series.n_time, "ny": _series.ny, "nx": _series.nx}
         TIME_DIM = _series.time_dim
+        CELLS = cells_settings(config["cells"])
+        # The table's columns, declared by the cell model (imported here, so a bad
+        # cells.model stops the run before any job starts).
+        CELL_COLUMNS = series_columns(_series, CELLS)
+        _time = _series.time_axis()
+        CELL_NOTE = f"'{_series.variable}' from {', '.join(_series.paths)}" + (
+            "" if _time.decoded else f"\ntime could not be decoded ({_time.note}); column time is NULL")
 except NcreelError as err:
     fail(err)
 
@@ -58,6 +79,7 @@ ENCODE = {k: config[k] for k in ("fps", "crf", "preset")}
 RENDER_THREADS = config["render_threads"]
 MID_T = GRID["n_time"] // 2
 MOVIE = f"{OUT}/movie.mp4"
+COPY_FILE = f"{OUT}/cells{CELLS['suffix']}"
 PREVIEW = f"{OUT}/preview.png"
 
 

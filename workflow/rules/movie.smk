@@ -16,6 +16,8 @@ rule encode_movie:
         f"{LOGS}/encode_movie.log",
     benchmark:
         f"{OUT}/benchmarks/encode_movie.tsv"
+    conda:
+        "../../envs/ffmpeg.yaml"
     script:
         "../scripts/encode_movie.py"
 
@@ -34,5 +36,7 @@ rule preview:
         runtime=5,
     log:
         f"{LOGS}/preview.log",
+    conda:
+        "../../envs/ncreel.yaml"
     script:
         "../scripts/preview.py"

@@ -27,6 +27,8 @@ checkpoint calibrate_render:
         f"{LOGS}/calibrate_render.log",
     benchmark:
         f"{OUT}/benchmarks/calibrate_render.tsv"
+    conda:
+        "../../envs/ncreel.yaml"
     script:
         "../scripts/calibrate_render.py"
 
@@ -44,7 +46,7 @@ rule render_shard:
     output:
         frames=directory(f"{OUT}/frames/{{shard}}"),
         segment=f"{OUT}/segments/{{shard}}.mp4",
-        rows=f"{OUT}/cells/{{shard}}.copy",
+        rows=f"{OUT}/cells/{{shard}}{CELLS['suffix']}",
     params:
         series=SERIES,
         start=lambda wc: shard_plan()[wc.shard].start,
@@ -52,6 +54,7 @@ rule render_shard:
         png_times=lambda wc: shard_pngs(wc.shard),
         render=RENDER,
         encode=ENCODE,
+        cells=CELLS,
     threads: RENDER_THREADS
     resources:
         mem_mb=lambda wc, input, threads, attempt: res.render_mem_mb_calibrated(
@@ -64,5 +67,7 @@ rule render_shard:
         f"{LOGS}/render_shard/{{shard}}.log",
     benchmark:
         f"{OUT}/benchmarks/render_shard/{{shard}}.tsv"
+    conda:
+        "../../envs/ncreel.yaml"
     script:
         "../scripts/render_shard.py"

@@ -18,5 +18,7 @@ rule statistics:
         f"{LOGS}/statistics.log",
     benchmark:
         f"{OUT}/benchmarks/statistics.tsv"
+    conda:
+        "../../envs/ncreel.yaml"
     script:
         "../scripts/statistics.py"

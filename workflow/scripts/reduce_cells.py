@@ -11,4 +11,4 @@ from ncreel.reduce import reduce_cells  # noqa: E402
 configure(snakemake.log[0])  # noqa: F821
 p = snakemake.params  # noqa: F821
 reduce_cells(snakemake.input.rows, snakemake.output.table, snakemake.output.sql,  # noqa: F821
-             series=p.series, table=p.table, run=p.run)
+             columns=p.columns, table=p.table, run=p.run, note=p.note)

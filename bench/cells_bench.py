@@ -1,0 +1,344 @@
+"""Benchmark of ncreel's per-cell table path; ends with one ``key=value`` line per figure.
+
+In one run (``make bench-cells``):
+
+1. COPY writer: rows/s of :func:`ncreel.pgcopy.write_copy_rows` vs ``pandas.DataFrame.to_csv``
+   (tab-separated) vs a per-cell Python loop building one string (the original job's
+   approach), on the same ``field``-model rows, each in its own process (peak RSS each);
+2. a synthetic 1 000 000-cell x 100-step run of the real workflow; every render_shard job's
+   ``max_rss`` (Snakemake benchmark file) against the ``mem_mb`` it declared;
+3. reduce: :func:`ncreel.pgcopy.concatenate` vs ``cat`` on that run's shard files (GB);
+4. load: :func:`ncreel.load.load_copy` vs ``psql \\copy`` into a throw-away PostgreSQL.
+
+Every measurement runs in a child process; its peak RSS comes from ``os.wait4``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "workflow"))
+
+
+# --- children: one measurement each, print JSON ---------------------------------------
+
+def _rows(n: int):
+    """``field``-model rows (8 columns) for n cells over 10 decoded time steps."""
+    import numpy as np
+    from ncreel.cells import CellContext, field_model
+    from ncreel.source import TimeAxis
+
+    n_t = 10
+    nx = 1000
+    ny = max(1, n // (n_t * nx))
+    rng = np.random.default_rng(1)
+    block = (rng.normal(280, 10, size=(n_t, ny, nx))).astype(np.float32)
+    time_ax = TimeAxis(values=np.arange(n_t) * 30.0,
+                       labels=[f"2000-{m + 1:02d}-16T00:00:00" for m in range(n_t)],
+                       calendar="standard", units="days since 2000-01-01", decoded=True)
+    lat, lon = np.meshgrid(np.linspace(-60, 70, ny), np.linspace(-180, 180, nx),
+                           indexing="ij")
+    ctx = CellContext(time=time_ax, cell_mean=block.mean(axis=0, dtype=np.float64),
+                      lat=lat, lon=lon)
+    return field_model(block, 0, ctx)
+
+
+def child_writer(n: int, out: str) -> dict:
+    from ncreel.pgcopy import write_copy_rows
+
+    cols = _rows(n)
+    t = time.perf_counter()
+    with open(out, "wb") as fh:
+        rows = write_copy_rows(fh, cols)
+    return {"rows": rows, "seconds": time.perf_counter() - t}
+
+
+def child_pandas(n: int, out: str) -> dict:
+    import pandas as pd
+
+    cols = _rows(n)
+    df = pd.DataFrame({k: (v.to_numpy() if hasattr(v, "to_numpy") else v)
+                       for k, v in cols.items()})
+    t = time.perf_counter()
+    df.to_csv(out, sep="\t", header=False, index=False, na_rep="\\N")
+    return {"rows": len(df), "seconds": time.perf_counter() - t}
+
+
+def child_loop(n: int, out: str) -> dict:
+    cols = _rows(n)
+    lists = [list(v.to_list() if hasattr(v, "to_list") else v.tolist()) for v in cols.values()]
+    t = time.perf_counter()
+    text = ""
+    parts = []
+    for row in zip(*lists, strict=True):  # one Python object per cell, as the original job
+        parts.append("\t".join("\\N" if v is None else str(v) for v in row) + "\n")
+    text = "".join(parts)
+    with open(out, "w") as fh:
+        fh.write(text)
+    return {"rows": len(parts), "seconds": time.perf_counter() - t}
+
+
+def child_reduce(out: str, *parts: str) -> dict:
+    from ncreel.pgcopy import concatenate
+
+    t = time.perf_counter()
+    size = concatenate(list(parts), out)
+    return {"bytes": size, "seconds": time.perf_counter() - t}
+
+
+def child_load(path: str, conninfo: str, columns: str) -> dict:
+    from ncreel.load import load_copy
+
+    s = load_copy(path, conninfo=conninfo, table="bench_load", run="bench",
+                  columns=json.loads(columns))
+    return {"rows": s["rows"], "seconds": s["seconds"]}
+
+
+CHILDREN = {"writer": child_writer, "pandas": child_pandas, "loop": child_loop,
+            "reduce": child_reduce, "load": child_load}
+
+
+# --- parent -----------------------------------------------------------------------------
+
+#: Runs argv and writes its wall time and peak RSS to a file. A separate, tiny process,
+#: because a child's ru_maxrss includes the image it was forked from: measured straight from
+#: this (large, after numpy/polars imports) process it would report this process's size.
+_WRAPPER = """
+import os, sys, time
+out, argv = sys.argv[1], sys.argv[2:]
+t = time.perf_counter()
+pid = os.posix_spawnp(argv[0], argv, os.environ)
+_, status, usage = os.wait4(pid, 0)
+with open(out, "w") as fh:
+    fh.write(f"{os.waitstatus_to_exitcode(status)} {time.perf_counter() - t} {usage.ru_maxrss}")
+"""
+
+
+def measure(argv: list[str], stdout=None) -> tuple[float, float, str]:
+    """Run argv; return (wall seconds, peak RSS MB, stdout text).
+
+    The peak RSS is the child's own, plus at most the tiny wrapper's few MB it was
+    spawned from (``posix_spawn``).
+    """
+    with tempfile.TemporaryFile() as cap, tempfile.NamedTemporaryFile("r") as res:
+        subprocess.run([sys.executable, "-S", "-c", _WRAPPER, res.name, *argv],
+                       stdout=stdout or cap, check=True)
+        code, wall, maxrss = res.read().split()
+        if int(code) != 0:
+            raise SystemExit(f"{argv[:4]} failed with {code}")
+        text = ""
+        if stdout is None:
+            cap.seek(0)
+            text = cap.read().decode()
+    return float(wall), int(maxrss) / 1024, text
+
+
+def child(kind: str, *args) -> tuple[dict, float]:
+    _, rss, text = measure([sys.executable, __file__, "--child", kind, *map(str, args)])
+    return json.loads(text.strip().splitlines()[-1]), rss
+
+
+def start_pg(base: Path):
+    """Throw-away PostgreSQL on a unix socket (as tests/conftest.py does)."""
+    pg = sorted(glob.glob("/usr/lib/postgresql/*/bin"))[-1]
+    prefix = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    data, sock = base / "data", base / "sock"
+    sock.mkdir(parents=True)
+    if prefix:
+        shutil.chown(base, "postgres")
+        shutil.chown(sock, "postgres")
+    subprocess.run([*prefix, f"{pg}/initdb", "-D", str(data), "-A", "trust", "-U", "postgres",
+                    "-E", "UTF8", "--locale=C.UTF-8"], check=True, capture_output=True)
+    subprocess.run([*prefix, f"{pg}/pg_ctl", "-D", str(data), "-w", "-l", str(base / "log"),
+                    "-o", f"-c listen_addresses='' -c unix_socket_directories='{sock}' "
+                          "-c fsync=off -c full_page_writes=off -c max_wal_size=4GB",
+                    "start"], check=True, capture_output=True)
+
+    def stop():
+        subprocess.run([*prefix, f"{pg}/pg_ctl", "-D", str(data), "-m", "immediate", "stop"],
+                       capture_output=True)
+    return f"host={sock} user=postgres dbname=postgres", str(sock), stop
+
+
+def make_big_nc(path: Path, n_time: int, ny: int, nx: int) -> None:
+    import netCDF4
+    import numpy as np
+
+    with netCDF4.Dataset(path, "w") as ds:
+        ds.createDimension("time", n_time)
+        ds.createDimension("lat", ny)
+        ds.createDimension("lon", nx)
+        t = ds.createVariable("time", "f8", ("time",))
+        t.units, t.calendar = "days since 2000-01-01", "standard"
+        t[:] = np.arange(n_time) * 30.0
+        la = ds.createVariable("lat", "f8", ("lat",))
+        la.units = "degrees_north"
+        la[:] = np.linspace(-89.9, 89.9, ny)
+        lo = ds.createVariable("lon", "f8", ("lon",))
+        lo.units = "degrees_east"
+        lo[:] = np.linspace(-179.9, 179.9, nx)
+        v = ds.createVariable("tas", "f4", ("time", "lat", "lon"), chunksizes=(1, ny, nx))
+        v.units = "K"
+        rng = np.random.default_rng(0)
+        base = (280 + 20 * np.cos(np.deg2rad(la[:]))[:, None]
+                + rng.normal(0, 1, (ny, nx))).astype(np.float32)
+        for i in range(n_time):
+            v[i] = base + np.float32(i * 0.01)
+
+
+def big_run(work: Path, n_time: int, ny: int, nx: int, frames_per_shard: int) -> dict:
+    nc = work / "big.nc"
+    if not nc.exists():
+        make_big_nc(nc, n_time, ny, nx)
+    run = "bench1m"
+    cfg = [f"input={nc}", "variable=tas", f"run={run}", f"frames_per_shard={frames_per_shard}",
+           "width=160", "height=120", "dpi=40"]
+    t = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "--forceall",
+                        "--printshellcmds", "--config", *cfg, "--", f"results/{run}/cells.copy"],
+                       cwd=ROOT, capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    if r.returncode != 0:
+        raise SystemExit(r.stderr[-4000:])
+    # Declared mem_mb per job, from Snakemake's own job listing.
+    declared = {}
+    for m in re.finditer(r"rule render_shard:.*?wildcards: shard=(\d+).*?mem_mb=(\d+)",
+                         r.stderr + r.stdout, re.S):
+        declared[m.group(1)] = int(m.group(2))
+    over = []
+    worst = 0.0
+    for tsv in sorted((ROOT / f"results/{run}/benchmarks/render_shard").glob("*.tsv")):
+        shard = tsv.stem
+        head, vals = tsv.read_text().splitlines()[:2]
+        row = dict(zip(head.split("\t"), vals.split("\t"), strict=True))
+        rss = float(row["max_rss"])
+        frac = rss / declared[shard]
+        worst = max(worst, frac)
+        if rss >= declared[shard]:
+            over.append(shard)
+    shards = sorted(glob.glob(str(ROOT / f"results/{run}/cells/*.copy")))
+    return {"wall": wall, "declared": declared, "worst_fraction": worst, "over": over,
+            "shards": shards, "rows_file": ROOT / f"results/{run}/cells.copy"}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--child", nargs="+")
+    ap.add_argument("--rows", type=int, default=2_000_000)
+    ap.add_argument("--big", default="100x1000x1000",
+                    help="time x ny x nx of the synthetic workflow run (0 to skip)")
+    ap.add_argument("--frames-per-shard", type=int, default=25)
+    ap.add_argument("--work", default=str(ROOT / "results/bench-cells"))
+    ap.add_argument("--keep", action="store_true", help="keep the big run's results")
+    a = ap.parse_args()
+    if a.child:
+        kind, *args = a.child
+        conv = [int(x) if x.isdigit() else x for x in args]
+        print(json.dumps(CHILDREN[kind](*conv)))
+        return
+    work = Path(a.work)
+    work.mkdir(parents=True, exist_ok=True)
+    figures: dict[str, object] = {}
+
+    # 1. writer vs pandas vs per-cell loop, same rows.
+    res = {}
+    for kind in ("writer", "pandas", "loop"):
+        out = work / f"{kind}.tsv"
+        r, rss = child(kind, a.rows, out)
+        res[kind] = (r["rows"] / r["seconds"], rss)
+        print(f"# {kind}: {r['rows']} rows in {r['seconds']:.2f} s "
+              f"= {res[kind][0]:,.0f} rows/s, peak RSS {rss:.0f} MB", flush=True)
+    figures["copy_rows"] = a.rows
+    figures["copy_writer_rows_per_s"] = round(res["writer"][0])
+    figures["copy_pandas_rows_per_s"] = round(res["pandas"][0])
+    figures["copy_loop_rows_per_s"] = round(res["loop"][0])
+    figures["copy_speedup_vs_pandas"] = round(res["writer"][0] / res["pandas"][0], 1)
+    figures["copy_speedup_vs_loop"] = round(res["writer"][0] / res["loop"][0], 1)
+    for kind in res:
+        figures[f"copy_{kind}_rss_mb"] = round(res[kind][1])
+    (work / "pandas.tsv").unlink()
+    (work / "loop.tsv").unlink()
+
+    # 2. the 1 000 000-cell run through the real workflow.
+    parts = []
+    if a.big != "0":
+        n_time, ny, nx = (int(x) for x in a.big.split("x"))
+        b = big_run(work, n_time, ny, nx, a.frames_per_shard)
+        print(f"# big run {a.big}: {b['wall']:.0f} s; declared mem_mb {b['declared']}; "
+              f"worst max_rss/mem_mb {b['worst_fraction']:.2f}", flush=True)
+        figures["big_run_cells"] = ny * nx
+        figures["big_run_steps"] = n_time
+        figures["big_run_seconds"] = round(b["wall"])
+        figures["shard_max_rss_fraction_of_mem_mb"] = round(b["worst_fraction"], 3)
+        figures["shards_over_mem_mb"] = len(b["over"])
+        parts = b["shards"]
+        b["rows_file"].unlink(missing_ok=True)  # free disk for the reduce measurement
+    if not parts:  # no big run: reduce the writer's file 12 times over (~2.4 GB)
+        parts = [str(work / "writer.tsv")] * 12
+
+    # 3. reduce vs cat on the same files (warm page cache for both: cat runs first once).
+    total = sum(os.path.getsize(p) for p in parts)
+    cat_out, red_out = work / "cat.out", work / "reduce.out"
+    with open(cat_out, "wb") as fh:
+        measure(["cat", *parts], stdout=fh)  # warm-up
+    cat_out.unlink()
+    with open(cat_out, "wb") as fh:
+        cat_s, cat_rss, _ = measure(["cat", *parts], stdout=fh)
+    cat_out.unlink()
+    r, red_rss = child("reduce", red_out, *parts)
+    assert r["bytes"] == total
+    red_out.unlink()
+    figures["reduce_bytes"] = total
+    figures["reduce_mb_per_s"] = round(total / 1e6 / r["seconds"])
+    figures["cat_mb_per_s"] = round(total / 1e6 / cat_s)
+    figures["reduce_fraction_of_cat"] = round(cat_s / r["seconds"], 2)
+    figures["reduce_rss_mb"] = round(red_rss)
+    figures["cat_rss_mb"] = round(cat_rss)
+    print(f"# reduce {total / 1e9:.2f} GB: {r['seconds']:.1f} s vs cat {cat_s:.1f} s",
+          flush=True)
+    if a.big != "0" and not a.keep:
+        shutil.rmtree(ROOT / "results/bench1m", ignore_errors=True)
+
+    # 4. load vs psql \copy (the writer's rows).
+    from ncreel.cells import field_columns
+    from ncreel.source import TimeAxis
+
+    cols = field_columns(type("C", (), {"time": TimeAxis(None, [], "standard", "", True),
+                                        "value_type": "real"})())
+    pgbase = Path(tempfile.mkdtemp(prefix="ncreel-bench-pg-"))
+    conninfo, sock, stop = start_pg(pgbase)
+    try:
+        rows_file = work / "writer.tsv"
+        r, load_rss = child("load", rows_file, conninfo, json.dumps(cols))
+        names = ", ".join(n for n, _ in cols)
+        script = f"\\copy bench_load ({names}) FROM '{rows_file}' WITH (FORMAT text)"
+        psql_s, psql_rss, _ = measure(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", sock,
+                                       "-U", "postgres", "-d", "postgres", "-c",
+                                       "TRUNCATE bench_load; ALTER TABLE bench_load ALTER "
+                                       "COLUMN run SET DEFAULT 'x'", "-c", script])
+        figures["load_rows_per_s"] = round(r["rows"] / r["seconds"])
+        figures["psql_copy_rows_per_s"] = round(a.rows / psql_s)
+        figures["load_fraction_of_psql"] = round(psql_s / r["seconds"], 2)
+        figures["load_rss_mb"] = round(load_rss)
+        figures["psql_copy_rss_mb"] = round(psql_rss)
+    finally:
+        stop()
+        shutil.rmtree(pgbase, ignore_errors=True)
+        (work / "writer.tsv").unlink(missing_ok=True)
+    for k, v in figures.items():
+        print(f"{k}={v}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""ffmpeg encoding with the real ffmpeg; ffprobe checks the stream."""
+
+import json
+import subprocess
+
+import numpy as np
+import pytest
+from ncreel.errors import NcreelError
+from ncreel.movie import encode_movie
+from ncreel.render import FrameRenderer
+
+
+def probe(path):
+    out = subprocess.run(["ffprobe", "-v", "error", "-count_frames", "-select_streams", "v:0",
+                          "-show_entries", "stream=codec_name,pix_fmt,width,height,"
+                          "nb_read_frames", "-of", "json", str(path)],
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out)["streams"][0]
+
+
+@pytest.fixture
+def frames(tmp_path):
+    # Odd width on purpose: the pad filter must make it even for yuv420p.
+    r = FrameRenderer(shape=(4, 5), width=161, height=120, dpi=50, cmap="viridis", vmin=0,
+                      vmax=1)
+    paths = []
+    for i in range(7):
+        p = tmp_path / f"f{i}.png"
+        r.render(np.full((4, 5), i / 6.0), f"t={i}", p)
+        paths.append(p)
+    return paths
+
+
+def test_encode(frames, tmp_path):
+    out = tmp_path / "m.mp4"
+    encode_movie(frames, out, fps=5, crf=23, preset="ultrafast")
+    info = probe(out)
+    assert info["codec_name"] == "h264" and info["pix_fmt"] == "yuv420p"
+    assert (info["width"], info["height"]) == (162, 120)
+    assert int(info["nb_read_frames"]) == 7
+    # +faststart: the moov atom precedes mdat
+    head = out.read_bytes()
+    assert head.index(b"moov") < head.index(b"mdat")
+
+
+def test_missing_frame_fails_loudly_and_leaves_no_movie(frames, tmp_path):
+    frames[3].unlink()
+    out = tmp_path / "m.mp4"
+    with pytest.raises(NcreelError, match=r"1 of 7 frames missing, first: .*f3.png"):
+        encode_movie(frames, out)
+    assert not out.exists()
+
+
+def test_ffmpeg_error_is_reported(tmp_path):
+    bad = tmp_path / "bad.png"
+    bad.write_bytes(b"not a png")
+    out = tmp_path / "m.mp4"
+    with pytest.raises(NcreelError, match="ffmpeg failed"):
+        encode_movie([bad], out)
+    assert not out.exists() and not (tmp_path / "m.mp4.part").exists()

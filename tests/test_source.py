@@ -1,0 +1,149 @@
+"""Reading real NetCDF files: time-dimension detection, decoding fallbacks, bad input."""
+
+import numpy as np
+import pytest
+import xarray as xr
+from conftest import derive_nc
+from ncreel.errors import NcreelError
+from ncreel.source import detect_time_dim, open_series
+
+
+def test_sample_header(sample_nc):
+    with open_series(str(sample_nc), "air_temperature") as s:
+        assert s.time_dim == "time"
+        assert s.shape == (240, 37, 49)
+        assert (s.y_dim, s.x_dim) == ("latitude", "longitude")
+        assert s.dtype == np.float32
+        t = s.time_axis()
+        assert t.decoded and t.calendar == "360_day"
+        assert t.labels[0] == "1860-06-01T00:00:00"
+        assert t.postgres_type == "text"  # 360-day dates are not PostgreSQL timestamps
+        lat, lon = s.cell_coordinates()
+        assert lat.shape == lon.shape == (37, 49)
+        assert lat[0, 0] == 15.0 and lon[0, 0] == 225.0
+
+
+def test_read_slice_equals_xarray(sample_nc):
+    ref = xr.open_dataset(sample_nc)["air_temperature"].isel(time=slice(100, 130)).values
+    with open_series(str(sample_nc), "air_temperature") as s:
+        np.testing.assert_array_equal(s.read(100, 130), ref)
+        blocks = list(s.iter_blocks(100, 130, max_bytes=37 * 49 * 8 * 7))
+    assert [t0 for t0, _ in blocks] == [100, 107, 114, 121, 128]
+    np.testing.assert_array_equal(np.concatenate([b for _, b in blocks]), ref)
+
+
+def test_missing_values_become_nan(eofs_data):
+    with open_series(str(eofs_data / "sst_ndjfm_anom.nc"), "sst") as s:
+        block = s.read(0, 1)
+        assert s.time_axis().postgres_type == "timestamp without time zone"
+    assert np.isnan(block).any() and np.isfinite(block).any()
+    assert np.nanmax(np.abs(block)) < 100  # the 1e20 missing_value never leaks through
+
+
+def test_select_extra_dimension(eofs_data):
+    path = str(eofs_data / "hgt_djf.nc")
+    with pytest.raises(NcreelError, match=r"not 2-D per time step: extra dims pressure.*select"):
+        open_series(path, "z")
+    with open_series(path, "z", select={"pressure": 0}) as s:
+        assert s.shape == (65, 29, 49)
+        assert s.time_axis().labels[0].startswith("1948-") or s.time_axis().decoded
+
+
+def test_renamed_time_dim_with_months_since(tmp_path, sample_nc):
+    # 'months since' is not decodable for a real-world calendar: fall back to raw values.
+    path = derive_nc(sample_nc, tmp_path / "m.nc", variable="air_temperature",
+                     rename={"time": "month"},
+                     time_attrs={"units": "months since 1860-01-01", "calendar": "standard"})
+    with open_series(str(path), "air_temperature") as s:
+        assert s.time_dim == "month"
+        t = s.time_axis()
+    assert not t.decoded and "months since" in t.note
+    assert t.labels == [None] * 240
+    assert t.postgres_type == "text"
+    assert np.isfinite(t.values).all()
+
+
+def test_time_dim_without_attributes_is_found_by_elimination(tmp_path, sample_nc):
+    path = derive_nc(sample_nc, tmp_path / "a.nc", variable="air_temperature",
+                     rename={"time": "Time"}, drop_attrs=True)
+    with open_series(str(path), "air_temperature") as s:
+        assert s.time_dim == "Time"
+        assert not s.time_axis().decoded
+
+
+def test_year_zero_360_day_decodes(tmp_path, sample_nc):
+    path = derive_nc(sample_nc, tmp_path / "y0.nc", variable="air_temperature",
+                     time_attrs={"units": "days since 0000-01-01", "calendar": "360_day"})
+    with open_series(str(path), "air_temperature") as s:
+        t = s.time_axis()
+    assert t.decoded, t.note
+
+
+def test_ambiguous_time_lists_dims(tmp_path):
+    ds = xr.Dataset({"v": (("t1", "t2", "y", "x"), np.zeros((2, 3, 4, 5)))},
+                    coords={"t1": ("t1", [0, 1], {"units": "days since 2000-01-01"}),
+                            "t2": ("t2", [0, 1, 2], {"axis": "T"})})
+    ds.to_netcdf(tmp_path / "amb.nc")
+    with pytest.raises(NcreelError, match=r"ambiguous time dimension.*t1, t2"):
+        open_series(str(tmp_path / "amb.nc"), "v")
+    with xr.open_dataset(tmp_path / "amb.nc", decode_times=False) as opened:
+        assert detect_time_dim(opened, "v", "t2") == "t2"
+
+
+def test_no_time_dimension(tmp_path):
+    xr.Dataset({"v": (("y", "x"), np.zeros((3, 4)))}).to_netcdf(tmp_path / "nt.nc")
+    with pytest.raises(NcreelError, match=r"no time dimension found among its dims \(y, x\)"):
+        open_series(str(tmp_path / "nt.nc"), "v")
+
+
+def test_one_dimensional_variable(tmp_path):
+    xr.Dataset({"soi": (("time",), np.zeros(5))},
+               coords={"time": ("time", np.arange(5.0), {"units": "days since 2000-01-01"})}
+               ).to_netcdf(tmp_path / "soi.nc")
+    with pytest.raises(NcreelError, match=r"'soi' has dims \(time\); need time plus two"):
+        open_series(str(tmp_path / "soi.nc"), "soi")
+
+
+def test_empty_time_axis(tmp_path):
+    ds = xr.Dataset({"v": (("time", "lat", "lon"), np.zeros((0, 2, 3)))},
+                    coords={"time": ("time", np.zeros(0), {"units": "days since 2000-01-01"})})
+    ds.to_netcdf(tmp_path / "empty.nc")
+    with pytest.raises(NcreelError, match=r"time dimension 'time' of 'v' is empty"):
+        open_series(str(tmp_path / "empty.nc"), "v")
+
+
+def test_unknown_variable_lists_variables(sample_nc):
+    with pytest.raises(NcreelError, match=r"no variable 'tas' \(variables: .*air_temperature"):
+        open_series(str(sample_nc), "tas")
+
+
+def test_missing_file_and_empty_glob(tmp_path):
+    with pytest.raises(NcreelError, match=r"input '.*nope.nc': file not found"):
+        open_series(str(tmp_path / "nope.nc"), "v")
+    with pytest.raises(NcreelError, match=r"no file matches this glob"):
+        open_series(str(tmp_path / "*.nc"), "v")
+
+
+def test_not_netcdf(tmp_path):
+    (tmp_path / "bad.nc").write_text("hello")
+    with pytest.raises(NcreelError, match=r"bad.nc': not a readable NetCDF file"):
+        open_series(str(tmp_path / "bad.nc"), "v")
+
+
+def test_bad_select(sample_nc, eofs_data):
+    with pytest.raises(NcreelError, match=r"'level' is not a dimension"):
+        open_series(str(sample_nc), "air_temperature", select={"level": 0})
+    with pytest.raises(NcreelError, match=r"pressure=3 must be an integer index in 0..0"):
+        open_series(str(eofs_data / "hgt_djf.nc"), "z", select={"pressure": 3})
+
+
+def test_glob_of_files_split_along_time(tmp_path, sample_nc):
+    with xr.open_dataset(sample_nc, decode_times=False) as ds:
+        ds = ds[["air_temperature"]].load()
+    for i, start in enumerate(range(0, 240, 100)):
+        ds.isel(time=slice(start, start + 100)).to_netcdf(tmp_path / f"part_{i}.nc")
+    with open_series(str(tmp_path / "part_*.nc"), "air_temperature") as s, \
+            open_series(str(sample_nc), "air_temperature") as whole:
+        assert s.counts == (100, 100, 40)
+        np.testing.assert_array_equal(s.read(90, 210), whole.read(90, 210))
+        assert s.time_axis().labels == whole.time_axis().labels

@@ -1,0 +1,105 @@
+"""Let a killed run be resumed by running the same command again.
+
+Snakemake locks the working directory (``.snakemake/locks/``) for the duration of a run
+and removes the lock on exit. A run killed with SIGKILL (or by a login node's session
+limit) leaves the lock behind, and the next run stops with "Directory cannot be locked"
+until the user runs ``--unlock``. This module removes such a lock only when it is
+certainly stale: the run that recorded itself in ``.snakemake/ncreel-run.json`` was on
+this host and is dead, and no other snakemake process on this host works in this
+directory. A lock held from another host (shared file system) is never touched.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+RECORD = "ncreel-run.json"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _other_snakemake_here(workdir: Path, own: set[int]) -> list[int]:
+    """PIDs of other snakemake processes on this host whose cwd is `workdir`."""
+    found = []
+    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else []:
+        if not entry.name.isdigit() or int(entry.name) in own:
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+            if b"snakemake" not in cmd or b"--nolock" in cmd:
+                continue  # job subprocesses run with --nolock and hold no lock
+            if Path(os.readlink(entry / "cwd")) == workdir:
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def _ancestors() -> set[int]:
+    pids, pid = {os.getpid()}, os.getpid()
+    while pid > 1:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            break
+        pid = int(stat.rsplit(")", 1)[1].split()[1])
+        pids.add(pid)
+    return pids
+
+
+def clear_stale_lock(workdir: str | os.PathLike = ".") -> bool:
+    """Remove Snakemake's lock files left by a killed run in `workdir`, then record this run.
+
+    Parameters
+    ----------
+    workdir : path
+        The Snakemake working directory (holds ``.snakemake/``).
+
+    Returns
+    -------
+    bool
+        True if stale lock files were removed.
+    """
+    workdir = Path(workdir).resolve()
+    meta = workdir / ".snakemake"
+    locks = meta / "locks"
+    record = meta / RECORD
+    host = socket.gethostname()
+    previous = {}
+    if record.is_file():
+        try:
+            previous = json.loads(record.read_text())
+        except (OSError, ValueError):
+            previous = {}
+    removed = False
+    lock_files = list(locks.glob("*.lock")) if locks.is_dir() else []
+    prev_pid = int(previous.get("pid", 0) or 0)
+    prev_alive = previous.get("host") == host and prev_pid and _alive(prev_pid)
+    if lock_files and previous.get("host", host) == host and not prev_alive:
+        others = _other_snakemake_here(workdir, _ancestors())
+        if not others:
+            for f in lock_files:
+                f.unlink(missing_ok=True)
+            removed = True
+            log.warning("removed the stale Snakemake lock of a killed run (pid %s) in %s",
+                        prev_pid or "unknown", workdir)
+    if not prev_alive:
+        meta.mkdir(parents=True, exist_ok=True)
+        tmp = record.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"host": host, "pid": os.getpid()}))
+        os.replace(tmp, record)
+    return removed
