@@ -30,11 +30,14 @@ ENC = {"fps": 12, "crf": 18, "preset": "medium"}
 
 
 def _usage():
+    # VmHWM, not ru_maxrss: a child's ru_maxrss includes the image it was forked from
+    # (this benchmark's parent, or a worker for ffmpeg), see ncreel.procmem.
+    from ncreel.procmem import peak_rss_mb
+
     own = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return {"rss_mb": own.ru_maxrss / 1024, "cpu_s": own.ru_utime + own.ru_stime,
-            "encoder_rss_mb": kids.ru_maxrss / 1024,
-            "encoder_cpu_s": kids.ru_utime + kids.ru_stime}
+    return {"rss_mb": peak_rss_mb(), "cpu_s": own.ru_utime + own.ru_stime,
+            "children_cpu_s": kids.ru_utime + kids.ru_stime}
 
 
 def _sample(n, path):
@@ -247,14 +250,17 @@ def main(argv=None):
     print(f"{'case':<22}{'frames/s':>10}{'seconds':>9}{'peak RSS MiB':>14}"
           f"{'ffmpeg RSS MiB':>16}")
     for k, v in r.items():
-        print(f"{k:<22}{fps[k]:>10.2f}{v['seconds']:>9.1f}{v['rss_mb']:>14.0f}"
-              f"{v['encoder_rss_mb']:>16.0f}")
+        # For ncreel cases: the worker's and its own ffmpeg's peak (VmHWM).
+        rss = v.get("info", {}).get("maxrss_mb", v["rss_mb"])
+        enc = v.get("info", {}).get("encoder_maxrss_mb")
+        print(f"{k:<22}{fps[k]:>10.2f}{v['seconds']:>9.1f}{rss:>14.0f}"
+              f"{'n/a' if enc is None else f'{enc:.0f}':>16}")
     e2e = r["ncreel_e2e"]
     info = e2e["info"]
     # CPU split of ncreel's end-to-end run: the workers' own CPU vs their encoders'.
     enc_cpu = info["encoder_cpu_s"]
-    xm_cpu = r["xmovie_e2e"]["cpu_s"] + r["xmovie_e2e"]["encoder_cpu_s"]
-    nc_cpu = e2e["cpu_s"] + e2e["encoder_cpu_s"]
+    xm_cpu = r["xmovie_e2e"]["cpu_s"] + r["xmovie_e2e"]["children_cpu_s"]
+    nc_cpu = e2e["cpu_s"] + e2e["children_cpu_s"]
     worker_cpu = nc_cpu - enc_cpu
     for name in ("ncreel_e2e", "xmovie_e2e"):
         p = r[name].get("probe", {})
@@ -279,8 +285,10 @@ def main(argv=None):
         "render_rss_mb_ffmpegwriter": r["ffmpegwriter_e2e"]["rss_mb"],
         "e2e_worker_rss_mb": info["maxrss_mb"],
         "e2e_encoder_rss_mb": info["encoder_maxrss_mb"],
-        "render_rss_mb_20": r["shard_20"]["rss_mb"],
-        f"render_rss_mb_{args.long_frames}": r["shard_long"]["rss_mb"],
+        "render_rss_mb_20": r["shard_20"]["info"]["maxrss_mb"],
+        f"render_rss_mb_{args.long_frames}": r["shard_long"]["info"]["maxrss_mb"],
+        "encoder_rss_mb_20": r["shard_20"]["info"]["encoder_maxrss_mb"],
+        f"encoder_rss_mb_{args.long_frames}": r["shard_long"]["info"]["encoder_maxrss_mb"],
         "worker_cpu_s": worker_cpu,
     }
     for k, v in keys.items():

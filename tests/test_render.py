@@ -209,8 +209,10 @@ def test_calibration_and_resources(noisy_nc):
     one = render_mem_mb_calibrated(cal, ny=9, nx=12, n_frames=100)
     assert measured <= one <= 1.5 * measured
     assert render_mem_mb_calibrated(cal, ny=9, nx=12, n_frames=100, attempt=2) == 2 * one
-    # Memory does not depend on the shard's length; more workers need more.
-    assert render_mem_mb_calibrated(cal, ny=9, nx=12, n_frames=5000) == one
+    # Memory stops growing with the shard's length once the rows pass's block is full
+    # (MAX_BLOCK_CELLS values); more workers need more.
+    assert (render_mem_mb_calibrated(cal, ny=9, nx=12, n_frames=10**5)
+            == render_mem_mb_calibrated(cal, ny=9, nx=12, n_frames=10**7))
     assert render_mem_mb_calibrated(cal, ny=9, nx=12, n_frames=100, workers=2) > one
     short = render_runtime_calibrated(cal, n_frames=10)
     assert short >= 5

@@ -23,21 +23,13 @@ from pathlib import Path
 
 from ncreel.io import atomic_path
 from ncreel.movie import SegmentEncoder
+from ncreel.procmem import current_rss_mb, peak_rss_mb
 
 log = logging.getLogger(__name__)
 
 #: Probe frames: enough to fill libx264's look-ahead (rc-lookahead 40 + B-frames at the
 #: slower presets), so the encoder reaches the memory it holds in a long shard.
 PROBE_FRAMES = 64
-
-
-def current_rss_mb() -> float:
-    """Resident memory of this process now, MiB (Linux ``/proc``; else its peak so far)."""
-    try:
-        with open("/proc/self/statm") as fh:
-            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-    except (OSError, ValueError, IndexError):
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def calibrate_render(spec: Mapping, *, n_time: int, probe_frames: int = PROBE_FRAMES,
@@ -110,7 +102,6 @@ def calibrate_render(spec: Mapping, *, n_time: int, probe_frames: int = PROBE_FR
             renderer.save_png(Path(tdir) / "probe.png")
         renderer.close()
     wall = time.perf_counter() - t_start
-    own = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     s_per_frame = wall / probe_frames
     if frames_per_shard is None:
@@ -121,8 +112,9 @@ def calibrate_render(spec: Mapping, *, n_time: int, probe_frames: int = PROBE_FR
         "width": rend["width"], "height": rend["height"], "dpi": rend["dpi"],
         "preset": enc["preset"], "crf": enc["crf"], "probe_frames": probe_frames,
         "base_mb": round(base_mb, 1),
-        "worker_peak_mb": round(own.ru_maxrss / 1024, 1),
-        "encoder_peak_mb": round(kids.ru_maxrss / 1024, 1),
+        "worker_peak_mb": round(peak_rss_mb(), 1),
+        # ffmpeg's own peak (ru_maxrss of a child would include this process's image).
+        "encoder_peak_mb": round(encoder.peak_rss_mb or kids.ru_maxrss / 1024, 1),
         "encoder_cpu_s_per_frame": round((kids.ru_utime + kids.ru_stime) / probe_frames, 4),
         "startup_s": round(startup_s, 3),
         "seconds_per_frame": round(s_per_frame, 4),

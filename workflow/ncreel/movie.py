@@ -180,6 +180,9 @@ class SegmentEncoder:
                     "preset": preset, "threads": threads}
         self._exe = ffmpeg or ffmpeg_executable()
         self.n_frames = 0
+        #: ffmpeg's own peak resident memory (MiB), read once all frames are in (its
+        #: look-ahead is full by then); None where /proc cannot tell.
+        self.peak_rss_mb = None
         self._atomic = None
         self._proc = None
         self._err = None
@@ -213,6 +216,9 @@ class SegmentEncoder:
                           f"{self.output}: {err}")
 
     def __exit__(self, exc_type, exc, tb) -> None:
+        from ncreel.procmem import peak_rss_mb
+
+        self.peak_rss_mb = peak_rss_mb(self._proc.pid)
         try:
             try:
                 self._proc.stdin.close()

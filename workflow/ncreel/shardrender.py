@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from ncreel.movie import SegmentEncoder, concat_segments
+from ncreel.procmem import peak_rss_mb
 from ncreel.shards import Shard, frame_name, plan_shards
 
 log = logging.getLogger(__name__)
@@ -127,11 +128,10 @@ def render_range(spec: Mapping, start: int, stop: int, *, segment: str | os.Path
                     n += 1
                 del block  # let the next block reuse the memory
         renderer.close()
-    own = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     return {"frames": n, "pngs": len(pngs & set(range(start, stop))), "render_s": draw_s,
-            "wall_s": time.perf_counter() - t_start, "maxrss_mb": own.ru_maxrss / 1024,
-            "encoder_maxrss_mb": kids.ru_maxrss / 1024,
+            "wall_s": time.perf_counter() - t_start, "maxrss_mb": peak_rss_mb(),
+            "encoder_maxrss_mb": encoder.peak_rss_mb or 0.0,
             "encoder_cpu_s": kids.ru_utime + kids.ru_stime}
 
 
