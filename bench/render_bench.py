@@ -5,7 +5,7 @@ and identical encoder settings (libx264, crf 18, preset medium, yuv420p, even pa
 every end-to-end case. Each case runs in its own child process so that its peak resident
 memory (``getrusage``: the child itself, and separately its ffmpeg) is its own.
 
-    python bench/render_bench.py [--frames 120] [--long-frames 2000]
+    python bench/render_bench.py [--frames 240] [--long-frames 2000]
 
 Prints a table, then one ``key=value`` line per figure for scripts.
 """
@@ -228,7 +228,8 @@ def run(case, nc, n):
 def main(argv=None):
     """Run every case in its own process; print the table and key=value lines."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--frames", type=int, default=120, help="frames per speed case")
+    ap.add_argument("--frames", type=int, default=240,
+                    help="frames per speed case (240: the whole sample)")
     ap.add_argument("--long-frames", type=int, default=2000, help="frames of the long shard")
     ap.add_argument("--child", choices=sorted(CASES), help=argparse.SUPPRESS)
     ap.add_argument("--nc", help=argparse.SUPPRESS)
