@@ -9,7 +9,7 @@ CORES ?= 2
 SAMPLE := resources/A1B_north_america.nc
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint bench bench-cells sysdeps venv clean dag report help profiles
+.PHONY: demo test lint bench bench-cells bench-render sysdeps venv clean dag report help profiles
 help:
 	@echo "make demo   - run ncreel on the sample (results/demo/)"
 	@echo "make test   - run the test suite"
@@ -17,6 +17,8 @@ help:
 	@echo "make dag    - results/demo/rulegraph.svg and dag.svg (graphviz)"
 	@echo "make report - results/demo/report.html"
 	@echo "make profiles - link profiles/* into your Snakemake config dir (--profile cheyenne ...)"
+	@echo "make bench  - bench-render + bench-cells (key=value lines)"
+	@echo "make bench-render - frames/s, end-to-end time and peak RSS vs xmovie and FFMpegWriter"
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,8 +43,16 @@ test: $(VENV)/.installed $(SAMPLE) sysdeps
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed
-	$(VENV)/bin/ruff check workflow tests
+	$(VENV)/bin/ruff check workflow tests bench
 	$(SNAKEMAKE) --lint
+
+# Not a timed test: several minutes on 2 cores. Prints key=value lines at the end.
+$(VENV)/.bench: $(VENV)/.installed
+	$(PY) -m pip install --quiet -e ".[workflow,test,bench]"
+	touch $@
+
+bench-render: $(VENV)/.bench sysdeps
+	$(PY) bench/render_bench.py
 
 dag: $(VENV)/.installed $(SAMPLE) sysdeps
 	$(SNAKEMAKE) --rulegraph | dot -Tsvg > results/demo/rulegraph.svg
@@ -53,6 +63,9 @@ report: $(VENV)/.installed $(SAMPLE)
 
 clean:
 	rm -rf results logs .snakemake
+
+# Both benchmarks; each ends with key=value lines (see README, Performance).
+bench: bench-render bench-cells
 
 # Per-cell table benchmark (issue 5): COPY writer vs pandas vs per-cell loop, the
 # 1 000 000-cell x 100-step workflow run against declared mem_mb, reduce vs cat, load vs

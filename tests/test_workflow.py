@@ -104,9 +104,13 @@ def test_demo_copy_loads_and_matches_netcdf(demo_run, pg_server, pg_conn, sample
 
 def test_demo_rules_declare_and_measure(demo_run):
     work, _ = demo_run
+    # frames_per_shard is null: the calibration chose the shard length (and stored it).
+    calibration = json.loads((work / "results/demo/calibration.json").read_text())
+    n_shards = -(-240 // calibration["frames_per_shard"])
     bench = list((work / "results/demo/benchmarks/render_shard").glob("*.tsv"))
-    assert len(bench) == 4
-    for name in ("statistics", "reduce_cells", "encode_movie"):
+    assert len(bench) == n_shards
+    assert len(list((work / "results/demo/segments").glob("*.mp4"))) == n_shards
+    for name in ("statistics", "calibrate_render", "reduce_cells", "encode_movie"):
         assert (work / f"results/demo/benchmarks/{name}.tsv").is_file()
         assert (work / f"logs/demo/{name}.log").is_file()
 
@@ -120,9 +124,10 @@ def test_rerun_does_nothing(demo_run):
 def test_changed_setting_reruns_render(demo_run):
     work, _ = demo_run
     proc = snakemake(work, "-n", "--config", *SMALL[:-1], "preset=veryfast")
-    # preset only affects the encoder; frames and rows stay.
+    # Shard jobs encode their own segments, so the preset reruns calibration, shards and
+    # the join; the statistics stay.
     out = proc.stdout
-    assert "encode_movie" in out and "render_shard" not in out
+    assert "calibrate_render" in out and "encode_movie" in out and "statistics" not in out
 
 
 def test_dag_and_report(demo_run):

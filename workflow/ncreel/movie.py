@@ -1,4 +1,13 @@
-"""Encode an ordered list of PNG frames into an H.264 MP4 with ffmpeg."""
+"""H.264 encoding with ffmpeg: raw frames into per-shard segments, segments into the movie.
+
+Each render job pipes its frames' raw RGBA pixels into one ffmpeg process, which writes
+the shard's segment (:class:`SegmentEncoder`); the movie rule joins the segments with the
+concat demuxer and ``-c copy`` (:func:`concat_segments`), so no frame is encoded twice and
+no PNG has to be written, compressed, read and decompressed on the way. Every segment is
+encoded with the same settings (libx264, crf, preset, yuv420p, even size, fps), which is
+what lets the concat demuxer join them without re-encoding. :func:`encode_movie` (PNG
+frames into one MP4) is kept for frames coming from elsewhere.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +17,9 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
 
 from ncreel.errors import NcreelError
 from ncreel.io import atomic_path
@@ -35,7 +47,7 @@ def ffmpeg_executable() -> str:
 
 def ffmpeg_args(ffmpeg: str, output: str, *, fps: float, crf: int,
                 preset: str = "medium") -> list[str]:
-    """Ffmpeg argument list reading PNGs from stdin and writing H.264/yuv420p MP4.
+    """Return the ffmpeg arguments reading PNGs from stdin and writing H.264/yuv420p MP4.
 
     The ``pad`` filter rounds width and height up to even numbers, which yuv420p's 2x2
     chroma subsampling requires; ``+faststart`` moves the index to the front so players
@@ -43,9 +55,34 @@ def ffmpeg_args(ffmpeg: str, output: str, *, fps: float, crf: int,
     """
     return [ffmpeg, "-hide_banner", "-loglevel", "error", "-nostdin", "-y",
             "-f", "image2pipe", "-framerate", f"{fps:g}", "-c:v", "png", "-i", "pipe:0",
-            "-vf", "pad=ceil(iw/2)*2:ceil(ih/2)*2",
-            "-c:v", "libx264", "-preset", preset, "-crf", str(int(crf)),
-            "-pix_fmt", "yuv420p", "-movflags", "+faststart", "-f", "mp4", output]
+            *x264_args(crf=crf, preset=preset), "-movflags", "+faststart", "-f", "mp4", output]
+
+
+def x264_args(*, crf: int, preset: str) -> list[str]:
+    """Output options shared by every encode: even size, libx264, crf, preset, yuv420p.
+
+    The ``pad`` filter rounds width and height up to even numbers, which yuv420p's 2x2
+    chroma subsampling requires.
+    """
+    return ["-vf", "pad=ceil(iw/2)*2:ceil(ih/2)*2",
+            "-c:v", "libx264", "-preset", preset, "-crf", str(int(crf)), "-pix_fmt", "yuv420p"]
+
+
+def segment_args(ffmpeg: str, output: str, *, width: int, height: int, fps: float, crf: int,
+                 preset: str = "medium", threads: int | None = None) -> list[str]:
+    """Return the ffmpeg arguments reading raw RGBA `width` x `height` frames from stdin.
+
+    The pixels are exactly those ``savefig`` would put in a PNG, and ffmpeg converts them
+    to yuv420p with the same filter chain as :func:`ffmpeg_args`, so a segment looks the
+    same as the PNG path's movie. `threads` caps the encoder's threads (``-threads``), so
+    a job stays within the cores it declared; ``None`` lets libx264 choose.
+    """
+    args = [ffmpeg, "-hide_banner", "-loglevel", "error", "-nostdin", "-y",
+            "-f", "rawvideo", "-pix_fmt", "rgba", "-s", f"{int(width)}x{int(height)}",
+            "-framerate", f"{fps:g}", "-i", "pipe:0", *x264_args(crf=crf, preset=preset)]
+    if threads:
+        args += ["-threads", str(int(threads))]
+    return [*args, "-f", "mp4", output]
 
 
 def encode_movie(frames: Sequence[str | os.PathLike], output: str | os.PathLike, *,
@@ -101,3 +138,153 @@ def encode_movie(frames: Sequence[str | os.PathLike], output: str | os.PathLike,
         if proc.returncode != 0:
             raise NcreelError(f"ffmpeg failed (exit {proc.returncode}) writing {output}: "
                               f"{err.strip()[-2000:]}")
+
+
+class SegmentEncoder:
+    """One ffmpeg process turning raw RGBA frames into an H.264 MP4 segment.
+
+    Use as a context manager; the segment is written as ``<output>.part`` and renamed to
+    `output` only when every frame was written and ffmpeg exited cleanly.
+
+    Parameters
+    ----------
+    output : path
+        Segment file (MP4).
+    width, height : int
+        Frame size in pixels; every frame must be ``(height, width, 4)`` uint8.
+    fps : float
+        Frames per second.
+    crf : int
+        libx264 constant rate factor.
+    preset : str
+        libx264 preset.
+    threads : int, optional
+        Encoder thread cap (see :func:`segment_args`).
+    ffmpeg : str, optional
+        ffmpeg executable; see :func:`ffmpeg_executable`.
+
+    Raises
+    ------
+    NcreelError
+        If ffmpeg fails (its error output is included) or no frame was written.
+    ValueError
+        If a frame has the wrong shape or dtype.
+    """
+
+    def __init__(self, output: str | os.PathLike, *, width: int, height: int, fps: float,
+                 crf: int, preset: str = "medium", threads: int | None = None,
+                 ffmpeg: str | None = None) -> None:
+        self.output = Path(output)
+        self.shape = (int(height), int(width), 4)
+        self._kw = {"width": width, "height": height, "fps": fps, "crf": crf,
+                    "preset": preset, "threads": threads}
+        self._exe = ffmpeg or ffmpeg_executable()
+        self.n_frames = 0
+        #: ffmpeg's own peak resident memory (MiB), read once all frames are in (its
+        #: look-ahead is full by then); None where /proc cannot tell.
+        self.peak_rss_mb = None
+        self._atomic = None
+        self._proc = None
+        self._err = None
+
+    def __enter__(self) -> SegmentEncoder:
+        self._atomic = atomic_path(self.output)
+        tmp = self._atomic.__enter__()
+        args = segment_args(self._exe, os.fspath(tmp), **self._kw)
+        log.info("running %s", " ".join(args))
+        # stderr to a file, not a pipe: a pipe nobody reads could fill up and stall ffmpeg.
+        self._err = tempfile.TemporaryFile()
+        self._proc = subprocess.Popen(args, stdin=subprocess.PIPE, stderr=self._err)
+        return self
+
+    def write(self, rgba: np.ndarray) -> None:
+        """Append one frame, shape ``(height, width, 4)`` uint8 (e.g. from FrameRenderer.draw)."""
+        if rgba.shape != self.shape or rgba.dtype != np.uint8:
+            raise ValueError(f"frame {rgba.shape} {rgba.dtype}: expected {self.shape} uint8")
+        try:
+            # The buffer protocol hands the canvas memory to the pipe without a copy.
+            self._proc.stdin.write(memoryview(np.ascontiguousarray(rgba)).cast("B"))
+        except BrokenPipeError:
+            self._fail()  # ffmpeg exited early; its stderr says why
+        self.n_frames += 1
+
+    def _fail(self):
+        self._proc.wait()
+        self._err.seek(0)
+        err = self._err.read().decode(errors="replace").strip()[-2000:]
+        raise NcreelError(f"ffmpeg failed (exit {self._proc.returncode}) writing "
+                          f"{self.output}: {err}")
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        from ncreel.procmem import peak_rss_mb
+
+        self.peak_rss_mb = peak_rss_mb(self._proc.pid)
+        try:
+            try:
+                self._proc.stdin.close()
+            except BrokenPipeError:
+                pass
+            if exc_type is not None:
+                self._proc.kill()
+                self._proc.wait()
+            elif self._proc.wait() != 0:
+                self._fail()
+            elif self.n_frames == 0:
+                raise NcreelError(f"segment {self.output}: no frames written")
+        except BaseException as err:
+            self._atomic.__exit__(type(err), err, err.__traceback__)
+            raise
+        finally:
+            self._err.close()
+        # Renames <output>.part onto output on success, removes it on failure.
+        self._atomic.__exit__(exc_type, exc, tb)
+
+
+def concat_segments(segments: Sequence[str | os.PathLike], output: str | os.PathLike, *,
+                    faststart: bool = True, ffmpeg: str | None = None) -> None:
+    """Join MP4 segments, in the given order, into `output` without re-encoding.
+
+    Uses ffmpeg's concat demuxer with ``-c copy`` on an explicit ordered list; valid
+    because every segment was encoded with the same codec settings, size and fps.
+
+    Parameters
+    ----------
+    segments : sequence of path
+        Segment files in time order. All must exist.
+    output : path
+        MP4 file; written under a temporary name and renamed when ffmpeg succeeds.
+    faststart : bool
+        Move the index to the front (``-movflags +faststart``) so playback can start
+        before the whole file has arrived; not needed for intermediate joins.
+    ffmpeg : str, optional
+        ffmpeg executable; see :func:`ffmpeg_executable`.
+
+    Raises
+    ------
+    NcreelError
+        If there are no segments, any is missing or empty (the first ones are named), or
+        ffmpeg fails (its error output is included).
+    """
+    segments = [Path(s).resolve() for s in segments]
+    if not segments:
+        raise NcreelError("concat_segments: no segments to join")
+    missing = [os.fspath(s) for s in segments if not s.is_file() or s.stat().st_size == 0]
+    if missing:
+        raise NcreelError(f"concat_segments: {len(missing)} of {len(segments)} segments "
+                          f"missing or empty, first: {', '.join(missing[:3])}")
+    exe = ffmpeg or ffmpeg_executable()
+    with atomic_path(output) as tmp, tempfile.TemporaryDirectory() as tdir:
+        listing = Path(tdir) / "segments.txt"
+        # concat demuxer syntax: single-quoted paths, a quote written as '\''.
+        listing.write_text("".join("file '{}'\n".format(os.fspath(s).replace("'", "'\\''"))
+                                   for s in segments))
+        args = [exe, "-hide_banner", "-loglevel", "error", "-nostdin", "-y",
+                "-f", "concat", "-safe", "0", "-i", os.fspath(listing), "-c", "copy",
+                *(["-movflags", "+faststart"] if faststart else []), "-f", "mp4",
+                os.fspath(tmp)]
+        log.info("running %s", " ".join(args))
+        proc = subprocess.run(args, capture_output=True)
+        if proc.returncode != 0:
+            raise NcreelError(f"ffmpeg failed (exit {proc.returncode}) joining {len(segments)} "
+                              f"segments into {output}: "
+                              f"{proc.stderr.decode(errors='replace').strip()[-2000:]}")

@@ -7,42 +7,17 @@ Estimates are deliberately simple, explicit formulas; each grows linearly with S
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+
+#: Calibrated memory is multiplied by this: the calibration measures the same code on the
+#: same input, so the margin only has to cover frame-to-frame variation (text extents,
+#: encoder look-ahead) and a rows pass that outgrows the render pass.
+MEM_SAFETY = 1.2
+#: Calibrated time is multiplied by this: shared nodes run at varying speed.
+RUNTIME_SAFETY = 2.0
 
 #: Resident memory of a Python process with numpy, xarray, netCDF4 and matplotlib imported.
 BASE_MB = 250
-
-
-def render_mem_mb(*, width: int, height: int, ny: int, nx: int, attempt: int = 1,
-                  max_block_cells: int = 1_000_000) -> int:
-    """``mem_mb`` of one ``render_shard`` job.
-
-    Peak = interpreter and libraries (``BASE_MB``) + Agg canvas and PNG encoding
-    (about 12 bytes per pixel: RGBA buffer, its copy for the PNG writer and the mesh) +
-    one block of at most `max_block_cells` values and its row columns (about 120 bytes per
-    value: float, mask, indices, 8 columns and their formatted text) + the grid's per-cell
-    arrays (mean, lat, lon, mesh: about 48 bytes per cell). It does not depend on the
-    number of frames in the shard, because the shard is streamed block by block.
-
-    Parameters
-    ----------
-    width, height : int
-        Frame size in pixels.
-    ny, nx : int
-        Grid size.
-    attempt : int
-        Snakemake's attempt counter (1 on the first try).
-    max_block_cells : int
-        Bound on values held at once (see :data:`ncreel.shardjob.MAX_BLOCK_CELLS`).
-
-    Returns
-    -------
-    int
-        Megabytes, times `attempt`.
-    """
-    cells = ny * nx
-    block = max(max_block_cells, cells)  # a block always holds at least one whole time step
-    est = BASE_MB + (width * height * 12 + block * 120 + cells * 48) / 1e6
-    return int(math.ceil(est * 1.5 / 50) * 50) * max(int(attempt), 1)
 
 
 def statistics_mem_mb(*, ny: int, nx: int, attempt: int = 1,
@@ -55,3 +30,72 @@ def statistics_mem_mb(*, ny: int, nx: int, attempt: int = 1,
 def runtime_minutes(n_frames: int, seconds_per_frame: float = 0.5, attempt: int = 1) -> int:
     """Walltime (``runtime`` resource, minutes) for `n_frames` frames, with a 5-minute floor."""
     return max(5, int(math.ceil(n_frames * seconds_per_frame * 2 / 60))) * max(int(attempt), 1)
+
+
+def _rows_mb(*, ny: int, nx: int, n_frames: int, max_block_cells: int = 1_000_000) -> float:
+    # The rows pass holds one block (<= max_block_cells values, at least one time step) and
+    # its row columns (~120 bytes per value), plus per-cell arrays (~48 bytes per cell).
+    cells = ny * nx
+    block = max(min(max_block_cells, n_frames * cells), cells)
+    return (block * 120 + cells * 48) / 2**20
+
+
+def render_mem_mb_calibrated(calibration: Mapping, *, ny: int, nx: int, n_frames: int,
+                             workers: int = 1, attempt: int = 1) -> int:
+    """``mem_mb`` of one ``render_shard`` job, from the ``calibrate_render`` measurement.
+
+    One worker's peak is what calibration measured: its process (interpreter, libraries,
+    figure, canvas, one block) plus its ffmpeg. A shard job renders first and then streams
+    its COPY rows after the encoder has exited, on top of what the render pass left
+    allocated; with several workers each spawned worker adds one worker peak and one
+    encoder. None of it depends on the number of frames: both passes stream bounded blocks.
+
+    Parameters
+    ----------
+    calibration : mapping
+        Result of :func:`ncreel.calibrate.calibrate_render` (``base_mb``,
+        ``worker_peak_mb``, ``encoder_peak_mb`` in MiB).
+    ny, nx : int
+        Grid size.
+    n_frames : int
+        Frames in the shard (bounds the rows pass's block).
+    workers : int
+        Render worker processes (the job's ``threads``).
+    attempt : int
+        Snakemake's attempt counter (1 on the first try).
+
+    Returns
+    -------
+    int
+        Megabytes (rounded up to 10), times `attempt`.
+    """
+    base = float(calibration["base_mb"])
+    worker = float(calibration["worker_peak_mb"])
+    encoder = float(calibration["encoder_peak_mb"])
+    rows = _rows_mb(ny=ny, nx=nx, n_frames=n_frames)
+    if workers <= 1:
+        est = max(worker + encoder, worker + rows)
+    else:
+        est = max(base + workers * (worker + encoder), base + rows)
+    return int(math.ceil(est * MEM_SAFETY / 10) * 10) * max(int(attempt), 1)
+
+
+def render_runtime_calibrated(calibration: Mapping, *, n_frames: int, workers: int = 1,
+                              attempt: int = 1) -> int:
+    """``runtime`` (minutes) of one ``render_shard`` job from the calibrated seconds per frame.
+
+    Start-up plus ``n_frames`` frames at the calibrated rate (divided among `workers`),
+    times :data:`RUNTIME_SAFETY` and `attempt`, with a 5-minute floor (schedulers bill and
+    plan in coarse steps anyway).
+    """
+    seconds = (float(calibration["startup_s"])
+               + n_frames * float(calibration["seconds_per_frame"]) / max(int(workers), 1))
+    return max(5, int(math.ceil(seconds * RUNTIME_SAFETY / 60))) * max(int(attempt), 1)
+
+
+def read_json(path) -> dict:
+    """Read a JSON file (e.g. the calibration) for a resources function."""
+    import json
+
+    with open(path) as fh:
+        return json.load(fh)

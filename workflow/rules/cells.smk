@@ -19,7 +19,7 @@ rule reduce_cells:
     # Join the shards' COPY files in time order into one file (streamed, constant
     # memory) and write the psql script that creates the table and loads it.
     input:
-        rows=[f"{OUT}/cells/{name}{CELLS['suffix']}" for name in SHARDS],
+        rows=lambda wc: [f"{OUT}/cells/{name}{CELLS['suffix']}" for name in shard_plan()],
     output:
         table=COPY_FILE,
         sql=f"{OUT}/cells.sql",

@@ -1,4 +1,6 @@
-# Parse-time set-up: validate the config, read the input's header, plan the shards.
+# Parse-time set-up: validate the config, read the input's header. The shard plan is read
+# from the calibrate_render checkpoint's output (see shard_plan()).
+import json
 import re
 import sys
 from pathlib import Path
@@ -13,6 +15,7 @@ from ncreel.cells import cells_settings, series_columns  # noqa: E402
 from ncreel.errors import NcreelError  # noqa: E402
 from ncreel.runlock import clear_stale_lock  # noqa: E402
 from ncreel.scheduler import cancel_orphan_slurm_jobs  # noqa: E402
+from ncreel.shardrender import png_sample  # noqa: E402
 from ncreel.shards import frame_name, plan_shards  # noqa: E402
 from ncreel.source import open_series, resolve_paths  # noqa: E402
 
@@ -75,10 +78,10 @@ SERIES = {
     "time_dim": TIME_DIM,
     "select": dict(config["select"]),
 }
-SHARDS = {s.name: s for s in plan_shards(GRID["n_time"], config["frames_per_shard"])}
 RENDER = {k: config[k] for k in ("width", "height", "dpi", "cmap")}
+ENCODE = {k: config[k] for k in ("fps", "crf", "preset")}
+RENDER_THREADS = config["render_threads"]
 MID_T = GRID["n_time"] // 2
-MID_SHARD = next(n for n, s in SHARDS.items() if s.start <= MID_T < s.stop)
 MOVIE = f"{OUT}/movie.mp4"
 COPY_FILE = f"{OUT}/cells{CELLS['suffix']}"
 PREVIEW = f"{OUT}/preview.png"
@@ -88,12 +91,25 @@ wildcard_constraints:
     shard=r"\d{5}",
 
 
-def shard_frames(shard):
-    """Ordered frame paths of one shard."""
-    s = SHARDS[shard]
-    return [f"{OUT}/frames/{shard}/{frame_name(t)}" for t in range(s.start, s.stop)]
+def shard_plan():
+    """The run's shards by name, in time order.
+
+    Their length is ``frames_per_shard`` as resolved by the calibrate_render checkpoint
+    (configured, or what fills ``target_shard_minutes`` at the measured speed) and stored
+    in its calibration.json, so rerunning the same command reads back the same plan.
+    """
+    with open(checkpoints.calibrate_render.get().output.calibration) as fh:
+        frames_per_shard = json.load(fh)["frames_per_shard"]
+    return {s.name: s for s in plan_shards(GRID["n_time"], frames_per_shard)}
 
 
-def all_frames():
-    """Every frame path of the run, in time order."""
-    return [f for name in SHARDS for f in shard_frames(name)]
+def shard_pngs(shard):
+    """Time indices of `shard` also written as PNG: first, middle, last, every Nth, and
+    the run's middle frame (the report's preview)."""
+    s = shard_plan()[shard]
+    return png_sample(s.start, s.stop, every=config["png_every"], extra=[MID_T])
+
+
+def mid_shard():
+    """Name of the shard holding the run's middle frame."""
+    return next(n for n, s in shard_plan().items() if s.start <= MID_T < s.stop)

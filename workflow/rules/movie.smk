@@ -1,19 +1,17 @@
 rule encode_movie:
-    # ffmpeg: H.264, yuv420p, padded to even size, +faststart; frames from an explicit
-    # ordered list, failing if any is missing.
+    # Join the shards' H.264 segments (same codec settings, size and fps) with ffmpeg's
+    # concat demuxer and -c copy, from an explicit ordered list, failing if any is
+    # missing; +faststart.
     input:
-        frames=[f"{OUT}/frames/{name}" for name in SHARDS],
+        segments=lambda wc: [f"{OUT}/segments/{name}.mp4" for name in shard_plan()],
     output:
         movie=report(MOVIE, caption="../report/movie.rst", category="Movie"),
     params:
-        frames=all_frames(),
-        fps=config["fps"],
-        crf=config["crf"],
-        preset=config["preset"],
-    threads: 2
+        segments=lambda wc: [f"{OUT}/segments/{name}.mp4" for name in shard_plan()],
+    threads: 1
     resources:
-        mem_mb=lambda wc, attempt: 500 * attempt,
-        runtime=lambda wc, attempt: res.runtime_minutes(GRID["n_time"], 0.2, attempt),
+        mem_mb=lambda wc, attempt: 200 * attempt,
+        runtime=lambda wc, attempt: 10 * attempt,
     log:
         f"{LOGS}/encode_movie.log",
     benchmark:
@@ -25,13 +23,13 @@ rule encode_movie:
 
 
 rule preview:
-    # The middle frame, for the HTML report.
+    # The middle frame, for the HTML report (its shard always writes it as PNG).
     input:
-        frames=f"{OUT}/frames/{MID_SHARD}",
+        frames=lambda wc: f"{OUT}/frames/{mid_shard()}",
     output:
         report(PREVIEW, caption="../report/preview.rst", category="Movie"),
     params:
-        frame=f"{OUT}/frames/{MID_SHARD}/{frame_name(MID_T)}",
+        frame=lambda wc: f"{OUT}/frames/{mid_shard()}/{frame_name(MID_T)}",
     threads: 1
     resources:
         # Under a scheduler the job's memory also counts Snakemake's own job processes

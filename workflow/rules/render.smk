@@ -1,24 +1,68 @@
+checkpoint calibrate_render:
+    # Render and encode a few probe frames exactly as a shard job does; record peak memory
+    # (process + ffmpeg) and seconds per frame. render_shard's mem_mb and runtime derive
+    # from it, and so does frames_per_shard when it is null. A checkpoint, because the
+    # number of shards (the DAG) depends on the measured speed; its JSON keeps the plan, so
+    # a rerun of the same command reuses it.
+    input:
+        INPUTS,
+        stats=rules.statistics.output.stats,
+    output:
+        calibration=f"{OUT}/calibration.json",
+    params:
+        series=SERIES,
+        render=RENDER,
+        encode=ENCODE,
+        n_time=GRID["n_time"],
+        probe_frames=config["calibration_frames"],
+        target_minutes=config["target_shard_minutes"],
+        frames_per_shard=config["frames_per_shard"],
+        workers=RENDER_THREADS,
+    threads: 1
+    resources:
+        # Unknown until measured: a generous bound for one worker and its encoder.
+        mem_mb=lambda wc, attempt: 2000 * attempt,
+        runtime=lambda wc, attempt: 10 * attempt,
+    log:
+        f"{LOGS}/calibrate_render.log",
+    benchmark:
+        f"{OUT}/benchmarks/calibrate_render.tsv"
+    conda:
+        "../../envs/ncreel.yaml"
+    script:
+        "../scripts/calibrate_render.py"
+
+
 rule render_shard:
-    # One job per shard of consecutive time steps: its PNG frames and its COPY rows.
-    # Memory does not grow with the shard's length (streamed blocks); it scales with
-    # `attempt` so that a job killed for memory is retried with more.
+    # One job per shard of consecutive time steps: its COPY rows, its H.264 segment and
+    # a PNG sample of its frames. `threads` worker processes render contiguous parts.
+    # Memory does not grow with the shard's length (streamed blocks); it comes from the
+    # calibration and scales with `attempt` so that a job killed for memory gets more.
     input:
         INPUTS,
         stats=rules.statistics.output.stats,
         cell_mean=rules.statistics.output.cell_mean,
+        calibration=rules.calibrate_render.output.calibration,
     output:
         frames=directory(f"{OUT}/frames/{{shard}}"),
+        segment=f"{OUT}/segments/{{shard}}.mp4",
         rows=f"{OUT}/cells/{{shard}}{CELLS['suffix']}",
     params:
         series=SERIES,
-        start=lambda wc: SHARDS[wc.shard].start,
-        stop=lambda wc: SHARDS[wc.shard].stop,
+        start=lambda wc: shard_plan()[wc.shard].start,
+        stop=lambda wc: shard_plan()[wc.shard].stop,
+        png_times=lambda wc: shard_pngs(wc.shard),
         render=RENDER,
+        encode=ENCODE,
         cells=CELLS,
-    threads: 1
+    threads: RENDER_THREADS
     resources:
-        mem_mb=lambda wc, attempt: res.render_mem_mb(width=RENDER["width"], height=RENDER["height"], ny=GRID["ny"], nx=GRID["nx"], attempt=attempt),
-        runtime=lambda wc, attempt: res.runtime_minutes(SHARDS[wc.shard].n_frames, 0.5, attempt),
+        mem_mb=lambda wc, input, threads, attempt: res.render_mem_mb_calibrated(
+            res.read_json(input.calibration), ny=GRID["ny"], nx=GRID["nx"],
+            n_frames=shard_plan()[wc.shard].n_frames, workers=threads, attempt=attempt),
+        runtime=lambda wc, input, threads, attempt: res.render_runtime_calibrated(
+            res.read_json(input.calibration), n_frames=shard_plan()[wc.shard].n_frames,
+            workers=threads, attempt=attempt),
     log:
         f"{LOGS}/render_shard/{{shard}}.log",
     benchmark:

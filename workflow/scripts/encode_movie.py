@@ -1,4 +1,4 @@
-"""Snakemake adapter: encode the ordered frames into the movie with ffmpeg."""
+"""Snakemake adapter: join the shards' H.264 segments, in time order, into the movie."""
 
 import sys
 from pathlib import Path
@@ -6,9 +6,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821
 
 from ncreel.logs import configure  # noqa: E402
-from ncreel.movie import encode_movie  # noqa: E402
+from ncreel.movie import concat_segments  # noqa: E402
 
 configure(snakemake.log[0])  # noqa: F821
-p = snakemake.params  # noqa: F821
-encode_movie(p.frames, snakemake.output.movie, fps=p.fps, crf=p.crf,  # noqa: F821
-             preset=p.preset)
+concat_segments(snakemake.params.segments, snakemake.output.movie)  # noqa: F821

@@ -1,4 +1,4 @@
-"""Snakemake adapter: render one shard's frames and write its COPY rows."""
+"""Snakemake adapter: write one shard's COPY rows and render its frames into a segment."""
 
 import sys
 from pathlib import Path
@@ -17,4 +17,5 @@ with open_series(p.series["paths"], p.series["variable"], time_dim=p.series["tim
                  select=p.series["select"]) as series:
     run_shard(series, shard, stats_json=snakemake.input.stats,  # noqa: F821
               cell_mean_npy=snakemake.input.cell_mean, frames_dir=out.frames,  # noqa: F821
-              rows_path=out.rows, render=p.render, cells=p.cells)
+              rows_path=out.rows, render=p.render, cells=p.cells, segment=out.segment,
+              encode=p.encode, png_times=p.png_times, workers=snakemake.threads)  # noqa: F821
