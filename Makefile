@@ -78,7 +78,7 @@ bench-cells: $(VENV)/.installed sysdeps
 # compute-node) works as typed from the repository root: symlink each profile into the
 # user's Snakemake config directory, which Snakemake searches for named profiles
 # ($XDG_CONFIG_HOME/snakemake, default ~/.config/snakemake). Existing entries that are not
-# our links are left alone. See docs/schedulers.md.
+# our links are left alone. See README.md, section Clusters.
 PROFILE_DIR ?= $(or $(XDG_CONFIG_HOME),$(HOME)/.config)/snakemake
 profiles:
 	@mkdir -p "$(PROFILE_DIR)"
