@@ -26,6 +26,11 @@ def repo(tmp_path_factory, sample_nc):
     shutil.copy(ROOT / "Makefile", work / "Makefile")
     (work / "resources").mkdir()
     shutil.copy(sample_nc, work / "resources" / "A1B_north_america.nc")
+    # The shard plan and render_shard's mem_mb come from the calibrate_render checkpoint;
+    # run it (locally, as a user's first run would) so dry runs show every shard job.
+    subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "--config", *SMALL,
+                    "--", "results/demo/calibration.json"], cwd=work, check=True,
+                   capture_output=True)
     return work
 
 
@@ -96,8 +101,10 @@ def test_shard_memory_scales_with_attempt(repo, tmp_path):
     sys.path.insert(0, str(ROOT / "workflow"))
     from ncreel import resources as res
 
-    kw = {"width": 160, "height": 96, "ny": 37, "nx": 49}
-    assert res.render_mem_mb(**kw, attempt=2) == 2 * res.render_mem_mb(**kw, attempt=1)
+    calibration = res.read_json(repo / "results/demo/calibration.json")
+    kw = {"ny": 37, "nx": 49, "n_frames": 60}
+    assert res.render_mem_mb_calibrated(calibration, **kw, attempt=2) == \
+        2 * res.render_mem_mb_calibrated(calibration, **kw, attempt=1)
     for name in PROFILES:
         text = (ROOT / f"profiles/{name}/config.yaml").read_text()
         assert re.search(r"^retries: [1-9]", text, re.M), name

@@ -141,7 +141,8 @@ def test_demo_through_slurm_profile(slurm, tmp_path_factory, sample_nc):
     for the memory and CPUs its rule declared (sacct ReqMem/ReqCPUS)."""
     work = workdir(tmp_path_factory, sample_nc, "slurm_demo")
     since = now()
-    log = run_snakemake(work, "--profile", "profiles/slurm", "--config", *SMALL, **SLURM_ENV)
+    log = run_snakemake(work, "--profile", "profiles/slurm", "--config", *SMALL,
+                        "frames_per_shard=60", **SLURM_ENV)
     assert count_rows(work / "results/demo/cells.copy") == ROWS
     assert (work / "results/demo/movie.mp4").stat().st_size > 0
     declared, ids = declared_jobs(log), slurm_ids(log)
@@ -155,8 +156,8 @@ def test_demo_through_slurm_profile(slurm, tmp_path_factory, sample_nc):
         # Array tasks get the plugin's small "memory fudge" for the encoded payload (<= a few MB).
         assert want["mem_mb"] <= got <= want["mem_mb"] + 8, (r, want)
         assert int(r["ReqCPUS"]) == want["threads"], (r, want)
-    assert seen_rules == {"statistics": 1, "render_shard": 4, "reduce_cells": 1,
-                          "encode_movie": 1, "preview": 1}
+    assert seen_rules == {"statistics": 1, "calibrate_render": 1, "render_shard": 4,
+                          "reduce_cells": 1, "encode_movie": 1, "preview": 1}
     # The four shards were one job array.
     assert len({r["JobID"].split("_")[0] for r in rows if "_" in r["JobID"]}) == 1
 
@@ -199,7 +200,7 @@ def test_cheyenne_profile_through_pbs_wrappers(slurm, tmp_path_factory, sample_n
     assert (work / "results/demo/movie.mp4").stat().st_size > 0
     rows = sacct(work, since)
     names = sorted(r["JobName"] for r in rows)
-    assert names == ["nc_encode_movie", "nc_preview", "nc_reduce_cells",
+    assert names == ["nc_calibrate_render", "nc_encode_movie", "nc_preview", "nc_reduce_cells",
                      "nc_render_shard_00000", "nc_render_shard_00001", "nc_statistics"]
     declared = declared_jobs(log)
     submitted = re.findall(r"Submitted job (\d+) with external jobid '(\d+)'", log)
@@ -218,7 +219,7 @@ def test_cheyenne_profile_through_pbs_wrappers(slurm, tmp_path_factory, sample_n
     # Each job's joined log is where the profile put it; each recorded its exit status 0.
     assert len(list((work / "logs/pbs").glob("nc_render_shard_0000*.log"))) == 2
     markers = list((work / ".snakemake/ncreel-pbs").glob("*.exit"))
-    assert len(markers) == 6 and {m.read_text().strip() for m in markers} == {"0"}
+    assert len(markers) == 7 and {m.read_text().strip() for m in markers} == {"0"}
 
 
 def _fake_jobscript(path: Path, body: str, mem_mb: int, rule: str = "probe") -> Path:

@@ -404,6 +404,9 @@ def submit(jobscript: str, *, queue: str | None, account: str | None, log_dir: s
         raise SystemExit(
             "ncreel-pbs: error: no PBS project account: export PBS_ACCOUNT=<project code> "
             "(NCAR: the project code from `gladequota`/`sam`), then run snakemake again")
+    if runner is _run and shutil.which("qsub") is None:
+        raise SystemExit("ncreel-pbs: error: qsub not found on PATH: run snakemake on a PBS "
+                         "login node (or load the PBS module) to use this profile")
     props = read_properties(jobscript)
     Path(log_dir).mkdir(parents=True, exist_ok=True)
     wrapper = write_wrapper(jobscript, state_dir)

@@ -66,7 +66,10 @@ class FrameRenderer:
         self.shape = (int(ny), int(nx))
         self.width, self.height, self.dpi = int(width), int(height), float(dpi)
         self.blit = bool(blit)
-        self.fig = Figure(figsize=(self.width / self.dpi, self.height / self.dpi), dpi=self.dpi)
+        # Constrained layout from the start, so the colour bar is placed next to the map
+        # (added after the colour bar, it leaves a wide gap between them).
+        self.fig = Figure(figsize=(self.width / self.dpi, self.height / self.dpi), dpi=self.dpi,
+                          layout="constrained")
         self.canvas = FigureCanvasAgg(self.fig)
         ax = self.ax = self.fig.add_subplot()
         x = np.arange(nx) if x is None else np.asarray(x)
@@ -80,7 +83,6 @@ class FrameRenderer:
         self.label = ax.text(0.01, 0.99, "", transform=ax.transAxes, va="top", ha="left",
                              fontsize="small", bbox={"facecolor": "white", "alpha": 0.7,
                                                      "linewidth": 0})
-        self.fig.set_layout_engine("constrained")
         self.canvas.draw()
         # Fix the layout after one draw, so frames never shift and later draws are cheaper.
         self.fig.set_layout_engine("none")

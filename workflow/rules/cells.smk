@@ -56,7 +56,7 @@ rule load_database:
         columns=CELL_COLUMNS,
     threads: 1
     resources:
-        mem_mb=lambda wc, attempt: 200 * attempt,
+        mem_mb=lambda wc, attempt: 400 * attempt,  # incl. ~250 MB of Snakemake's job processes
         runtime=lambda wc, attempt: 60 * attempt,
     log:
         f"{LOGS}/load_database.log",

@@ -10,7 +10,7 @@ rule encode_movie:
         segments=lambda wc: [f"{OUT}/segments/{name}.mp4" for name in shard_plan()],
     threads: 1
     resources:
-        mem_mb=lambda wc, attempt: 200 * attempt,
+        mem_mb=lambda wc, attempt: 400 * attempt,  # incl. ~250 MB of Snakemake's job processes
         runtime=lambda wc, attempt: 10 * attempt,
     log:
         f"{LOGS}/encode_movie.log",

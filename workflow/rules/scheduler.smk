@@ -1,4 +1,6 @@
 # Checks for runs through a batch scheduler (profiles/slurm, profiles/cheyenne|derecho|casper).
+import os
+
 from ncreel.scheduler import slurm_env_problem  # noqa: E402
 
 
@@ -10,3 +12,10 @@ onstart:
         _problem = slurm_env_problem()
         if _problem:
             fail(_problem)
+    # PBS profiles (cluster-generic + ncreel_pbs submit): a project account is required by
+    # NCAR's qsub; say so once, before the first submission, not once per failed job.
+    if (_plugin is not None and _plugin.name == "cluster-generic"
+            and "ncreel_pbs" in str(workflow.executor_settings.submit_cmd)
+            and not os.environ.get("PBS_ACCOUNT")):
+        fail("PBS_ACCOUNT is unset: export PBS_ACCOUNT=<project code> (NCAR: from "
+             "`gladequota`/`sam`), then run the same command again")
