@@ -78,7 +78,7 @@ def declared_jobs(log: str) -> dict[str, dict]:
     """Snakemake job id -> rule, mem_mb, threads (from the job blocks Snakemake prints)."""
     jobs = {}
     for block in re.split(r"\n(?=\[\w{3} \w{3} )", log):
-        m = re.search(r"^(?:local)?rule (\w+):", block, re.M)
+        m = re.search(r"^(?:local)?(?:rule|checkpoint) (\w+):", block, re.M)
         jid = re.search(r"^\s+jobid: (\d+)", block, re.M)
         mem = re.search(r"resources: .*?\bmem_mb=(\d+)", block)
         if m and jid and mem:

@@ -20,6 +20,13 @@ RUNTIME_SAFETY = 2.0
 BASE_MB = 250
 
 
+#: Memory of Snakemake's own processes inside a scheduler job (the job's ``snakemake`` and,
+#: on Slurm, the ``srun`` step's): the scheduler counts it against the job's limit, while
+#: Snakemake's benchmark ``max_rss`` (and a local run) sees only the rule's own process.
+#: Measured on the CI Slurm: shard jobs peaked at 296-339 MB for a 120 MB render process.
+SCHEDULER_JOB_OVERHEAD_MB = 300
+
+
 def statistics_mem_mb(*, ny: int, nx: int, attempt: int = 1,
                       max_block_bytes: int = 64 * 2**20) -> int:
     """``mem_mb`` of the statistics job: one block, its mask, and (ny, nx) accumulators."""

@@ -113,3 +113,10 @@ def shard_pngs(shard):
 def mid_shard():
     """Name of the shard holding the run's middle frame."""
     return next(n for n, s in shard_plan().items() if s.start <= MID_T < s.stop)
+
+
+def job_overhead_mb():
+    """Extra mem_mb for Snakemake's own processes when a job runs under a scheduler."""
+    plugin = workflow.executor_plugin
+    remote = plugin is not None and plugin.common_settings.non_local_exec
+    return res.SCHEDULER_JOB_OVERHEAD_MB if remote else 0
