@@ -328,24 +328,30 @@ def _attr(var, key: str) -> str:
     return str(getattr(var, "attrs", {}).get(key, "")).strip().lower()
 
 
-def _is_lat(name: str, var, strict: bool = False) -> bool:
-    if _attr(var, "standard_name") in {"latitude", "grid_latitude"}:
-        return True
-    if _attr(var, "units") in _LAT_UNITS:
+# CF section 4.1/4.2: (standard names, units, names when strict, axis, loose names).
+_AXES = {
+    "lat": ({"latitude", "grid_latitude"}, _LAT_UNITS, {"lat", "latitude", "nav_lat", "xlat"},
+            "y", {"lat", "latitude"}),
+    "lon": ({"longitude", "grid_longitude"}, _LON_UNITS, {"lon", "longitude", "nav_lon",
+                                                         "xlong"}, "x", {"lon", "longitude"}),
+}
+
+
+def _is_axis(kind: str, name: str, var, strict: bool = False) -> bool:
+    std, units, strict_names, axis, names = _AXES[kind]
+    if _attr(var, "standard_name") in std or _attr(var, "units") in units:
         return True
     if strict:
-        return name.lower() in {"lat", "latitude", "nav_lat", "xlat"}
-    return _attr(var, "axis") == "y" or name.lower() in {"lat", "latitude"}
+        return name.lower() in strict_names
+    return _attr(var, "axis") == axis or name.lower() in names
+
+
+def _is_lat(name: str, var, strict: bool = False) -> bool:
+    return _is_axis("lat", name, var, strict)
 
 
 def _is_lon(name: str, var, strict: bool = False) -> bool:
-    if _attr(var, "standard_name") in {"longitude", "grid_longitude"}:
-        return True
-    if _attr(var, "units") in _LON_UNITS:
-        return True
-    if strict:
-        return name.lower() in {"lon", "longitude", "nav_lon", "xlong"}
-    return _attr(var, "axis") == "x" or name.lower() in {"lon", "longitude"}
+    return _is_axis("lon", name, var, strict)
 
 
 def _is_spatial(name: str, var) -> bool:
