@@ -168,7 +168,8 @@ def test_memory_killed_shard_is_retried_with_more_memory(slurm, tmp_path_factory
     work = workdir(tmp_path_factory, sample_nc, "slurm_oom")
     since = now()
     log = run_snakemake(
-        work, "--profile", "profiles/slurm", "--config", *SMALL, "--set-resources",
+        work, "--profile", "profiles/slurm", "--config", *SMALL, "frames_per_shard=60",
+        "--set-resources",
         "render_shard:mem_mb=150 if attempt == 1 else 1200", "--",
         "results/demo/cells/00001.copy", **SLURM_ENV)
     assert (work / "results/demo/cells/00001.copy").stat().st_size > 0
