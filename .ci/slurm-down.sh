@@ -7,17 +7,8 @@ export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin${PATH:+
 
 [[ $(id -u) -eq 0 ]] || { echo "slurm-down: must run as root" >&2; exit 1; }
 
-# daemon_pid NAME PIDFILE: pid of the running daemon (pid file first, then the exact process name).
-daemon_pid() {
-    local name=$1 pidfile=$2 pid
-    if [[ -s $pidfile ]]; then
-        pid=$(<"$pidfile")
-        if [[ $pid =~ ^[0-9]+$ ]] && [[ -r /proc/$pid/comm ]] && [[ $(</proc/"$pid"/comm) == "$name" ]]; then
-            echo "$pid"; return 0
-        fi
-    fi
-    pgrep -x "$name" | head -n 1 || true
-}
+# shellcheck source=.ci/slurm-common.sh
+source "$(dirname "$0")/slurm-common.sh"
 
 # stop_daemon NAME PIDFILE: SIGTERM, wait up to 30 s, then SIGKILL.
 stop_daemon() {

@@ -79,17 +79,8 @@ is_running() {
     pgrep -x "$name" >/dev/null 2>&1
 }
 
-# daemon_pid NAME PIDFILE: print the pid of the running daemon (pid file first, then exact name).
-daemon_pid() {
-    local name=$1 pidfile=$2 pid
-    if [[ -s $pidfile ]]; then
-        pid=$(<"$pidfile")
-        if [[ $pid =~ ^[0-9]+$ ]] && [[ -r /proc/$pid/comm ]] && [[ $(</proc/"$pid"/comm) == "$name" ]]; then
-            echo "$pid"; return 0
-        fi
-    fi
-    pgrep -x "$name" | head -n 1
-}
+# shellcheck source=.ci/slurm-common.sh
+source "$(dirname "$0")/slurm-common.sh"
 
 # stop_daemon NAME PIDFILE: SIGTERM the daemon, wait up to 30 s, then SIGKILL.
 stop_daemon() {
