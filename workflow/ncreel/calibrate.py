@@ -131,9 +131,3 @@ def write_calibration(result: Mapping, path: str | os.PathLike) -> None:
     """Write a :func:`calibrate_render` result as JSON (atomically)."""
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(dict(result), indent=2) + "\n")
-
-
-def read_calibration(path: str | os.PathLike) -> dict:
-    """Read a calibration file written by :func:`write_calibration`."""
-    return json.loads(Path(path).read_text())
-
