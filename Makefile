@@ -21,18 +21,23 @@ help:
 	@echo "make bench-render - frames/s, end-to-end time and peak RSS vs xmovie and FFMpegWriter"
 
 $(VENV)/.installed: pyproject.toml
+	@PYTHON=$(PYTHON) bash .ci/sysdeps.sh venv
+	@echo "ncreel: creating the virtualenv $(VENV)"
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[workflow,test]"
+	@echo "ncreel: installing ncreel and its dependencies from PyPI into $(VENV) (1-3 min)"
+	$(PY) -m pip install --progress-bar off -e ".[workflow,test]"
 	touch $@
 venv: $(VENV)/.installed
 
 # System tools: ffmpeg/ffprobe (tests; the workflow itself falls back to imageio-ffmpeg),
-# graphviz (DAG pictures), PostgreSQL server (tests). Installed with apt-get when missing.
+# graphviz (DAG pictures), PostgreSQL server and psql, zstd (tests). Installed with apt-get
+# when missing (as root or with sudo); otherwise the exact command is printed.
 sysdeps:
-	@bash .ci/sysdeps.sh
+	@PYTHON=$(PYTHON) bash .ci/sysdeps.sh test
 
 $(SAMPLE): | $(VENV)/.installed
+	@echo "ncreel: copying the sample input to $@"
 	$(PY) -m ncreel.sample $@
 
 demo: $(VENV)/.installed $(SAMPLE)
@@ -48,7 +53,8 @@ lint: $(VENV)/.installed
 
 # Not a timed test: several minutes on 2 cores. Prints key=value lines at the end.
 $(VENV)/.bench: $(VENV)/.installed
-	$(PY) -m pip install --quiet -e ".[workflow,test,bench]"
+	@echo "ncreel: installing the benchmark baselines (xmovie) into $(VENV)"
+	$(PY) -m pip install --progress-bar off -e ".[workflow,test,bench]"
 	touch $@
 
 bench-render: $(VENV)/.bench sysdeps

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -14,6 +15,31 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow"))
+
+
+def _text(stream) -> str:
+    if stream is None:
+        return "(not captured)"
+    return stream.decode(errors="replace") if isinstance(stream, bytes) else str(stream)
+
+
+def program_failure_text(err: subprocess.CalledProcessError, limit: int = 6000) -> str:
+    """What a failed external program said: its command, exit status, stderr and stdout."""
+    cmd = err.cmd if isinstance(err.cmd, str) else shlex.join(map(str, err.cmd))
+    return (f"$ {cmd}\nexit status {err.returncode}\n"
+            f"--- stderr ---\n{_text(err.stderr)[-limit:]}\n"
+            f"--- stdout ---\n{_text(err.stdout)[-limit:]}")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A test that fails in ``subprocess.run(..., check=True)`` shows the program's own
+    message (psql, ffmpeg, qsub, snakemake), not only ``CalledProcessError: exit status N``."""
+    outcome = yield
+    report = outcome.get_result()
+    err = call.excinfo.value if call.excinfo is not None else None
+    if isinstance(err, subprocess.CalledProcessError):
+        report.sections.append(("failed program", program_failure_text(err)))
 
 
 @pytest.fixture(scope="session")
