@@ -44,9 +44,10 @@ def test_load_is_idempotent_per_run(pg_server, pg_conn, tmp_path):
               columns=COLS)
     assert _count(pg_conn, "t_idem", "a") == 1000 and _count(pg_conn, "t_idem", "b") == 10
     assert pg_conn.execute("SELECT label FROM t_idem LIMIT 1").fetchone()[0] == "a\tb"
-    # The temporary default is gone after the load.
+    # run comes from the session's ncreel.run setting: no DDL during the load.
     assert pg_conn.execute("SELECT column_default FROM information_schema.columns WHERE "
-                           "table_name = 't_idem' AND column_name = 'run'").fetchone()[0] is None
+                           "table_name = 't_idem' AND column_name = 'run'"
+                           ).fetchone()[0] == "current_setting('ncreel.run'::text)"
 
 
 @pytest.mark.parametrize("compression", ["gzip", "zstd"])
