@@ -7,6 +7,7 @@ transaction open: overlaps are certain, not a matter of timing luck.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -21,21 +22,17 @@ import psycopg
 import pytest
 from ncreel.errors import NcreelError
 from ncreel.load import _stage_names, load_copy
-from ncreel.pgcopy import load_script, open_copy_writer, write_copy_rows
+from ncreel.pgcopy import load_script, write_copy_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 COLS = [("cell_id", "bigint"), ("value", "real"), ("label", "text")]
 
 
 def _rows(n: int, start: int = 0) -> bytes:
-    path = Path(f"/tmp/ncreel-rows-{os.getpid()}-{threading.get_ident()}")
-    with open_copy_writer(path) as fh:
-        write_copy_rows(fh, {"cell_id": np.arange(start, start + n),
-                             "value": np.linspace(0, 1, n, dtype=np.float32),
-                             "label": ["x"] * n})
-    data = path.read_bytes()
-    path.unlink()
-    return data
+    buf = io.BytesIO()
+    write_copy_rows(buf, {"cell_id": np.arange(start, start + n),
+                          "value": np.linspace(0, 1, n, dtype=np.float32), "label": ["x"] * n})
+    return buf.getvalue()
 
 
 class Pipe:
@@ -259,3 +256,24 @@ def test_lost_connection_reports_the_server_reason(pg_server, pg_conn, tmp_path,
     assert "connection lost" in msg and "terminating connection" in msg, msg
     assert "the connection is lost" not in msg and "rerun" in msg
     assert "host=" in msg and "\n" not in msg
+
+
+def test_rule_script_reports_one_error_line(pg_server, tmp_path):
+    """The load_database adapter turns a failed load into one ``ncreel: error:`` line."""
+    import runpy
+    from types import SimpleNamespace
+
+    f = tmp_path / "cells.copy"
+    f.write_bytes(_rows(3))
+    smk = SimpleNamespace(
+        scriptdir=str(ROOT / "workflow/scripts"), log=[str(tmp_path / "load.log")],
+        input=SimpleNamespace(table=str(f), rows=[str(f)]),
+        output=SimpleNamespace(summary=str(tmp_path / "load.json")),
+        params=SimpleNamespace(conninfo=f"host={pg_server['host']} port=1 user=postgres",
+                               table="t", run="r", columns=COLS, jobs=1))
+    with pytest.raises(SystemExit) as exit_:
+        runpy.run_path(str(ROOT / "workflow/scripts/load_database.py"),
+                       init_globals={"snakemake": smk})
+    msg = str(exit_.value.code)
+    assert msg.startswith("ncreel: error: database (") and "cannot connect" in msg, msg
+    assert "\n" not in msg and not (tmp_path / "load.json").exists()
