@@ -44,7 +44,8 @@ def start_server(options: Sequence[str] = ()) -> tuple[dict, Callable[[], None]]
     Returns
     -------
     info : dict
-        ``host`` (the socket directory), ``user``, ``dbname`` and ``conninfo``.
+        ``host`` (the socket directory), ``user``, ``dbname``, ``conninfo``, and
+        ``pg_ctl``: the command prefix controlling this server (append e.g. ``stop``).
     stop : callable
         Stops the server (immediate mode) and deletes its directory.
     """
@@ -64,10 +65,10 @@ def start_server(options: Sequence[str] = ()) -> tuple[dict, Callable[[], None]]
                     "-o", " ".join(f"-c {s}" for s in settings), "start"],
                    check=True, capture_output=True)
     info = {"host": str(sock), "user": "postgres", "dbname": "postgres",
-            "conninfo": f"host={sock} user=postgres dbname=postgres"}
+            "conninfo": f"host={sock} user=postgres dbname=postgres",
+            "pg_ctl": [*prefix, pg_bin("pg_ctl"), "-D", str(data)]}
 
     def stop() -> None:
-        subprocess.run([*prefix, pg_bin("pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
-                       capture_output=True)
+        subprocess.run([*info["pg_ctl"], "-m", "immediate", "stop"], capture_output=True)
         shutil.rmtree(base, ignore_errors=True)
     return info, stop

@@ -229,29 +229,50 @@ def test_kill_midway_then_rerun_leaves_one_copy(pg_server, pg_conn, tmp_path, jo
     assert leftovers == 0
 
 
-@pytest.mark.parametrize("jobs", [1, 2])
-def test_lost_connection_reports_the_server_reason(pg_server, pg_conn, tmp_path, jobs):
-    files = [tmp_path / "0.copy", tmp_path / "1.copy"]
-    files[0].write_bytes(_rows(10))
-    fifo = Pipe(files[1])
+def _load_until_lost(conninfo: str, files, jobs: int, cut) -> str:
+    """Start a load whose last file is a FIFO, call `cut()` mid-COPY, return the error."""
+    fifo = Pipe(files[-1])
     hold = threading.Event()
     fifo.feed(_rows(10, 10)[:50], hold=hold)
     result = {}
 
     def run():
         try:
-            load_copy(files, conninfo=pg_server["conninfo"], table=f"t_lost_{jobs}", run="r",
-                      columns=COLS, jobs=jobs)
+            load_copy(files, conninfo=conninfo, table="t_lost", run="r", columns=COLS,
+                      jobs=jobs)
         except NcreelError as err:
             result["err"] = str(err)
     t = threading.Thread(target=run)
     t.start()
-    _wait_copies(pg_conn, 1)
-    pg_conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
-                    "query ILIKE 'COPY%' AND pid <> pg_backend_pid()")
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        _wait_copies(conn, 1)
+    cut()
     hold.set()
     t.join(60)
-    msg = result["err"]
+    return result["err"]
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_lost_connection_reports_the_server_reason(pg_server, tmp_path, jobs):
+    """The server shuts down mid-load (1 connection) / the backend is terminated (2)."""
+    from pgserver import start_server
+
+    files = [tmp_path / "0.copy", tmp_path / "1.copy"]
+    files[0].write_bytes(_rows(10))
+    if jobs == 1:
+        info, stop = start_server()
+        try:
+            msg = _load_until_lost(info["conninfo"], files, jobs, lambda: subprocess.run(
+                [*info["pg_ctl"], "-m", "fast", "-w", "stop"], check=True,
+                capture_output=True))
+        finally:
+            stop()
+    else:
+        def terminate():
+            with psycopg.connect(pg_server["conninfo"], autocommit=True) as conn:
+                conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+                             "query ILIKE 'COPY%' AND pid <> pg_backend_pid()")
+        msg = _load_until_lost(pg_server["conninfo"], files, jobs, terminate)
     print(msg)
     assert "connection lost" in msg and "terminating connection" in msg, msg
     assert "the connection is lost" not in msg and "rerun" in msg
