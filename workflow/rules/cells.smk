@@ -49,7 +49,9 @@ rule load_database:
     # waiting on the server, so threads stay 1.
     input:
         table=COPY_FILE,
-        rows=lambda wc: [f"{OUT}/cells/{name}{CELLS['suffix']}" for name in shard_plan()],
+        # Only parallel loads read the shard files (one connection streams the joined file).
+        rows=lambda wc: [f"{OUT}/cells/{name}{CELLS['suffix']}" for name in shard_plan()]
+        if DATABASE["jobs"] > 1 else [],
     output:
         summary=f"{OUT}/load.json",
     params:
