@@ -74,8 +74,9 @@ clean:
 bench: bench-render bench-cells
 
 # Per-cell table benchmark (issue 5): COPY writer vs pandas vs per-cell loop, the
-# 1 000 000-cell x 100-step workflow run against declared mem_mb, reduce vs cat, load vs
-# psql \copy. Ends with key=value lines. BENCH_CELLS_ARGS="--big 0" skips the big run.
+# 1 000 000-cell x 100-step workflow run against declared mem_mb, reduce vs cat, load (1 and
+# 2 connections) vs psql \copy. Ends with key=value lines. BENCH_CELLS_ARGS="--big 0" skips
+# the big run; "--smoke" runs every phase at tiny sizes (tests/test_bench_cells_smoke.py).
 BENCH_CELLS_ARGS ?=
 bench-cells: $(VENV)/.installed sysdeps
 	$(PY) bench/cells_bench.py $(BENCH_CELLS_ARGS)

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import glob
-import os
 import shlex
-import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -50,46 +46,19 @@ def sample_nc() -> Path:
     return sample_path("A1B_north_america.nc")
 
 
-def _pg_bin(name: str) -> str:
-    found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
-    if found:
-        return found[-1]
-    exe = shutil.which(name)
-    if exe is None:
-        raise RuntimeError(f"PostgreSQL server program '{name}' not found: run `make sysdeps`")
-    return exe
-
-
 @pytest.fixture(scope="session")
 def pg_server():
     """A throw-away PostgreSQL server on a unix socket in a temp dir; yields its conninfo.
 
-    initdb refuses to run as root, so as root the cluster is owned by the ``postgres``
-    user (created by the Debian package) and commands run through ``runuser``.
-    ``listen_addresses=''`` means no TCP port, so parallel runs never clash.
+    See :func:`pgserver.start_server` (shared with the benchmarks).
     """
-    as_root = os.geteuid() == 0
-    base = Path(tempfile.mkdtemp(prefix="ncreel-pg-"))
-    data, sock = base / "data", base / "sock"
-    sock.mkdir()
-    prefix = ["runuser", "-u", "postgres", "--"] if as_root else []
-    if as_root:
-        shutil.chown(base, "postgres")
-        shutil.chown(sock, "postgres")
-    subprocess.run([*prefix, _pg_bin("initdb"), "-D", str(data), "-A", "trust", "-U", "postgres",
-                    "-E", "UTF8", "--locale=C.UTF-8"], check=True, capture_output=True)
-    subprocess.run([*prefix, _pg_bin("pg_ctl"), "-D", str(data), "-w", "-l", str(base / "log"),
-                    "-o", f"-c listen_addresses='' -c unix_socket_directories='{sock}' "
-                          "-c fsync=off -c full_page_writes=off",
-                    "start"], check=True, capture_output=True)
-    info = {"host": str(sock), "user": "postgres", "dbname": "postgres"}
-    info["conninfo"] = f"host={sock} user=postgres dbname=postgres"
+    from pgserver import start_server
+
+    info, stop = start_server()
     try:
         yield info
     finally:
-        subprocess.run([*prefix, _pg_bin("pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
-                       capture_output=True)
-        shutil.rmtree(base, ignore_errors=True)
+        stop()
 
 
 @pytest.fixture

@@ -44,9 +44,10 @@ def test_load_is_idempotent_per_run(pg_server, pg_conn, tmp_path):
               columns=COLS)
     assert _count(pg_conn, "t_idem", "a") == 1000 and _count(pg_conn, "t_idem", "b") == 10
     assert pg_conn.execute("SELECT label FROM t_idem LIMIT 1").fetchone()[0] == "a\tb"
-    # The temporary default is gone after the load.
+    # run comes from the session's ncreel.run setting: no DDL during the load.
     assert pg_conn.execute("SELECT column_default FROM information_schema.columns WHERE "
-                           "table_name = 't_idem' AND column_name = 'run'").fetchone()[0] is None
+                           "table_name = 't_idem' AND column_name = 'run'"
+                           ).fetchone()[0] == "current_setting('ncreel.run'::text)"
 
 
 @pytest.mark.parametrize("compression", ["gzip", "zstd"])
@@ -119,7 +120,9 @@ def test_workflow_etr_risk_zstd_geometry_load(pg_server, pg_conn, tmp_path):
     shutil.copytree(ROOT / "config", tmp_path / "config")
     env = {**os.environ, "PYTHONPATH": str(ROOT / "workflow")}
     env.pop("PGPASSWORD", None)
-    for _ in range(2):  # the second run is forced: rerun must replace, not duplicate
+    for jobs in (1, 2):  # the second run is forced: rerun must replace, not duplicate
+        cfg["database"]["jobs"] = jobs  # 2: the shard files over two connections
+        (tmp_path / "run.yaml").write_text(json.dumps(cfg))
         r = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "--forceall",
                             "--directory", str(tmp_path), "--snakefile",
                             str(ROOT / "Snakefile"), "--configfile", "run.yaml"],
@@ -129,6 +132,7 @@ def test_workflow_etr_risk_zstd_geometry_load(pg_server, pg_conn, tmp_path):
     summary = json.loads((out / "load.json").read_text())
     n = 8 * 20 - 0  # every tas cell is finite except one
     assert summary["rows"] == n - 1 and summary["deleted"] == n - 1
+    assert summary["jobs"] == 2 and summary["files"] == 3  # 8 steps, 3 frames per shard
     assert _count(pg_conn, "etr_cells", "etrtest") == n - 1
     row = pg_conn.execute("SELECT geom, risk_class, time FROM etr_cells WHERE cell_id = 0 AND "
                           "time_index = 0").fetchone()

@@ -83,11 +83,17 @@ def test_concatenate_keeps_order(tmp_path):
 def test_load_script_and_table_names():
     sql = load_script("ncreel_demo", [("a", "integer"), ("b", "text")], "cells.copy", run="demo")
     assert "\\set ON_ERROR_STOP on" in sql
-    assert "\\copy ncreel_demo (a, b) FROM 'cells.copy' WITH (FORMAT text)" in sql
-    assert sql.index("BEGIN;") < sql.index("DELETE FROM ncreel_demo WHERE run = 'demo'") \
+    assert "\\copy \"ncreel_demo\" (\"a\", \"b\") FROM 'cells.copy' WITH (FORMAT text)" in sql
+    assert sql.index("CREATE TABLE IF NOT EXISTS") < sql.index("BEGIN;") \
+        < sql.index("SET LOCAL ncreel.run = 'demo'") \
+        < sql.index("DELETE FROM \"ncreel_demo\" WHERE \"run\" = 'demo'") \
         < sql.index("\\copy") < sql.index("COMMIT;")
-    assert table_name("public.cells") == "public.cells"
-    for bad in ("Cells", "a;drop table x", "1abc", "a.b.c", ""):
+    assert "ALTER" not in sql[sql.index("BEGIN;"):]  # no exclusive lock in the load transaction
+    assert table_name("public.cells") == ("public", "cells")
+    assert table_name("Select") == ("Select",)
+    quoted = load_script('a"b', [("x", "integer")], "cells.copy", run="demo")
+    assert '"a""b"' in quoted and "'\"a\"\"b\"'" in quoted
+    for bad in ("a.b.c", "", "a.", "x" * 64, "t\x00"):
         with pytest.raises(ValueError):
             table_name(bad)
     with pytest.raises(ValueError):

@@ -147,3 +147,15 @@ def test_glob_of_files_split_along_time(tmp_path, sample_nc):
         assert s.counts == (100, 100, 40)
         np.testing.assert_array_equal(s.read(90, 210), whole.read(90, 210))
         assert s.time_axis().labels == whole.time_axis().labels
+
+
+def test_postgres_type_of_an_axis_without_labels():
+    from ncreel.source import TimeAxis
+
+    def axis(labels, calendar="standard"):
+        return TimeAxis(np.zeros(len(labels)), labels, calendar, "days since 2000-01-01", True)
+
+    assert axis([]).postgres_type == "timestamp without time zone"
+    assert axis(["2000-01-16T00:00:00"]).postgres_type == "timestamp without time zone"
+    assert axis(["1500-01-16T00:00:00", "2000-01-16T00:00:00"]).postgres_type == "text"
+    assert axis([], "360_day").postgres_type == "text"

@@ -331,42 +331,141 @@ def _copy(src: BinaryIO, dst: BinaryIO, size: int, chunk_bytes: int) -> int:
     return done
 
 
-#: An unquoted lower-case PostgreSQL identifier (NAMEDATALEN - 1 = 63 characters).
+#: An unquoted lower-case PostgreSQL identifier (NAMEDATALEN - 1 = 63 characters); the
+#: cell models' column names follow it so users can type them unquoted.
 IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-_IDENT = IDENTIFIER
+
+#: Custom setting (PostgreSQL "Customized Options") holding the run being loaded; the
+#: table's ``run`` column defaults to it, so COPY needs no ``run`` column and the load
+#: transaction needs no DDL.
+RUN_SETTING = "ncreel.run"
+#: The ``run`` column's default as ``pg_get_expr`` prints it.
+RUN_DEFAULT = f"current_setting('{RUN_SETTING}'::text)"
 
 
-def table_name(name: str) -> str:
-    """Validate a PostgreSQL table name (lower-case identifier, optional ``schema.``).
+def table_name(name: str) -> tuple[str, ...]:
+    """Split a table name into its parts: ``table`` or ``schema.table``.
+
+    Any name PostgreSQL can hold is accepted (reserved words, mixed case, spaces): every
+    statement quotes it as an identifier, so ``Cells`` is the case-sensitive ``"Cells"``.
+
+    Returns
+    -------
+    tuple of str
+        ``(table,)`` or ``(schema, table)``.
 
     Raises
     ------
     ValueError
-        If any part is not ``[a-z_][a-z0-9_]*`` up to 63 characters (PostgreSQL's
-        NAMEDATALEN - 1), so it can be written unquoted and matches what users type.
+        Empty part, more than one ``.``, a NUL character, or a part longer than 63 bytes
+        (PostgreSQL's NAMEDATALEN - 1; longer names would be silently truncated).
     """
-    parts = name.split(".")
-    if len(parts) > 2 or not all(_IDENT.match(p) for p in parts):
-        raise ValueError(f"table name {name!r}: use lower-case letters, digits and _ "
-                         "(optionally schema.table), at most 63 characters each")
-    return name
+    parts = tuple(name.split("."))
+    if len(parts) > 2 or not all(0 < len(p.encode()) <= 63 and "\x00" not in p for p in parts):
+        raise ValueError(f"table name {name!r}: use table or schema.table, each part 1 to 63 "
+                         "bytes")
+    return parts
 
 
-def load_statements(table: str, columns: Sequence[tuple[str, str]], run: str) -> list[str]:
-    """Return the SQL that prepares `table` for (re)loading `run`'s rows, before the COPY.
+def identifier(*parts: str):
+    """``psycopg.sql.Identifier`` of `parts` (quoted with SQL's ``"…"`` rules when rendered)."""
+    from psycopg import sql
 
-    The table holds rows of any number of runs, told apart by its first column ``run``:
-    create it if missing, delete this run's earlier rows (so a rerun replaces them, never
-    duplicates), and make ``run`` default to this run's name, so the COPY (which has no
-    ``run`` column) fills it. :func:`finish_statements` removes the default again; run
-    everything in one transaction so other sessions never see a half-loaded run.
+    return sql.Identifier(*parts)
+
+
+def _table(table: str):
+    return identifier(*table_name(table))
+
+
+def advisory_key(table: str, run: str | None = None):
+    """Arguments of ``pg_advisory_(xact_)lock(int, int)``: one key per table, one per run.
+
+    Returns
+    -------
+    psycopg.sql.Composed
+        ``hashtext(…), hashtext(…)``; a hash collision only serialises two loads.
+    """
+    from psycopg import sql
+
+    qualified = _table(table).as_string(None)
+    if run is None:
+        return sql.SQL("hashtext({}), hashtext({})").format(
+            sql.Literal("ncreel create table"), sql.Literal(qualified))
+    return sql.SQL("hashtext({}), hashtext({})").format(sql.Literal(qualified),
+                                                        sql.Literal(run))
+
+
+def _do(body) -> str:
+    """Wrap `body` in a ``DO`` block (composed SQL), dollar-quoted with a tag not in it."""
+    text = body.as_string(None)
+    tag = "$ncreel$"
+    n = 0
+    while tag in text:
+        n += 1
+        tag = f"$ncreel{n}$"
+    return f"DO {tag}\nBEGIN\n{text}\nEND\n{tag}"
+
+
+def create_statement(table: str, columns: Sequence[tuple[str, str]]) -> str:
+    """Return the SQL creating `table` if missing, serialised, in its own short transaction.
+
+    Concurrent ``CREATE TABLE IF NOT EXISTS`` of one name race in the catalog (``duplicate
+    key value violates unique constraint "pg_type_typname_nsp_index"``), so creation runs
+    under a transaction-level advisory lock per table name. A table made before the ``run``
+    default existed gets it here, once: the only exclusive lock, and it is taken outside
+    any load transaction.
 
     Parameters
     ----------
     table : str
         Table name, see :func:`table_name`.
     columns : sequence of (str, str)
-        Column names and PostgreSQL types, in COPY file order.
+        Column names and PostgreSQL types, in COPY file order (types are SQL as given).
+
+    Returns
+    -------
+    str
+        One ``DO`` statement, without the trailing ``;``.
+    """
+    from psycopg import sql
+
+    t = _table(table)
+    body = sql.SQL(",\n    ").join(
+        [sql.SQL("{} text NOT NULL DEFAULT current_setting({})").format(
+            identifier("run"), sql.Literal(RUN_SETTING))]
+        + [sql.SQL("{} {}").format(identifier(n), sql.SQL(pgtype)) for n, pgtype in columns])
+    stmt = sql.SQL(
+        "PERFORM pg_advisory_xact_lock({key});\n"
+        "CREATE TABLE IF NOT EXISTS {t} (\n    {body}\n);\n"
+        "IF (SELECT pg_get_expr(d.adbin, d.adrelid) FROM pg_attribute a\n"
+        "    LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum\n"
+        "    WHERE a.attrelid = {reg}::regclass AND a.attname = 'run')\n"
+        "    IS DISTINCT FROM {default} THEN\n"
+        "  ALTER TABLE {t} ALTER COLUMN {run} SET DEFAULT current_setting({setting});\n"
+        "END IF;").format(key=advisory_key(table), t=t, body=body,
+                          reg=sql.Literal(t.as_string(None)), default=sql.Literal(RUN_DEFAULT),
+                          run=identifier("run"), setting=sql.Literal(RUN_SETTING))
+    return _do(stmt)
+
+
+def load_statements(table: str, columns: Sequence[tuple[str, str]], run: str) -> list[str]:
+    """Return the SQL that starts loading `run` into `table`, inside the load transaction.
+
+    The table holds rows of any number of runs, told apart by its first column ``run``,
+    which defaults to the setting ``ncreel.run``: set it for this transaction, take the
+    run's advisory lock (two loads of one run queue; loads of other runs do not), and
+    delete the run's earlier rows (a rerun replaces them, never duplicates). No DDL, so
+    only row locks are held: readers are never blocked and loads of different runs never
+    deadlock. Run :func:`create_statement` first, in its own transaction.
+
+    Parameters
+    ----------
+    table : str
+        Table name, see :func:`table_name`.
+    columns : sequence of (str, str)
+        Column names and PostgreSQL types, in COPY file order (unused; kept for symmetry
+        with :func:`create_statement`).
     run : str
         Run name (letters, digits, ``_.-``).
 
@@ -375,34 +474,36 @@ def load_statements(table: str, columns: Sequence[tuple[str, str]], run: str) ->
     list of str
         Statements, each without the trailing ``;``.
     """
-    table_name(table)
-    lit = _sql_literal(run)
-    body = ",\n".join(f"    {table_name(name)} {pgtype}" for name, pgtype in
-                      [("run", "text NOT NULL"), *columns])
-    return [f"CREATE TABLE IF NOT EXISTS {table} (\n{body}\n)",
-            f"DELETE FROM {table} WHERE run = {lit}",
-            f"ALTER TABLE {table} ALTER COLUMN run SET DEFAULT {lit}"]
+    from psycopg import sql
 
-
-def finish_statements(table: str) -> list[str]:
-    """Return the SQL run after the COPY: drop the temporary ``run`` default."""
-    return [f"ALTER TABLE {table_name(table)} ALTER COLUMN run DROP DEFAULT"]
+    lit = sql.Literal(_run_name(run))
+    lock = sql.SQL("PERFORM pg_advisory_xact_lock({});").format(advisory_key(table, run))
+    return [sql.SQL("SET LOCAL {} = {}").format(sql.SQL(RUN_SETTING), lit).as_string(None),
+            _do(lock),
+            sql.SQL("DELETE FROM {} WHERE {} = {}").format(
+                _table(table), identifier("run"), lit).as_string(None)]
 
 
 def copy_statement(table: str, columns: Sequence[tuple[str, str]], source: str = "STDIN") -> str:
-    """``COPY table (cols) FROM source WITH (FORMAT text)``."""
-    cols = ", ".join(table_name(name) for name, _ in columns)
-    return f"COPY {table_name(table)} ({cols}) FROM {source} WITH (FORMAT text)"
+    """Return ``COPY "table" ("col", …) FROM source WITH (FORMAT text)`` (``run``: default)."""
+    from psycopg import sql
+
+    return sql.SQL("COPY {} ({}) FROM {} WITH (FORMAT text)").format(
+        _table(table), sql.SQL(", ").join(identifier(n) for n, _ in columns),
+        sql.SQL(source)).as_string(None)
 
 
 def load_script(table: str, columns: Sequence[tuple[str, str]], copy_file: str,
                 *, run: str, comment: str = "") -> str:
-    r"""Return the psql script loading `copy_file` into `table` as run `run` in one transaction.
+    r"""Return the psql script loading `copy_file` into `table` as run `run`.
 
-    Run it from the directory holding `copy_file`: ``psql -f cells.sql DBNAME``. The table
-    is created if missing with a leading ``run text`` column; rerunning replaces this
-    run's rows instead of duplicating them (see :func:`load_statements`). ``ON_ERROR_STOP``
-    makes psql stop, and roll back, at the first error.
+    Run it from the directory holding `copy_file`: ``psql -f cells.sql DBNAME``. It makes
+    the same guarantees as the ``load_database`` rule: the table is created if missing
+    (serialised, :func:`create_statement`), then one transaction deletes the run's earlier
+    rows and ``\copy``-loads the file (:func:`load_statements`), so other sessions see the
+    old rows or all the new ones, readers of other runs are never blocked, and concurrent
+    loads of other runs never deadlock. ``ON_ERROR_STOP`` makes psql stop, and roll back,
+    at the first error.
 
     Parameters
     ----------
@@ -425,19 +526,19 @@ def load_script(table: str, columns: Sequence[tuple[str, str]], copy_file: str,
     else:
         source = f"'{_sql_quote_path(copy_file)}'"
     lines = [f"-- {line}" for line in comment.splitlines()]
-    lines += ["\\set ON_ERROR_STOP on", "BEGIN;"]
+    lines += ["\\set ON_ERROR_STOP on", "SET client_min_messages = warning;",
+              f"{create_statement(table, columns)};", "BEGIN;"]
     lines += [f"{stmt};" for stmt in load_statements(table, columns, run)]
     # psql's \copy must be on one line.
     lines.append("\\" + copy_statement(table, columns, source).replace("COPY", "copy", 1))
-    lines += [f"{stmt};" for stmt in finish_statements(table)]
     lines += ["COMMIT;", ""]
     return "\n".join(lines)
 
 
-def _sql_literal(text: str) -> str:
+def _run_name(text: str) -> str:
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", text):
         raise ValueError(f"run name {text!r}: use letters, digits, '_', '.', '-'")
-    return f"'{text}'"
+    return text
 
 
 def _sql_quote_path(path: str) -> str:

@@ -67,7 +67,10 @@ class TimeAxis:
         if not self.decoded or self.calendar not in GREGORIAN_CALENDARS:
             return "text"
         # CF 'standard' is Julian before 1582-10-15; PostgreSQL is proleptic Gregorian.
-        if self.calendar != "proleptic_gregorian" and min(self.labels) < "1582-10-15":
+        # An axis without labels (a model's column declaration made before any data is
+        # read) has no Julian dates either.
+        if self.calendar != "proleptic_gregorian" and any(
+                label is not None and label < "1582-10-15" for label in self.labels):
             return "text"
         return "timestamp without time zone"
 

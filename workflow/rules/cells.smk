@@ -43,10 +43,15 @@ rule reduce_cells:
 
 
 rule load_database:
-    # COPY the run's rows into PostgreSQL in one transaction (rerun replaces the run's
-    # rows). Only part of `all` when database.url or database.service is set.
+    # COPY the run's rows into PostgreSQL (rerun replaces the run's rows; they appear at
+    # once; database.jobs connections load the shard files side by side). Only part of
+    # `all` when database.url or database.service is set. The connections are mostly
+    # waiting on the server, so threads stay 1.
     input:
         table=COPY_FILE,
+        # Only parallel loads read the shard files (one connection streams the joined file).
+        rows=lambda wc: [f"{OUT}/cells/{name}{CELLS['suffix']}" for name in shard_plan()]
+        if DATABASE["jobs"] > 1 else [],
     output:
         summary=f"{OUT}/load.json",
     params:
@@ -54,6 +59,7 @@ rule load_database:
         table=TABLE,
         run=RUN,
         columns=CELL_COLUMNS,
+        jobs=DATABASE["jobs"],
     threads: 1
     resources:
         mem_mb=lambda wc, attempt: 400 * attempt,  # incl. ~250 MB of Snakemake's job processes

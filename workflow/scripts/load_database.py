@@ -5,11 +5,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821
 
+from ncreel.errors import NcreelError  # noqa: E402
 from ncreel.load import load_copy, write_summary  # noqa: E402
 from ncreel.logs import configure  # noqa: E402
 
 configure(snakemake.log[0])  # noqa: F821
 p = snakemake.params  # noqa: F821
-summary = load_copy(snakemake.input.table, conninfo=p.conninfo, table=p.table,  # noqa: F821
-                    run=p.run, columns=p.columns)
+# One connection streams the joined file; several load the shard files side by side.
+files = snakemake.input.table if p.jobs == 1 else list(snakemake.input.rows)  # noqa: F821
+try:
+    summary = load_copy(files, conninfo=p.conninfo, table=p.table, run=p.run,
+                        columns=p.columns, jobs=p.jobs)
+except NcreelError as err:
+    sys.exit(f"ncreel: error: {err}")
 write_summary(summary, snakemake.output.summary)  # noqa: F821

@@ -1,0 +1,19 @@
+"""`make bench-cells` at tiny sizes: every phase runs and prints its figures (a crash fails CI)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from conftest import ROOT
+
+
+def test_bench_cells_smoke(tmp_path):
+    r = subprocess.run([sys.executable, str(ROOT / "bench/cells_bench.py"), "--smoke",
+                        "--work", str(tmp_path)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    figures = dict(line.split("=", 1) for line in r.stdout.splitlines()
+                   if "=" in line and not line.startswith("#"))
+    for key in ("copy_writer_rows_per_s", "reduce_fraction_of_cat", "load_fraction_of_psql",
+                "load_fraction_of_psql_jobs2"):
+        assert float(figures[key]) > 0, key
