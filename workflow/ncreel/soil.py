@@ -305,10 +305,12 @@ class DegradationClock:
 
 def degradation_prepass(factor: Callable[[int, int], np.ndarray], days: np.ndarray,
                         app_days: np.ndarray, starts: Sequence[int], *, n_cells: int,
+                        out: np.ndarray | None = None,
                         max_block_cells: int = 1_000_000) -> dict:
-    """Stream the series once and return ``τ`` at `starts`, the applications and the end.
+    """Stream the series once; record ``τ`` at `starts`, at the applications and at the end.
 
-    Memory: one block of factors plus ``(len(starts) + n_app + 1, n_cells)`` results.
+    Memory: one block of factors and one ``(n_cells,)`` accumulator; the results go to
+    `out` (e.g. a memory-mapped ``.npy``) row by row.
 
     Parameters
     ----------
@@ -323,54 +325,72 @@ def degradation_prepass(factor: Callable[[int, int], np.ndarray], days: np.ndarr
         Global steps (shard starts) at which to record ``τ``.
     n_cells : int
         ``ny * nx``.
+    out : numpy.ndarray, shape (n_starts + n_app + 1, n_cells), float64, optional
+        Where to write (allocated when None); rows: sorted unique `starts`, applications,
+        last step.
 
     Returns
     -------
     dict
-        ``checkpoints`` {step: (n_cells,)}, ``app_tau`` (n_app, n_cells), ``last_tau``
-        (n_cells,), all float64 days.
+        ``steps`` (sorted unique starts) and ``tau`` (`out`), days at 20 °C-equivalent.
     """
     n_time = len(days)
-    want = set(int(s) for s in starts)
+    steps = sorted({int(s) for s in starts})
+    row_of = {s: r for r, s in enumerate(steps)}
+    n_s, n_a = len(steps), len(app_days)
+    if out is None:
+        out = np.empty((n_s + n_a + 1, n_cells))
     # Application a falls in step i with days[i] <= D < days[i+1].
     app_step = np.searchsorted(days, app_days, side="right") - 1
     tau = np.zeros(n_cells)
-    checkpoints, app_tau = {}, np.full((len(app_days), n_cells), np.nan)
     per_block = max(1, max_block_cells // max(n_cells, 1))
     for t0 in range(0, n_time, per_block):
         stop = min(t0 + per_block, n_time)
         f = factor(t0, stop)
         dt = _next_days(days[t0:stop], days[stop] if stop < n_time else None)
         for i in range(t0, stop):
-            if i in want:
-                checkpoints[i] = tau.copy()
+            if i in row_of:
+                out[row_of[i]] = tau
             for a in np.nonzero(app_step == i)[0]:
-                app_tau[a] = tau + f[i - t0] * (app_days[a] - days[i])
+                out[n_s + a] = tau + f[i - t0] * (app_days[a] - days[i])
             if i == n_time - 1:
-                last = tau.copy()
+                out[n_s + n_a] = tau
             tau = tau + f[i - t0] * dt[i - t0]
-    return {"checkpoints": checkpoints, "app_tau": app_tau, "last_tau": last}
+    return {"steps": steps, "tau": out}
 
 
-def write_degradation_state(state: dict, npy: str | os.PathLike, meta_json: str | os.PathLike):
-    """Write a :func:`degradation_prepass` result: one ``.npy`` and a JSON index."""
-    steps = sorted(state["checkpoints"])
-    arr = np.stack([state["checkpoints"][s] for s in steps] + list(state["app_tau"])
-                   + [state["last_tau"]])
-    with atomic_path(npy) as tmp, open(tmp, "wb") as fh:
-        np.save(fh, arr)
+def write_series_degradation_state(series, p: Mapping, starts: Sequence[int],
+                                   npy: str | os.PathLike, meta_json: str | os.PathLike) -> dict:
+    """Run :func:`degradation_prepass` on a :class:`ncreel.source.Series`; write the state.
+
+    Writes ``npy`` (float64, shape (n_starts + n_app + 1, ny * nx), memory-mapped while
+    written) and ``meta_json`` (``steps``, ``n_applications``), each renamed into place
+    only when complete.
+    """
+    time = series.time_axis()
+    days = label_days(time.labels, time.calendar)
+    app_days = np.array([a[0] for a in applications(p, time.calendar)])
+    n_cells = series.ny * series.nx
+    factor = factor_reader(series.read_variable, p["temperature_variable"],
+                           units=p["temperature_units"], ea_kj_mol=p["ea_kj_mol"],
+                           reference_c=p["reference_temperature_c"], n_cells=n_cells)
+    steps = sorted({int(s) for s in starts})
+    with atomic_path(npy) as tmp:
+        out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float64,
+                                        shape=(len(steps) + len(app_days) + 1, n_cells))
+        state = degradation_prepass(factor, days, app_days, steps, n_cells=n_cells, out=out)
+        out.flush()
+        del out
+    meta = {"steps": state["steps"], "n_applications": len(app_days)}
     with atomic_path(meta_json) as tmp:
-        tmp.write_text(json.dumps({"steps": steps, "n_applications": len(state["app_tau"])})
-                       + "\n")
+        tmp.write_text(json.dumps(meta) + "\n")
+    return meta
 
 
 def read_degradation_state(npy: str | os.PathLike, meta_json: str | os.PathLike) -> dict:
-    """Read back :func:`write_degradation_state` (memory-mapped)."""
+    """Read back :func:`write_series_degradation_state` (memory-mapped)."""
     meta = json.loads(open(meta_json).read())
-    arr = np.load(npy, mmap_mode="r")
-    n_s, n_a = len(meta["steps"]), meta["n_applications"]
-    return {"checkpoints": {s: np.asarray(arr[i]) for i, s in enumerate(meta["steps"])},
-            "app_tau": np.asarray(arr[n_s:n_s + n_a]), "last_tau": np.asarray(arr[n_s + n_a])}
+    return {"steps": meta["steps"], "tau": np.load(npy, mmap_mode="r")}
 
 
 def factor_reader(read_variable: Callable, name: str, *, units: str, ea_kj_mol: float,
@@ -486,6 +506,36 @@ def check_series(p: Mapping, time, read_variable: Callable | None, units_of: Cal
                               f"{p['temperature_units']}, but '{name}' has units '{units}'")
 
 
+def check_run(series, cells: Mapping) -> None:
+    """Parse-time check of an ``etr_risk`` time course against an opened series.
+
+    Parameters
+    ----------
+    series : ncreel.source.Series
+    cells : mapping
+        As from :func:`ncreel.cells.cells_settings`; anything but ``etr_risk`` passes.
+
+    Raises
+    ------
+    NcreelError
+        See :func:`check_series`.
+    """
+    if cells.get("model") != "etr_risk":
+        return
+
+    def units_of(name):
+        return str(series._dataset(0)[name].attrs.get("units", ""))
+
+    check_series(cells["params"], series.time_axis(), series.read_variable, units_of)
+
+
+def needs_prepass(cells: Mapping) -> bool:
+    """Return True when the run needs the ``degradation_state`` pre-pass."""
+    p = cells.get("params") or {}
+    return (cells.get("model") == "etr_risk" and time_course_enabled(p)
+            and bool(p.get("temperature_variable")))
+
+
 def build_clock(p: Mapping, time, *, read_variable: Callable | None, n_cells: int,
                 state: Mapping | None = None) -> DegradationClock:
     """Return the degradation clock of a run: constant, or from the pre-pass `state`.
@@ -505,10 +555,11 @@ def build_clock(p: Mapping, time, *, read_variable: Callable | None, n_cells: in
                            n_cells=n_cells)
     if state is None:
         state = degradation_prepass(factor, days, app_days, [0], n_cells=n_cells)
+    tau, n_s = state["tau"], len(state["steps"])
     return DegradationClock(days=days, app_days=app_days, factor=factor,
-                            checkpoints=dict(state["checkpoints"]),
-                            app_tau=np.asarray(state["app_tau"]),
-                            last_tau=np.asarray(state["last_tau"]))
+                            checkpoints={s: tau[r] for r, s in enumerate(state["steps"])},
+                            app_tau=np.asarray(tau[n_s:n_s + len(app_days)]),
+                            last_tau=np.asarray(tau[-1]))
 
 
 def _cells_view(a: np.ndarray, cell: np.ndarray) -> np.ndarray:
