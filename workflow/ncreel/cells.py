@@ -412,12 +412,12 @@ def _etr_time_course(p: Mapping, block: np.ndarray, t0: int, ctx: CellContext,
     if not soil.time_course_enabled(p):
         return {}
     n_cells = block.shape[1] * block.shape[2]
-    clock = ctx.state.get("soil_clock")
-    if clock is None:
-        clock = ctx.state["soil_clock"] = soil.build_clock(
-            p, ctx.time, read_variable=ctx.read_variable, n_cells=n_cells,
-            state=ctx.state.get("degradation"))
-    if "pec0" not in ctx.state:
+    # Set up once per shard (the same ctx serves all its blocks) and per parameter set.
+    key = repr(sorted(p.items()))
+    cached = ctx.state.get("etr_time_course")
+    if cached is None or cached[0] != key:
+        clock = soil.build_clock(p, ctx.time, read_variable=ctx.read_variable,
+                                 n_cells=n_cells, state=ctx.state.get("degradation"))
         apps = soil.applications(p, ctx.time.calendar)
         steps = np.searchsorted(clock.days, clock.app_days, side="right") - 1
         name = p["interception_variable"]
@@ -436,11 +436,11 @@ def _etr_time_course(p: Mapping, block: np.ndarray, t0: int, ctx: CellContext,
                                  assumed_depth_m=p["assumed_depth_m"],
                                  soil_density_kg_m3=p["soil_density_kg_m3"]))
         width = max(len(x) for x in pec0)
-        ctx.state["pec0"] = np.stack([np.broadcast_to(x, (width,)) for x in pec0])
-        ctx.state["app_labels"] = [a[2] for a in apps]
-    return soil.time_course(p=p, clock=clock, pec0=ctx.state["pec0"], t0=t0,
-                            n_t=block.shape[0], t_local=t_local, cell=cell,
-                            app_labels=ctx.state["app_labels"])
+        pec0 = np.stack([np.broadcast_to(x, (width,)) for x in pec0])
+        cached = ctx.state["etr_time_course"] = (key, clock, pec0, [a[2] for a in apps])
+    _, clock, pec0, labels = cached
+    return soil.time_course(p=p, clock=clock, pec0=pec0, t0=t0, n_t=block.shape[0],
+                            t_local=t_local, cell=cell, app_labels=labels)
 
 
 #: Built-in models by their config name.

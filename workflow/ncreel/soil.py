@@ -28,6 +28,7 @@ import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import cftime
 import numpy as np
@@ -389,7 +390,7 @@ def write_series_degradation_state(series, p: Mapping, starts: Sequence[int],
 
 def read_degradation_state(npy: str | os.PathLike, meta_json: str | os.PathLike) -> dict:
     """Read back :func:`write_series_degradation_state` (memory-mapped)."""
-    meta = json.loads(open(meta_json).read())
+    meta = json.loads(Path(meta_json).read_text())
     return {"steps": meta["steps"], "tau": np.load(npy, mmap_mode="r")}
 
 
