@@ -604,26 +604,31 @@ def time_course(*, p: Mapping, clock: DegradationClock, pec0: np.ndarray, t0: in
     import polars as pl
 
     k = first_order_rate_per_day(p.get("dt50_days"))
-    days = clock.days[t0:t0 + n_t][t_local]
+    # Computed on the block's grid, (n_t, n_cells), or (n_t, 1) where nothing varies per
+    # cell (no temperature, constant interception), then gathered into rows once.
+    days = clock.days[t0:t0 + n_t][:, None]
     tau = clock.tau(t0, n_t)
-    tau_row = tau[t_local, cell] if tau.shape[1] > 1 else tau[t_local, 0]
-    app_tau = clock.app_tau
+
+    def rows(a: np.ndarray) -> np.ndarray:
+        a = np.asarray(a)
+        return a[t_local, cell] if a.shape[1] > 1 else a[t_local, 0]
+
     out: dict = {}
-    out["days_since_first_application_d"] = days - clock.app_days[0]
-    pec_act = np.zeros(len(cell))
-    twa = {w: np.zeros(len(cell)) for w in [*p["twa_windows_days"], p["long_term_twa_days"]]}
+    out["days_since_first_application_d"] = rows(days - clock.app_days[0])
+    pec_act = np.zeros((n_t, 1))
+    twa = {w: np.zeros((n_t, 1)) for w in [*p["twa_windows_days"], p["long_term_twa_days"]]}
     for j, d_app in enumerate(clock.app_days):
         age = days - d_app
-        dtau = tau_row - _cells_view(app_tau[j], cell)
-        c0 = _cells_view(pec0[j], cell)
+        dtau = tau - clock.app_tau[j][None, :]
+        c0 = pec0[j][None, :]
         with np.errstate(invalid="ignore", over="ignore"):
-            pec_act += np.where(age >= 0, c0 * np.exp(-k * dtau), 0.0)
+            pec_act = pec_act + np.where(age >= 0, c0 * np.exp(-k * dtau), 0.0)
             k_eff = np.where(age > 0, k * dtau / np.where(age > 0, age, 1.0), k)
         for w in twa:
-            twa[w] += np.where(age > 0, twa_window(c0, k_eff, age, w), 0.0)
-    out["pec_act_mg_kg"] = pec_act
+            twa[w] = twa[w] + c0 * np.where(age > 0, twa_window(1.0, k_eff, age, w), 0.0)
+    out["pec_act_mg_kg"] = pec_act = rows(pec_act)
     for w in p["twa_windows_days"]:
-        out[f"pec_twa_{window_name(w)}d_mg_kg"] = twa[w]
+        out[f"pec_twa_{window_name(w)}d_mg_kg"] = rows(twa[w])
     per_cell = clock.cache.get("per_cell")
     if per_cell is None:
         per_cell = clock.cache["per_cell"] = _per_cell(p, clock, pec0, k)
@@ -635,7 +640,7 @@ def time_course(*, p: Mapping, clock: DegradationClock, pec0: np.ndarray, t0: in
         out["pec_plateau_mg_kg"] = _cells_view(plat, cell)
         out["pec_max_mg_kg"] = out["pec_plateau_mg_kg"] + out["pec_season_max_mg_kg"]
     etr_a = pec_act / p["ec50_mg_kg"]
-    etr_l = twa[p["long_term_twa_days"]] / p["noec_mg_kg"]
+    etr_l = rows(twa[p["long_term_twa_days"]]) / p["noec_mg_kg"]
     out["etr_acute"], out["etr_acute_exceeded"] = etr_a, _flag(etr_a, p["trigger_etr_acute"])
     out["etr_long_term"] = etr_l
     out["etr_long_term_exceeded"] = _flag(etr_l, p["trigger_etr_long_term"])
