@@ -72,6 +72,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--ny", type=int, default=720)
     ap.add_argument("--nx", type=int, default=1440)
+    ap.add_argument("--only", help="run this case alone (peak RSS of one model)")
     a = ap.parse_args()
     field, make_ctx = synthetic(a.steps, a.ny, a.nx)
     out = os.devnull
@@ -82,12 +83,23 @@ def main() -> None:
         "etr_arrhenius": ("etr_risk", {**soil_defaults(), **TIME_COURSE,
                                        "temperature_variable": "tas"}),
     }
+    if a.only:
+        cases = {a.only: cases[a.only]}
     fig = {}
     run("field", {}, field[:1, :8], lambda: make_ctx(), out)  # warm-up: imports, caches
     for key, (name, params) in cases.items():
         rows, s = run(name, params, field, make_ctx, out)
         fig[f"{key}_rows_per_s"] = round(rows / s)
+        fig[f"{key}_columns"] = len(resolve_model(name, params).columns(make_ctx()))
         print(f"# {key}: {rows} rows in {s:.2f} s", file=sys.stderr)
+    if a.only:
+        import resource
+
+        fig["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+        fig["field_bytes_mb"] = round(field.nbytes / 2**20)
+        for k, v in fig.items():
+            print(f"{k}={v}")
+        return
     n_cells = a.ny * a.nx
     f = soil.factor_reader(lambda n, s, e: field[s:e].astype(np.float64), "tas", units="K",
                            ea_kj_mol=65.4, reference_c=20.0, n_cells=n_cells)

@@ -284,3 +284,14 @@ def test_workflow_runs_prepass_and_independent_shards(tmp_path, pg_server):
             "SELECT count(*), count(*) FILTER (WHERE etr_acute_exceeded), "
             "max(pec_season_max_time) FROM ncreel_etr").fetchone()
     assert n == 9 * 12 - 1 and flagged > 0 and tmax == "2000-03-11T00:00:00"
+
+
+def test_render_memory_grows_with_model_columns():
+    from ncreel.resources import render_mem_mb_calibrated
+
+    cal = {"base_mb": 150.0, "worker_peak_mb": 250.0, "encoder_peak_mb": 60.0}
+    kw = dict(ny=720, nx=1440, n_frames=10)
+    field = render_mem_mb_calibrated(cal, **kw)
+    assert render_mem_mb_calibrated(cal, **kw, n_columns=8) == field
+    # etr_risk with the Arrhenius time course: 25 columns, measured ~365 bytes per value.
+    assert render_mem_mb_calibrated(cal, **kw, n_columns=25) >= (250 + 1_036_800 * 365 / 2**20)

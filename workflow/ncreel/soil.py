@@ -297,6 +297,7 @@ class DegradationClock:
                 start = start + (f * _next_days(self.days[c:t0], self.days[t0])[:, None]).sum(0)
         stop = t0 + n_t
         f = self.factor(t0, stop)
+        self.cache["factor"] = (t0, stop, f)
         nxt = self.days[stop] if stop < len(self.days) else None
         steps = f * _next_days(self.days[t0:stop], nxt)[:, None]
         out = start + np.concatenate([np.zeros((1, steps.shape[1])), np.cumsum(steps, 0)[:-1]])
@@ -645,7 +646,9 @@ def time_course(*, p: Mapping, clock: DegradationClock, pec0: np.ndarray, t0: in
     out["etr_long_term"] = etr_l
     out["etr_long_term_exceeded"] = _flag(etr_l, p["trigger_etr_long_term"])
     if clock.factor is not None:
-        f = clock.factor(t0, t0 + n_t)
+        a, b, f = clock.cache["factor"]  # what clock.tau just read for this block
+        if (a, b) != (t0, t0 + n_t):
+            f = clock.factor(t0, t0 + n_t)
         out["degradation_rate_factor"] = f[t_local, cell]
     return out
 

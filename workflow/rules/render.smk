@@ -97,7 +97,8 @@ rule render_shard:
     resources:
         mem_mb=lambda wc, input, threads, attempt: res.render_mem_mb_calibrated(
             res.read_json(input.calibration), ny=GRID["ny"], nx=GRID["nx"],
-            n_frames=shard_plan()[wc.shard].n_frames, workers=threads, attempt=attempt)
+            n_frames=shard_plan()[wc.shard].n_frames, workers=threads, attempt=attempt,
+            n_columns=len(CELL_COLUMNS))
         + job_overhead_mb(),
         runtime=lambda wc, input, threads, attempt: res.render_runtime_calibrated(
             res.read_json(input.calibration), n_frames=shard_plan()[wc.shard].n_frames,
