@@ -238,6 +238,7 @@ def test_settings_checks_and_params_deprecation(tmp_path, caplog):
               "temperature_units": "degC"}, "'soil_t' has units 'K'"),
             ({"first_application": "2000-01-02", "temperature_variable": "nope"},
              "no variable 'nope'"),
+            ({"interception_variable": "icpt"}, "no variable 'icpt'"),
         ]:
             with pytest.raises(NcreelError, match=match):
                 soil.check_run(s, cells_settings({"model": "etr_risk", "etr": etr}))

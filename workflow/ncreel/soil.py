@@ -520,10 +520,13 @@ def check_run(series, cells: Mapping) -> None:
     Raises
     ------
     NcreelError
-        See :func:`check_series`.
+        An interception variable that cannot be read, or see :func:`check_series`.
     """
     if cells.get("model") != "etr_risk":
         return
+    icpt = cells["params"].get("interception_variable")
+    if icpt:  # a missing or misshapen variable fails here, not in every shard job
+        series.read_variable(icpt, 0, 1)
 
     def units_of(name):
         return str(series._dataset(0)[name].attrs.get("units", ""))
