@@ -23,6 +23,7 @@ validates every block's output against the declaration, naming model and column 
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -64,6 +65,8 @@ class CellContext:
         ``read_variable(name, start, stop)`` returns another variable of the same files
         for global time steps ``start:stop`` as float, shape ``(stop - start, ny, nx)``
         (or ``(ny, nx)`` if it has no time dimension), NaN where missing. None at parse time.
+    state : dict
+        Pre-pass results by name, and a per-shard cache of the model.
     """
 
     time: TimeAxis
@@ -74,6 +77,10 @@ class CellContext:
     variable: str = ""
     read_variable: Callable[[str, int, int], np.ndarray] | None = field(default=None,
                                                                         repr=False)
+    #: Per-run inputs from pre-passes (e.g. ``degradation``: the soil degradation state
+    #: of :func:`ncreel.soil.degradation_prepass`), and a cache a model may fill while it
+    #: is called on a shard's blocks in order.
+    state: dict = field(default_factory=dict, repr=False)
 
 
 def cell_model(*, columns: Callable[..., Sequence[tuple[str, str]]]):
@@ -177,11 +184,37 @@ ETR_DEFAULTS = {
     "thresholds": [0.01, 0.1, 1.0],
     "interception_variable": None,
     "interception_percent": 0.0,
+    # Time course after application(s) (ncreel.soil); off without applications.
+    "applications": [],
+    "first_application": None,
+    "application_number": 1,
+    "application_interval_days": 0.0,
+    "dt50_days": None,
+    "twa_windows_days": [7, 21, 28, 50, 100],
+    "long_term_twa_days": 21,
+    "noec_mg_kg": 1.0,
+    "trigger_etr_acute": 0.1,
+    "trigger_etr_long_term": 0.2,
+    "plateau_years": None,
+    "tillage_depth_m": 0.20,
+    "year_days": 365.0,
+    "temperature_variable": None,
+    "temperature_units": "K",
+    "ea_kj_mol": 65.4,
+    "reference_temperature_c": 20.0,
 }
 
 
 def etr_columns(ctx: CellContext, **params) -> list[tuple[str, str]]:
-    """Column names and PostgreSQL types written by :func:`etr_risk_model`, in order."""
+    """Column names and PostgreSQL types written by :func:`etr_risk_model`, in order.
+
+    With applications configured, :func:`ncreel.soil.time_course_columns` follow.
+    """
+    from ncreel import soil
+
+    p = {**ETR_DEFAULTS, **params}
+    extra = soil.time_course_columns(ctx.time.postgres_type, p) \
+        if soil.time_course_enabled(p) else []
     return [
         ("time_index", "integer"),
         ("time", ctx.time.postgres_type),
@@ -192,6 +225,7 @@ def etr_columns(ctx: CellContext, **params) -> list[tuple[str, str]]:
         ("pec_soil_mg_kg", "double precision"),
         ("etr", "double precision"),
         ("risk_class", "text"),
+        *extra,
     ]
 
 
@@ -261,6 +295,14 @@ def risk_level(etr: np.ndarray, thresholds: Sequence[float]) -> np.ndarray:
 
 
 def _check_etr(params: Mapping) -> None:
+    from ncreel import soil
+
+    unknown = sorted(set(params) - set(ETR_DEFAULTS))
+    if unknown:
+        raise NcreelError(f"config key 'cells.etr': unknown setting(s) {', '.join(unknown)} "
+                          f"(known: {', '.join(ETR_DEFAULTS)})")
+    if soil.time_course_enabled(params):
+        soil.check_time_course(params)
     t = list(params["thresholds"])
     if len(t) != len(RISK_CLASSES) - 1 or any(b <= a for a, b in zip(t, t[1:], strict=False)):
         raise NcreelError(f"config key 'cells.etr.thresholds': need {len(RISK_CLASSES) - 1} "
@@ -279,7 +321,11 @@ def etr_risk_model(block: np.ndarray, t0: int, ctx: CellContext, **params) -> di
 
     - ``pec_soil_mg_kg`` = :func:`pec_soil` (AR, I, CF, d, ρ), mg/kg dry soil;
     - ``etr = PEC / EC50`` (dimensionless; EC50 in mg/kg dry soil);
-    - ``risk_class`` from the thresholds, see :func:`risk_level`.
+    - ``risk_class`` from the thresholds, see :func:`risk_level`;
+    - with ``applications`` (or ``first_application``): the time course after them,
+      :func:`ncreel.soil.time_course` (PEC actual and TWA in mg/kg under first-order
+      decay, optionally Arrhenius-corrected by a temperature variable, the season's
+      maximum and its time, the plateau, and acute/long-term ETRs with their triggers).
 
     The interception I (percent) is the variable named ``interception_variable`` in the
     same files at the same step and cell (it may be the series' own variable, or a
@@ -298,8 +344,10 @@ def etr_risk_model(block: np.ndarray, t0: int, ctx: CellContext, **params) -> di
     **params
         ``application_rate_g_ha``, ``correction_factor``, ``assumed_depth_m``,
         ``soil_density_kg_m3``, ``ec50_mg_kg``, ``thresholds``,
-        ``interception_variable``, ``interception_percent``; defaults in
-        :data:`ETR_DEFAULTS`.
+        ``interception_variable``, ``interception_percent``, and the time-course
+        settings (README.md, "etr_risk: time course after application"); defaults in
+        :data:`ETR_DEFAULTS`. Interception for an application is taken at the step in
+        which the application falls.
 
     Returns
     -------
@@ -340,6 +388,7 @@ def etr_risk_model(block: np.ndarray, t0: int, ctx: CellContext, **params) -> di
     level = risk_level(etr, p["thresholds"])
     classes = pl.Series("risk_class", [*RISK_CLASSES, None], dtype=pl.Utf8)
     lat, lon = _position(ctx, cell)
+    extra = _etr_time_course(p, block, t0, ctx, t_local, cell)
     return {
         "time_index": (t_local + t0).astype(np.int32),
         "time": _time_column(ctx, t0, n_t, t_local),
@@ -351,7 +400,47 @@ def etr_risk_model(block: np.ndarray, t0: int, ctx: CellContext, **params) -> di
         "etr": etr,
         # level -1 (NaN ETR) indexes the trailing None: NULL class.
         "risk_class": classes.gather(np.where(level < 0, len(RISK_CLASSES), level)),
+        **extra,
     }
+
+
+def _etr_time_course(p: Mapping, block: np.ndarray, t0: int, ctx: CellContext,
+                     t_local: np.ndarray, cell: np.ndarray) -> dict:
+    """:func:`ncreel.soil.time_course` columns, or none without applications."""
+    from ncreel import soil
+
+    if not soil.time_course_enabled(p):
+        return {}
+    n_cells = block.shape[1] * block.shape[2]
+    # Set up once per shard (the same ctx serves all its blocks) and per parameter set.
+    key = repr(sorted(p.items()))
+    cached = ctx.state.get("etr_time_course")
+    if cached is None or cached[0] != key:
+        clock = soil.build_clock(p, ctx.time, read_variable=ctx.read_variable,
+                                 n_cells=n_cells, state=ctx.state.get("degradation"))
+        apps = soil.applications(p, ctx.time.calendar)
+        steps = np.searchsorted(clock.days, clock.app_days, side="right") - 1
+        name = p["interception_variable"]
+        pec0 = []
+        for (_, rate, _), step in zip(apps, steps, strict=True):
+            if name is None:
+                icpt = np.array([float(p["interception_percent"])])
+            elif ctx.read_variable is None:
+                raise NcreelError("cell model 'etr_risk': no reader for interception "
+                                  f"variable '{name}' in this context")
+            else:
+                icpt = np.asarray(ctx.read_variable(name, int(step), int(step) + 1),
+                                  dtype=np.float64).reshape(-1)
+            pec0.append(pec_soil(application_rate_g_ha=rate, interception_percent=icpt,
+                                 correction_factor=p["correction_factor"],
+                                 assumed_depth_m=p["assumed_depth_m"],
+                                 soil_density_kg_m3=p["soil_density_kg_m3"]))
+        width = max(len(x) for x in pec0)
+        pec0 = np.stack([np.broadcast_to(x, (width,)) for x in pec0])
+        cached = ctx.state["etr_time_course"] = (key, clock, pec0, [a[2] for a in apps])
+    _, clock, pec0, labels = cached
+    return soil.time_course(p=p, clock=clock, pec0=pec0, t0=t0, n_t=block.shape[0],
+                            t_local=t_local, cell=cell, app_labels=labels)
 
 
 #: Built-in models by their config name.
@@ -697,7 +786,8 @@ class ShardRows:
     geometry: CellGeometry | None = None
 
     @classmethod
-    def for_series(cls, series, *, cell_mean: np.ndarray, cells: Mapping) -> ShardRows:
+    def for_series(cls, series, *, cell_mean: np.ndarray, cells: Mapping,
+                   state: Mapping | None = None) -> ShardRows:
         """Set up the configured model for an opened :class:`ncreel.source.Series`.
 
         Parameters
@@ -707,11 +797,13 @@ class ShardRows:
             Per-cell mean from the statistics rule.
         cells : mapping
             ``model``, ``params``, ``geometry`` as from :func:`cells_settings`.
+        state : mapping, optional
+            Pre-pass results for the model (:attr:`CellContext.state`).
         """
         lat, lon = series.cell_coordinates()
         ctx = CellContext(time=series.time_axis(), cell_mean=cell_mean, lat=lat, lon=lon,
                           value_type=value_type(series.dtype), variable=series.variable,
-                          read_variable=series.read_variable)
+                          read_variable=series.read_variable, state=dict(state or {}))
         model = resolve_model(cells["model"], cells["params"])
         geometry = None
         if cells["geometry"] != "none":
@@ -785,7 +877,17 @@ def cells_settings(cells: Mapping) -> dict:
         return dict(cells)
     name = cells.get("model", "field")
     if name == "etr_risk":
-        params = {**ETR_DEFAULTS, **dict(cells.get("etr") or {})}
+        legacy, etr = dict(cells.get("params") or {}), dict(cells.get("etr") or {})
+        both = sorted(set(legacy) & set(etr))
+        if both:
+            raise NcreelError(f"config keys 'cells.params' and 'cells.etr' both set "
+                              f"{', '.join(both)}: give etr_risk settings in cells.etr only")
+        if legacy:
+            # cells.etr is the documented key; cells.params still works for etr_risk.
+            logging.getLogger(__name__).warning(
+                "config key 'cells.params' for etr_risk is deprecated: move %s to "
+                "cells.etr", ", ".join(sorted(legacy)))
+        params = {**ETR_DEFAULTS, **legacy, **etr}
         _check_etr(params)
     elif name == "field":
         params = {}

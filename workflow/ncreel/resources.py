@@ -39,16 +39,19 @@ def runtime_minutes(n_frames: int, seconds_per_frame: float = 0.5, attempt: int 
     return max(5, int(math.ceil(n_frames * seconds_per_frame * 2 / 60))) * max(int(attempt), 1)
 
 
-def _rows_mb(*, ny: int, nx: int, n_frames: int, max_block_cells: int = 1_000_000) -> float:
+def _rows_mb(*, ny: int, nx: int, n_frames: int, max_block_cells: int = 1_000_000,
+             n_columns: int = 8) -> float:
     # The rows pass holds one block (<= max_block_cells values, at least one time step) and
-    # its row columns (~120 bytes per value), plus per-cell arrays (~48 bytes per cell).
+    # its row columns plus the model's temporaries: ~15 bytes per value and column (120 for
+    # field's 8; etr_risk's 25-column time course measured ~365, bench/etr_bench.py --only),
+    # plus per-cell arrays (~48 bytes per cell).
     cells = ny * nx
     block = max(min(max_block_cells, n_frames * cells), cells)
-    return (block * 120 + cells * 48) / 2**20
+    return (block * 15 * max(n_columns, 8) + cells * 48) / 2**20
 
 
 def render_mem_mb_calibrated(calibration: Mapping, *, ny: int, nx: int, n_frames: int,
-                             workers: int = 1, attempt: int = 1) -> int:
+                             workers: int = 1, attempt: int = 1, n_columns: int = 8) -> int:
     """``mem_mb`` of one ``render_shard`` job, from the ``calibrate_render`` measurement.
 
     One worker's peak is what calibration measured: its process (interpreter, libraries,
@@ -70,6 +73,8 @@ def render_mem_mb_calibrated(calibration: Mapping, *, ny: int, nx: int, n_frames
         Render worker processes (the job's ``threads``).
     attempt : int
         Snakemake's attempt counter (1 on the first try).
+    n_columns : int
+        Columns of the cell model's table (its rows pass grows with them).
 
     Returns
     -------
@@ -79,7 +84,7 @@ def render_mem_mb_calibrated(calibration: Mapping, *, ny: int, nx: int, n_frames
     base = float(calibration["base_mb"])
     worker = float(calibration["worker_peak_mb"])
     encoder = float(calibration["encoder_peak_mb"])
-    rows = _rows_mb(ny=ny, nx=nx, n_frames=n_frames)
+    rows = _rows_mb(ny=ny, nx=nx, n_frames=n_frames, n_columns=n_columns)
     if workers <= 1:
         est = max(worker + encoder, worker + rows)
     else:

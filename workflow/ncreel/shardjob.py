@@ -14,6 +14,7 @@ from ncreel.io import atomic_path
 from ncreel.pgcopy import open_copy_writer
 from ncreel.shardrender import render_shard
 from ncreel.shards import Shard
+from ncreel.soil import read_degradation_state
 from ncreel.source import Series
 
 log = logging.getLogger(__name__)
@@ -26,7 +27,8 @@ def run_shard(series: Series, shard: Shard, *, stats_json: str | os.PathLike,
               cell_mean_npy: str | os.PathLike, frames_dir: str | os.PathLike,
               rows_path: str | os.PathLike, render: Mapping, segment: str | os.PathLike,
               encode: Mapping, cells: Mapping | None = None, png_times=(),
-              workers: int = 1, png_compress: int = 6) -> dict:
+              workers: int = 1, png_compress: int = 6,
+              degradation: tuple | None = None) -> dict:
     """Write the COPY rows and render the frames of time steps ``shard.start:shard.stop``.
 
     Frames: :func:`ncreel.shardrender.render_shard` reads the slice in its own small
@@ -63,6 +65,9 @@ def run_shard(series: Series, shard: Shard, *, stats_json: str | os.PathLike,
         Render worker processes (the job's ``threads``).
     png_compress : int
         zlib level of the PNG frames.
+    degradation : (path, path) or None
+        ``degradation_state.npy`` and ``.json`` of the ``degradation_state`` rule (etr_risk
+        with a temperature variable); (None, None) or None when not used.
 
     Returns
     -------
@@ -81,7 +86,11 @@ def run_shard(series: Series, shard: Shard, *, stats_json: str | os.PathLike,
         fdir.mkdir()
         info = render_shard(spec, shard, segment=segment, frames_dir=fdir, png_times=png_times,
                             workers=workers)
-    rows = ShardRows.for_series(series, cell_mean=np.load(cell_mean_npy), cells=cells)
+    state = {}
+    if degradation and degradation[0]:
+        state["degradation"] = read_degradation_state(*degradation)
+    rows = ShardRows.for_series(series, cell_mean=np.load(cell_mean_npy), cells=cells,
+                                state=state)
     n_rows = 0
     max_bytes = MAX_BLOCK_CELLS * series.dtype.itemsize
     with atomic_path(rows_path) as rtmp, \

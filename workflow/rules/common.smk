@@ -17,6 +17,7 @@ from ncreel.runlock import clear_stale_lock  # noqa: E402
 from ncreel.scheduler import cancel_orphan_slurm_jobs  # noqa: E402
 from ncreel.shardrender import png_sample  # noqa: E402
 from ncreel.shards import frame_name, plan_shards  # noqa: E402
+from ncreel.soil import check_run, needs_prepass  # noqa: E402
 from ncreel.source import open_series, resolve_paths  # noqa: E402
 
 SCHEMA = Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"
@@ -66,6 +67,8 @@ try:
         # The table's columns, declared by the cell model (imported here, so a bad
         # cells.model stops the run before any job starts).
         CELL_COLUMNS = series_columns(_series, CELLS)
+        # etr_risk's time course: dates, temperature variable and units, before any job.
+        check_run(_series, CELLS)
         _time = _series.time_axis()
         CELL_NOTE = f"'{_series.variable}' from {', '.join(_series.paths)}" + (
             "" if _time.decoded else f"\ntime could not be decoded ({_time.note}); column time is NULL")

@@ -33,6 +33,43 @@ checkpoint calibrate_render:
         "../scripts/calibrate_render.py"
 
 
+rule degradation_state:
+    # etr_risk with a temperature variable: each cell's degradation time (days at the
+    # reference temperature, Arrhenius-corrected) at every shard start, application and
+    # the last step, streamed over the whole series once, so shards stay independent.
+    input:
+        INPUTS,
+        calibration=rules.calibrate_render.output.calibration,
+    output:
+        state=f"{OUT}/degradation_state.npy",
+        meta=f"{OUT}/degradation_state.json",
+    params:
+        series=SERIES,
+        cells=CELLS,
+        starts=lambda wc: [s.start for s in shard_plan().values()],
+    threads: 1
+    resources:
+        mem_mb=lambda wc, attempt: res.statistics_mem_mb(ny=GRID["ny"], nx=GRID["nx"], attempt=attempt),
+        runtime=lambda wc, attempt: res.runtime_minutes(GRID["n_time"], 0.05, attempt),
+    log:
+        f"{LOGS}/degradation_state.log",
+    benchmark:
+        f"{OUT}/benchmarks/degradation_state.tsv"
+    conda:
+        "../../envs/ncreel.yaml"
+    script:
+        "../scripts/degradation_state.py"
+
+
+# etr_risk with a temperature variable: each shard starts from the pre-pass's state.
+DEGRADATION_INPUT = (
+    {"degradation": rules.degradation_state.output.state,
+     "degradation_meta": rules.degradation_state.output.meta}
+    if needs_prepass(CELLS)
+    else {}
+)
+
+
 rule render_shard:
     # One job per shard of consecutive time steps: its COPY rows, its H.264 segment and
     # a PNG sample of its frames. `threads` worker processes render contiguous parts.
@@ -43,6 +80,7 @@ rule render_shard:
         stats=rules.statistics.output.stats,
         cell_mean=rules.statistics.output.cell_mean,
         calibration=rules.calibrate_render.output.calibration,
+        **DEGRADATION_INPUT,
     output:
         frames=directory(f"{OUT}/frames/{{shard}}"),
         segment=f"{OUT}/segments/{{shard}}.mp4",
@@ -59,7 +97,8 @@ rule render_shard:
     resources:
         mem_mb=lambda wc, input, threads, attempt: res.render_mem_mb_calibrated(
             res.read_json(input.calibration), ny=GRID["ny"], nx=GRID["nx"],
-            n_frames=shard_plan()[wc.shard].n_frames, workers=threads, attempt=attempt)
+            n_frames=shard_plan()[wc.shard].n_frames, workers=threads, attempt=attempt,
+            n_columns=len(CELL_COLUMNS))
         + job_overhead_mb(),
         runtime=lambda wc, input, threads, attempt: res.render_runtime_calibrated(
             res.read_json(input.calibration), n_frames=shard_plan()[wc.shard].n_frames,

@@ -18,4 +18,6 @@ with open_series(p.series["paths"], p.series["variable"], time_dim=p.series["tim
     run_shard(series, shard, stats_json=snakemake.input.stats,  # noqa: F821
               cell_mean_npy=snakemake.input.cell_mean, frames_dir=out.frames,  # noqa: F821
               rows_path=out.rows, render=p.render, cells=p.cells, segment=out.segment,
-              encode=p.encode, png_times=p.png_times, workers=snakemake.threads)  # noqa: F821
+              encode=p.encode, png_times=p.png_times, workers=snakemake.threads,  # noqa: F821
+              degradation=(snakemake.input.get("degradation"),  # noqa: F821
+                           snakemake.input.get("degradation_meta")))  # noqa: F821

@@ -1,0 +1,16 @@
+"""Snakemake adapter: per-cell degradation time at shard starts (etr_risk pre-pass)."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821
+
+from ncreel.logs import configure  # noqa: E402
+from ncreel.soil import write_series_degradation_state  # noqa: E402
+from ncreel.source import open_series  # noqa: E402
+
+configure(snakemake.log[0])  # noqa: F821
+p, out = snakemake.params, snakemake.output  # noqa: F821
+with open_series(p.series["paths"], p.series["variable"], time_dim=p.series["time_dim"],
+                 select=p.series["select"]) as series:
+    write_series_degradation_state(series, p.cells["params"], p.starts, out.state, out.meta)
