@@ -702,7 +702,7 @@ def _find_coordinate(ds: xr.Dataset, da: xr.DataArray, kind: str, given: str | N
         if not dims or not dims <= allowed or not dims & grid or var.dtype.kind not in "fiu":
             continue
         if (_attr(var, "standard_name") == word or _attr(var, "units") in units
-                or _attr(var, "_coordinateaxistype") == kind):
+                or _attr(var, "_CoordinateAxisType") == kind):
             tier = 0
         elif _attr(var, "standard_name") in std:
             tier = 1

@@ -71,7 +71,9 @@ try:
         CELL_COLUMNS = series_columns(_series, CELLS)
         _time = _series.time_axis()
         CELL_NOTE = f"'{_series.variable}' from {', '.join(_series.paths)}" + (
-            "" if not _time.note else f"\ntime not decoded where noted ({_time.note}); column time is NULL there")
+            "" if not _time.note else
+            f"\ntime could not be decoded ({_time.note}); column time is NULL" if not _time.decoded
+            else f"\ntime not decoded for some steps ({_time.note}); column time is NULL there")
         if _time.note and workflow.is_main_process:
             print(f"ncreel: note: {_time.note}; column time is NULL there", file=sys.stderr)
 except NcreelError as err:
