@@ -145,11 +145,26 @@ def write_string_times(path: Path, texts: list[str], *, chars: bool = False) -> 
     return path
 
 
-def write_group(path: Path) -> Path:
-    """A NetCDF-4 file whose ``tas`` lives in group ``/forecast`` (root has none)."""
-    p, _ = write_rectilinear(path.with_suffix(".tmp.nc"))
+def write_group(path: Path, source: Path | None = None) -> Path:
+    """A NetCDF-4 file with the variables of `source` in group ``/forecast`` (root has none).
+
+    `source` defaults to :func:`write_rectilinear`'s ``tas`` file.
+    """
+    p = source or write_rectilinear(path.with_suffix(".tmp.nc"))[0]
     with xr.open_dataset(p, decode_times=False) as ds:
         xr.Dataset(attrs={"title": "root"}).to_netcdf(path, mode="w")
         ds.load().to_netcdf(path, mode="a", group="forecast")
     p.unlink()
     return path
+
+
+def write_ambiguous_lat(path: Path) -> dict:
+    """``tas`` with two equally good latitudes: dimension coordinate ``lat`` and ``lat2``."""
+    src, truth = write_rectilinear(path.with_suffix(".tmp.nc"))
+    with xr.open_dataset(src) as ds:
+        ds = ds.load()
+    src.unlink()
+    ds["lat2"] = ("lat", ds["lat"].values + 0.5, dict(LAT_ATTRS))
+    ds["tas"].attrs["coordinates"] = "lat2"
+    ds.reset_coords().to_netcdf(path)
+    return truth

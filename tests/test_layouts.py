@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import xarray as xr
 from layouts import (
-    LAT_ATTRS,
+    write_ambiguous_lat,
     write_curvilinear,
     write_group,
     write_rectilinear,
@@ -98,15 +98,7 @@ def test_latitude_stored_north_first_is_drawn_north_up(tmp_path):
 
 
 def test_ambiguous_latitude_names_candidates_and_lat_key_decides(tmp_path):
-    path, truth = write_rectilinear(tmp_path / "a.nc")
-    with xr.open_dataset(path) as ds:
-        ds = ds.load()
-    ds["lat2"] = ("lat", ds["lat"].values + 0.5, dict(LAT_ATTRS))
-    ds["tas"].attrs["coordinates"] = "lat2"
-    ds["tas"].encoding.pop("coordinates", None)
-    ds = ds.reset_coords()
-    ds["lat"].attrs["standard_name"] = "latitude"
-    ds.to_netcdf(tmp_path / "b.nc")
+    truth = write_ambiguous_lat(tmp_path / "b.nc")
     with open_series(str(tmp_path / "b.nc"), "tas", lat="lat2") as s:
         np.testing.assert_array_equal(s.cell_coordinates()[0][:, 0], truth["lat"] + 0.5)
     with pytest.raises(NcreelError, match="config key 'lon': .* no variable 'nope'"):
