@@ -25,6 +25,7 @@ from layouts import (
     write_wrf,
 )
 from ncreel.sample import sample_path
+from ncreel.source import open_series
 from test_workflow import make_workdir, probe, psql_load, snakemake
 
 pytestmark = pytest.mark.integration
@@ -164,12 +165,17 @@ def test_corpus(name, tmp_path, eofs_data, pg_server, pg_conn):
     _check_run(work, name, case, pg_server, pg_conn)
 
 
-def test_orca2_grid_crosses_the_dateline(tmp_path):
-    """The real curvilinear case is what it claims to be (guards the corpus, not ncreel)."""
+def test_orca2_grid_is_unwrapped_across_the_dateline(tmp_path):
+    """The real tripolar grid crosses 180 degrees; its drawing coordinates do not jump."""
     orca = _subset(sample_path("orca2_votemper.nc"), tmp_path / "o.nc", "votemper", 2,
                    add_time=True)
     with xr.open_dataset(orca, decode_times=False) as ds:
         assert np.abs(np.diff(ds["nav_lon"].values, axis=1)).max() > 300
+    with open_series(str(orca), "votemper") as s:
+        _, lon = s.cell_coordinates(continuous=True)
+    assert np.abs(np.diff(lon, axis=1)).max() <= 180
+    # Row to row too, below the north fold (its last rows run back along the seam).
+    assert np.abs(np.diff(lon[:-3], axis=0)).max() < 90
 
 
 @pytest.mark.parametrize("layout, config, expected", [

@@ -285,10 +285,11 @@ class Series:
         Parameters
         ----------
         continuous : bool
-            Unwrap 2-D longitudes (modulo 360 degrees) along each row and down the first
-            column, so that no neighbouring cells are 360 degrees apart where a curvilinear
-            grid crosses the dateline (values may then leave -180..360); for drawing and
-            for cell edges. False gives the longitudes as stored.
+            Unwrap 2-D longitudes (modulo 360 degrees) along each row and shift each row
+            by whole turns onto the one before, so that no neighbouring cells are 360
+            degrees apart where a curvilinear grid crosses the dateline (values may then
+            leave -180..360); for drawing and for cell edges. False gives the longitudes
+            as stored.
 
         Returns
         -------
@@ -309,7 +310,12 @@ class Series:
                                                 self.time_dim))
         if continuous and ds[self.lon_name].ndim - (self.time_dim in ds[self.lon_name].dims) == 2:
             lon = np.unwrap(lon, period=360, axis=1)
-            lon += (np.unwrap(lon[:, 0], period=360) - lon[:, 0])[:, None]
+            # Each row by whole turns onto the previous one (median over the row: robust
+            # where a tripolar grid folds and single columns jump).
+            for i in range(1, lon.shape[0]):
+                turns = np.round(np.nanmedian(lon[i] - lon[i - 1]) / 360.0)
+                if np.isfinite(turns) and turns:
+                    lon[i] -= 360.0 * turns
         return lat, lon
 
     def coordinate_bounds(self, kind: str) -> tuple[np.ndarray, np.ndarray] | None:
