@@ -73,7 +73,7 @@ def calibrate_render(spec: Mapping, *, n_time: int, probe_frames: int = PROBE_FR
         If the input cannot be read or ffmpeg fails.
     """
     from ncreel.shardrender import make_renderer, time_labels
-    from ncreel.source import open_series
+    from ncreel.source import open_spec
 
     if probe_frames < 1 or n_time < 1:
         raise ValueError(f"probe_frames={probe_frames}, n_time={n_time}: need >= 1")
@@ -82,9 +82,7 @@ def calibrate_render(spec: Mapping, *, n_time: int, probe_frames: int = PROBE_FR
     t_start = time.perf_counter()
     draw_s = 0.0
     n_read = min(n_time, probe_frames)
-    with open_series(spec["series"]["paths"], spec["series"]["variable"],
-                     time_dim=spec["series"]["time_dim"],
-                     select=spec["series"]["select"]) as series, \
+    with open_spec(spec["series"]) as series, \
             tempfile.TemporaryDirectory(prefix="ncreel-calibrate-") as tdir:
         labels = time_labels(series)
         block = series.read(0, n_read)

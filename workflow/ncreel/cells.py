@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ncreel.errors import NcreelError
-from ncreel.source import TimeAxis
+from ncreel.source import TimeAxis, wrap_longitude
 
 #: Column name the load step adds to every table (the run's name); models may not use it.
 RUN_COLUMN = "run"
@@ -680,7 +680,7 @@ def bounds_1d(ds, name: str) -> tuple[np.ndarray, np.ndarray] | None:
 
 
 def _edges(ds, name: str, centres: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    found = bounds_1d(ds, name)
+    found = bounds_1d(ds, name) if ds is not None else None
     if found is not None:
         return found
     e = corners_from_centres(centres)
@@ -734,6 +734,40 @@ class CellGeometry:
                (slice(1, None), slice(1, None)), (slice(1, None), slice(0, -1))]
         return cls(lon_c=tuple(lo[c] for c in cut), lat_c=tuple(la[c] for c in cut),
                    rectilinear=False, nx=nx)
+
+    @classmethod
+    def from_series(cls, series) -> CellGeometry:
+        """Corners of the cells of an opened :class:`ncreel.source.Series`, in its orientation.
+
+        Rectilinear grids use the CF ``bounds`` of the latitude/longitude coordinates when
+        present, else midpoints between neighbouring centres (:func:`corners_from_centres`);
+        curvilinear grids the mean of the four surrounding centres (:func:`corners_2d`),
+        computed on longitudes unwrapped along the rows. Every longitude corner is then
+        taken modulo 360 degrees to lie within 180 degrees of its own cell's centre, so no
+        polygon is wider than its cell where longitudes jump (e.g. from 180 to -180).
+
+        Raises
+        ------
+        NcreelError
+            If the grid has no latitude/longitude (a projected x/y grid).
+        """
+        lat, lon = series.cell_coordinates()
+        if lat is None or lon is None:
+            raise NcreelError("config key 'cells.geometry': the grid has no latitude/"
+                              "longitude coordinates, so cell polygons cannot be built")
+        _, lon_cont = series.cell_coordinates(continuous=True)
+        ny, nx = lat.shape
+        if np.all(lat == lat[:, :1]) and np.all(lon == lon[:1, :]):
+            y_lo, y_hi = series.coordinate_bounds("lat") or _edges(None, "", lat[:, 0])
+            x_lo, x_hi = series.coordinate_bounds("lon") or _edges(None, "", lon[0, :])
+            x_lo, x_hi = (lon[0] + wrap_longitude(e - lon[0]) for e in (x_lo, x_hi))
+            return cls(lon_c=(x_lo, x_hi, x_hi, x_lo), lat_c=(y_lo, y_lo, y_hi, y_hi),
+                       rectilinear=True, nx=nx)
+        la, lo = corners_2d(lat), corners_2d(lon_cont)
+        cut = [(slice(0, -1), slice(0, -1)), (slice(0, -1), slice(1, None)),
+               (slice(1, None), slice(1, None)), (slice(1, None), slice(0, -1))]
+        return cls(lon_c=tuple(lon + wrap_longitude(lo[c] - lon) for c in cut),
+                   lat_c=tuple(la[c] for c in cut), rectilinear=False, nx=nx)
 
     def polygons(self, cell: np.ndarray):
         """EWKT polygons ``SRID=4326;POLYGON((lon lat, ...))`` of the given flat cells.
@@ -807,8 +841,7 @@ class ShardRows:
         model = resolve_model(cells["model"], cells["params"])
         geometry = None
         if cells["geometry"] != "none":
-            geometry = CellGeometry.from_dataset(series._dataset(0), y_dim=series.y_dim,
-                                                 x_dim=series.x_dim, lat=lat, lon=lon)
+            geometry = CellGeometry.from_series(series)
         return cls(model=model, ctx=ctx,
                    columns=table_columns(model, ctx, geometry=cells["geometry"]),
                    geometry=geometry)

@@ -77,12 +77,13 @@ class FrameRenderer:
         self.mesh = ax.pcolormesh(x, y, np.zeros((ny, nx)), cmap=cmap, vmin=vmin, vmax=vmax,
                                   shading="auto", rasterized=True)
         self.fig.colorbar(self.mesh, ax=ax, shrink=0.9, pad=0.02)
-        ax.set_title(title)
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel(ylabel)
+        # Text from the file is drawn literally: a '$' in a long_name is not mathtext.
+        ax.set_title(title, parse_math=False)
+        ax.set_xlabel(xlabel, parse_math=False)
+        ax.set_ylabel(ylabel, parse_math=False)
         self.label = ax.text(0.01, 0.99, "", transform=ax.transAxes, va="top", ha="left",
                              fontsize="small", bbox={"facecolor": "white", "alpha": 0.7,
-                                                     "linewidth": 0})
+                                                     "linewidth": 0}, parse_math=False)
         self.canvas.draw()
         # Fix the layout after one draw, so frames never shift and later draws are cheaper.
         self.fig.set_layout_engine("none")

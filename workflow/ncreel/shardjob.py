@@ -76,8 +76,7 @@ def run_shard(series: Series, shard: Shard, *, stats_json: str | os.PathLike,
     """
     stats = json.loads(open(stats_json).read())
     cells = cells_settings(cells or {})
-    spec = {"series": {"paths": list(series.paths), "variable": series.variable,
-                       "time_dim": series.time_dim, "select": dict(series.select)},
+    spec = {"series": series.spec(),
             "render": dict(render), "encode": dict(encode), "vmin": stats["vmin"],
             "vmax": stats["vmax"], "png_compress": png_compress}
     # Frames first: their encoder has exited before the rows pass starts, so the job's

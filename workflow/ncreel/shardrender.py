@@ -102,16 +102,14 @@ def render_range(spec: Mapping, start: int, stop: int, *, segment: str | os.Path
     NcreelError
         If the input cannot be read or ffmpeg fails.
     """
-    from ncreel.source import open_series
+    from ncreel.source import open_spec
 
     t_start = time.perf_counter()
     pngs = set(png_times)
     rend, enc = spec["render"], spec["encode"]
     draw_s = 0.0
     n = 0
-    with open_series(spec["series"]["paths"], spec["series"]["variable"],
-                     time_dim=spec["series"]["time_dim"],
-                     select=spec["series"]["select"]) as series:
+    with open_spec(spec["series"]) as series:
         labels = time_labels(series)
         renderer = make_renderer(series, rend, vmin=spec["vmin"], vmax=spec["vmax"])
         with SegmentEncoder(segment, width=rend["width"], height=rend["height"],
@@ -229,11 +227,17 @@ def _main_not_reimported():
 
 
 def time_labels(series) -> list[str]:
-    """Per-step label: the ISO date when time decodes, else ``<time_dim> = <value>``."""
+    """Per-step frame label, one string per time step.
+
+    The ISO date where time decodes, else ``<time> = <value>``, or ``<time_dim> step
+    <index>`` when there is no number either.
+    """
     time_axis = series.time_axis()
-    if time_axis.decoded:
-        return list(time_axis.labels)
-    return [f"{series.time_dim} = {v:g}" for v in time_axis.values]
+    name = series.time_name or series.time_dim
+    return [label if label is not None else
+            (f"{name} = {value:g}" if np.isfinite(value) else f"{series.time_dim} step {i}")
+            for i, (label, value) in enumerate(zip(time_axis.labels, time_axis.values,
+                                                   strict=True))]
 
 
 def make_renderer(series, render: Mapping, *, vmin: float, vmax: float, blit: bool = True):
@@ -258,14 +262,15 @@ def plot_axes(series):
         ``None`` for plain grid indices.
     xlabel, ylabel : str
     """
-    lat, lon = series.cell_coordinates()
+    # Continuous longitudes: a curvilinear grid crossing the dateline is drawn unbroken.
+    lat, lon = series.cell_coordinates(continuous=True)
     if lat is not None and lon is not None:
         # A rectilinear grid comes back as a meshgrid: hand pcolormesh the 1-D axes, which
         # is the same picture with less memory.
         if np.array_equal(lon, np.broadcast_to(lon[:1], lon.shape)) and np.array_equal(
                 lat, np.broadcast_to(lat[:, :1], lat.shape)):
             lon, lat = lon[0], lat[:, 0]
-        return lon, lat, "longitude [degrees_east]", "latitude [degrees_north]"
+        return lon, lat, series.axis_label("lon"), series.axis_label("lat")
     ds = series._dataset(0)
     x = ds[series.x_dim].values if series.x_dim in ds.variables else None
     y = ds[series.y_dim].values if series.y_dim in ds.variables else None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import glob
 import logging
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -60,26 +61,34 @@ class TimeAxis:
     def postgres_type(self) -> str:
         """PostgreSQL type for the ``time`` column.
 
-        ``timestamp`` holds only the proleptic Gregorian calendar; 360-day, noleap and other
-        CF calendars have dates such as 2000-02-30 that it rejects, and CF ``standard``
-        dates before 1582-10-15 are Julian, so those are ``text`` (ISO 8601 strings).
+        ``timestamp`` holds only proleptic Gregorian dates of years 1 to 9999 here (ISO 8601
+        text with a four-digit year); 360-day, noleap and other CF calendars have dates such
+        as 2000-02-30 that it rejects, CF ``standard`` dates before 1582-10-15 are Julian,
+        and year 0, negative or five-digit years do not parse, so all those are ``text``
+        (ISO 8601 strings in the file's calendar). Every label then loads.
         """
+        labels = [lab for lab in self.labels if lab is not None]
         if not self.decoded or self.calendar not in GREGORIAN_CALENDARS:
+            return "text"
+        if not all(re.match(r"\d{4}-", lab) and lab[:4] != "0000" for lab in labels):
             return "text"
         # CF 'standard' is Julian before 1582-10-15; PostgreSQL is proleptic Gregorian.
         # An axis without labels (a model's column declaration made before any data is
         # read) has no Julian dates either.
-        if self.calendar != "proleptic_gregorian" and any(
-                label is not None and label < "1582-10-15" for label in self.labels):
+        if self.calendar != "proleptic_gregorian" and labels and min(labels) < "1582-10-15":
             return "text"
         return "timestamp without time zone"
 
 
 @dataclass
 class Series:
-    """A lazily opened ``(time, y, x)`` variable spread over one or more NetCDF files.
+    """A lazily opened variable spread over one or more NetCDF files, seen as ``(time, y, x)``.
 
-    Use :func:`open_series` to build one.
+    ``y`` is latitude and ``x`` longitude when the grid has them, whatever the order of the
+    dimensions in the file: rows run south to north and columns west to east with
+    longitudes increasing (1-D longitudes are sorted, so a ±180 axis stored as 0…150,
+    −180…−30 becomes −180…150). Cell ``iy * nx + ix`` is row ``iy``, column ``ix`` of that
+    view. Use :func:`open_series` to build one.
     """
 
     paths: tuple[str, ...]
@@ -94,7 +103,14 @@ class Series:
     dtype: np.dtype
     units: str
     long_name: str
+    group: str | None = None
+    lat_name: str | None = None
+    lon_name: str | None = None
+    time_name: str | None = None
+    y_index: np.ndarray | None = None
+    x_index: np.ndarray | None = None
     _datasets: list = field(default_factory=list, repr=False)
+    _time: TimeAxis | None = field(default=None, repr=False)
 
     @property
     def n_time(self) -> int:
@@ -106,10 +122,25 @@ class Series:
         """``(n_time, ny, nx)``."""
         return (self.n_time, self.ny, self.nx)
 
+    def spec(self) -> dict:
+        """Picklable arguments that reopen this series with :func:`open_spec`."""
+        return {"paths": list(self.paths),
+                "variable": f"{self.group}/{self.variable}" if self.group else self.variable,
+                "time_dim": self.time_dim, "select": dict(self.select), "lat": self.lat_name,
+                "lon": self.lon_name, "time": self.time_name}
+
     def _dataset(self, i: int) -> xr.Dataset:
         if self._datasets[i] is None:
-            self._datasets[i] = _open(self.paths[i])
+            self._datasets[i] = _open(self.paths[i], self.group)
         return self._datasets[i]
+
+    def _oriented(self, arr: np.ndarray) -> np.ndarray:
+        """Put the last two axes of `arr`, in (y_dim, x_dim) order, south-north/west-east."""
+        if self.y_index is not None:
+            arr = arr[..., self.y_index, :]
+        if self.x_index is not None:
+            arr = arr[..., self.x_index]
+        return arr
 
     def read(self, start: int, stop: int) -> np.ndarray:
         """Read time steps ``start:stop`` as a float array with NaN for missing cells.
@@ -125,7 +156,8 @@ class Series:
         Returns
         -------
         numpy.ndarray, shape (stop - start, ny, nx)
-            float32 for float32 or packed 8/16-bit data, float64 otherwise; in the variable's units.
+            float32 for float32 or packed 8/16-bit data, float64 otherwise; in the variable's
+            units; rows south to north, columns west to east (see :class:`Series`).
         """
         if not 0 <= start <= stop <= self.n_time:
             raise ValueError(f"time slice {start}:{stop} outside 0:{self.n_time}")
@@ -136,7 +168,8 @@ class Series:
             if lo < hi:
                 da = self._dataset(i)[self.variable]
                 da = da.isel({self.time_dim: slice(lo, hi), **self.select})
-                parts.append(da.transpose(self.time_dim, self.y_dim, self.x_dim).values)
+                parts.append(self._oriented(
+                    da.transpose(self.time_dim, self.y_dim, self.x_dim).values))
             offset += count
         if not parts:
             return np.empty((0, self.ny, self.nx), dtype=self.dtype)
@@ -159,7 +192,7 @@ class Series:
         -------
         numpy.ndarray, float64
             Shape ``(stop - start, ny, nx)``, or ``(ny, nx)`` without a time dimension; NaN
-            where missing (CF mask-and-scale applied).
+            where missing (CF mask-and-scale applied); oriented as :meth:`read`.
 
         Raises
         ------
@@ -174,8 +207,8 @@ class Series:
         sel = {d: i for d, i in self.select.items() if d in da.dims}
         dims = set(da.dims) - set(sel)
         if dims == {self.y_dim, self.x_dim}:
-            return np.asarray(da.isel(sel).transpose(self.y_dim, self.x_dim).values,
-                              dtype=np.float64)
+            return self._oriented(np.asarray(
+                da.isel(sel).transpose(self.y_dim, self.x_dim).values, dtype=np.float64))
         if dims != {self.time_dim, self.y_dim, self.x_dim}:
             raise NcreelError(f"input '{self.paths[0]}': variable '{name}' has dims "
                               f"({', '.join(map(str, da.dims))}); need ({self.time_dim}, "
@@ -185,8 +218,8 @@ class Series:
             lo, hi = max(start - offset, 0), min(stop - offset, count)
             if lo < hi:
                 part = self._dataset(i)[name].isel({self.time_dim: slice(lo, hi), **sel})
-                parts.append(np.asarray(
-                    part.transpose(self.time_dim, self.y_dim, self.x_dim).values, np.float64))
+                parts.append(self._oriented(np.asarray(
+                    part.transpose(self.time_dim, self.y_dim, self.x_dim).values, np.float64)))
             offset += count
         if not parts:
             return np.empty((0, self.ny, self.nx))
@@ -217,69 +250,113 @@ class Series:
     def time_axis(self) -> TimeAxis:
         """Return the concatenated time coordinate, decoded where CF allows.
 
-        Decoding uses ``cftime.num2date`` with the file's ``units`` and ``calendar``, so
-        360-day and other non-standard calendars keep their own dates. Units cftime cannot
-        decode (``months since``, year-0 origins with a real-world calendar, missing units)
-        fall back to the raw values, and :attr:`TimeAxis.note` says why.
+        The coordinate is ``time_name`` (configured ``time``, the time dimension's
+        coordinate variable, or a time variable named in the data variable's
+        ``coordinates`` attribute such as WRF's ``XTIME``, else a character array of dates
+        such as WRF's ``Times``). Numbers are decoded with ``cftime.num2date`` and the
+        file's ``units`` and ``calendar``, so 360-day and other calendars keep their own
+        dates; ISO 8601 strings are parsed in that calendar. A step whose value is missing
+        (``_FillValue``) or unreadable has label ``None``; the others still decode.
+        :attr:`TimeAxis.note` says what was not decoded and why.
         """
+        if self._time is not None:
+            return self._time
         values, labels, notes = [], [], []
         calendar, units = "standard", ""
         for i in range(len(self.paths)):
-            ds = self._dataset(i)
-            if self.time_dim in ds.variables:
-                coord = ds[self.time_dim]
-                raw = np.asarray(coord.values, dtype=np.float64).reshape(-1)
-                attrs = coord.attrs
-            else:
-                raw = np.full(self.counts[i], np.nan)
-                attrs = {}
-            units = str(attrs.get("units", ""))
-            calendar = str(attrs.get("calendar", "standard")).lower()
-            values.append(raw)
-            file_labels, note = _decode_time(raw, units, calendar)
+            raw, file_labels, units, calendar, note = _file_time(
+                self._dataset(i), self.time_name, self.counts[i])
             if note:
                 notes.append(f"{self.paths[i]}: {note}")
+            values.append(raw)
             labels.extend(file_labels)
-        decoded = not notes
-        if not decoded:
-            labels = [None] * self.n_time
-        return TimeAxis(
+        self._time = TimeAxis(
             values=np.concatenate(values) if values else np.empty(0),
             labels=labels,
             calendar=calendar,
             units=units,
-            decoded=decoded,
+            decoded=any(lab is not None for lab in labels),
             note="; ".join(notes),
         )
+        return self._time
 
-    def cell_coordinates(self) -> tuple[np.ndarray | None, np.ndarray | None]:
-        """Latitude and longitude of every cell centre.
+    def cell_coordinates(self, continuous: bool = False
+                         ) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """Latitude and longitude of every cell centre, oriented as :meth:`read`.
+
+        Parameters
+        ----------
+        continuous : bool
+            Unwrap 2-D longitudes (modulo 360 degrees) along each row and shift each row
+            by whole turns onto the one before, so that no neighbouring cells are 360
+            degrees apart where a curvilinear grid crosses the dateline (values may then
+            leave -180..360); for drawing and for cell edges. False gives the longitudes
+            as stored.
 
         Returns
         -------
         lat, lon : numpy.ndarray, shape (ny, nx), float64, degrees; or None
             From 1-D latitude/longitude dimension coordinates, or from 2-D auxiliary
-            coordinates (CF section 5.2, curvilinear grids) named in the variable's
-            ``coordinates`` attribute or carrying a latitude/longitude ``standard_name``.
-            ``None`` when the grid has neither (e.g. projected x/y only).
+            coordinates (CF section 5.2, curvilinear grids) such as those named in the
+            variable's ``coordinates`` attribute (a leading time dimension, as in WRF's
+            ``XLAT(Time, south_north, west_east)``, is dropped: they are checked to be
+            constant in time when the series is opened). ``None`` when the grid has no
+            latitude/longitude (e.g. projected x/y only).
         """
+        if self.lat_name is None or self.lon_name is None:
+            return None, None
         ds = self._dataset(0)
-        ycoord = ds.variables.get(self.y_dim)
-        xcoord = ds.variables.get(self.x_dim)
-        if _is_lat(self.y_dim, ycoord) and _is_lon(self.x_dim, xcoord):
-            lon, lat = np.meshgrid(np.asarray(xcoord.values, np.float64),
-                                   np.asarray(ycoord.values, np.float64))
-            return lat, lon
-        lat = lon = None
-        for name, var in ds.variables.items():
-            if set(var.dims) != {self.y_dim, self.x_dim}:
-                continue
-            arr = var.transpose(self.y_dim, self.x_dim).values.astype(np.float64)
-            if lat is None and _is_lat(name, var, strict=True):
-                lat = arr
-            elif lon is None and _is_lon(name, var, strict=True):
-                lon = arr
+        lat = self._oriented(_grid_array(ds, self.lat_name, self.y_dim, self.x_dim,
+                                                self.time_dim))
+        lon = self._oriented(_grid_array(ds, self.lon_name, self.y_dim, self.x_dim,
+                                                self.time_dim))
+        if continuous and ds[self.lon_name].ndim - (self.time_dim in ds[self.lon_name].dims) == 2:
+            lon = np.unwrap(lon, period=360, axis=1)
+            # Each row by whole turns onto the previous one (median over the row: robust
+            # where a tripolar grid folds and single columns jump).
+            for i in range(1, lon.shape[0]):
+                turns = np.round(np.nanmedian(lon[i] - lon[i - 1]) / 360.0)
+                if np.isfinite(turns) and turns:
+                    lon[i] -= 360.0 * turns
         return lat, lon
+
+    def coordinate_bounds(self, kind: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """Lower and upper edges of 1-D latitude (``"lat"``) or longitude (``"lon"``) cells.
+
+        From the coordinate's CF ``bounds`` variable (section 7.1), oriented as
+        :meth:`read`; ``None`` when there is none or the coordinate is 2-D.
+
+        Returns
+        -------
+        (lo, hi) : tuple of numpy.ndarray, each shape (ny,) or (nx,), degrees; or None
+        """
+        name = self.lat_name if kind == "lat" else self.lon_name
+        ds = self._dataset(0)
+        if name is None or ds[name].ndim != 1:
+            return None
+        bname = ds[name].attrs.get("bounds")
+        if not bname or bname not in ds.variables:
+            return None
+        b = np.asarray(ds[bname].values, dtype=np.float64)
+        if b.ndim != 2 or b.shape[1] != 2 or b.shape[0] != ds[name].size:
+            return None
+        index = self.y_index if kind == "lat" else self.x_index
+        if index is not None:
+            b = b[index]
+        return b.min(axis=1), b.max(axis=1)
+
+    def axis_label(self, kind: str) -> str:
+        """Axis label of latitude (``"lat"``) or longitude (``"lon"``) from CF attributes.
+
+        ``long_name`` (else ``standard_name``, else the name) and ``[units]``; the plain
+        dimension name when the grid has no such coordinate.
+        """
+        name = self.lat_name if kind == "lat" else self.lon_name
+        if name is None:
+            return self.y_dim if kind == "lat" else self.x_dim
+        attrs = self._dataset(0)[name].attrs
+        text = str(attrs.get("long_name") or attrs.get("standard_name") or name)
+        return f"{text} [{attrs['units']}]" if attrs.get("units") else text
 
     def close(self) -> None:
         """Close every file this series opened."""
@@ -319,12 +396,32 @@ def resolve_paths(input: str | Sequence[str]) -> list[str]:
     return paths
 
 
-def _open(path: str) -> xr.Dataset:
+def _open(path: str, group: str | None = None) -> xr.Dataset:
     try:
         # decode_times=False: time is decoded by us, so undecodable units never fail the open.
-        return xr.open_dataset(path, decode_times=False, mask_and_scale=True, cache=False)
+        return xr.open_dataset(path, group=group, decode_times=False, mask_and_scale=True,
+                               cache=False)
+    except OSError as err:
+        if group and "group" in str(err).lower():
+            raise NcreelError(f"input '{path}': no group '{group}' (groups: "
+                              f"{', '.join(_groups(path)) or 'none'})") from err
+        raise NcreelError(f"input '{path}': not a readable NetCDF file ({err})") from err
     except Exception as err:  # netCDF4/h5 raise many types; the user needs the file name
         raise NcreelError(f"input '{path}': not a readable NetCDF file ({err})") from err
+
+
+def _groups(path: str) -> list[str]:
+    """Paths of every NetCDF-4 group of `path` (``a``, ``a/b``, ...), for error messages."""
+    import netCDF4
+
+    found = []
+    with netCDF4.Dataset(path) as nc:
+        todo = list(nc.groups.values())
+        while todo:
+            g = todo.pop(0)
+            found.append(g.path.strip("/"))
+            todo.extend(g.groups.values())
+    return found
 
 
 def _attr(var, key: str) -> str:
@@ -426,23 +523,46 @@ def detect_time_dim(ds: xr.Dataset, variable: str, time_dim: str | None = None,
                       f"({', '.join(dims)}); set time_dim=NAME")
 
 
+def split_variable(variable: str) -> tuple[str | None, str]:
+    """Split ``"group/sub/name"`` into the NetCDF-4 group path and the variable name."""
+    group, _, name = str(variable).strip("/").rpartition("/")
+    return (group or None), name
+
+
+def open_spec(spec: Mapping) -> Series:
+    """Open the series described by :meth:`Series.spec` (or a rule's ``series`` params)."""
+    return open_series(spec["paths"], spec["variable"], time_dim=spec.get("time_dim"),
+                       select=spec.get("select"), lat=spec.get("lat"), lon=spec.get("lon"),
+                       time=spec.get("time"))
+
+
 def open_series(input: str | Sequence[str], variable: str, *, time_dim: str | None = None,
-                select: Mapping[str, int] | None = None) -> Series:
+                select: Mapping[str, int] | None = None, lat: str | None = None,
+                lon: str | None = None, time: str | None = None) -> Series:
     """Open `variable` over one or more NetCDF files lazily, validating its shape.
 
-    Multiple files (a glob) are joined along time in sorted file-name order; each must
-    have the same grid.
+    Multiple files (a glob) are joined along time in the order of their first time value
+    (file names are not data); when a file's time cannot be decoded, in name order. Each
+    must have the same grid. Latitude and longitude are found by CF attributes
+    (``standard_name``, ``units``, ``axis``, ``_CoordinateAxisType``) among the dimension
+    coordinates and the 1-D/2-D auxiliary coordinates on the variable's grid, whatever the
+    order of the variable's dimensions; see :class:`Series` for the resulting orientation.
 
     Parameters
     ----------
     input : str or sequence of str
         NetCDF path, glob, or list of them.
     variable : str
-        Name of the data variable to show.
+        Name of the data variable to show; ``GROUP/NAME`` for one in a NetCDF-4 group.
     time_dim : str, optional
         Time dimension name; detected when omitted (see :func:`detect_time_dim`).
     select : mapping of str to int, optional
         Index to pick along each extra dimension (e.g. ``{"level": 0}``).
+    lat, lon : str, optional
+        Names of the latitude / longitude coordinate variables (1-D or 2-D), when detection
+        cannot decide.
+    time : str, optional
+        Name of the time coordinate variable (numeric with CF units, or ISO 8601 strings).
 
     Returns
     -------
@@ -452,87 +572,359 @@ def open_series(input: str | Sequence[str], variable: str, *, time_dim: str | No
     Raises
     ------
     NcreelError
-        Missing file, unknown variable (lists the variables), no/ambiguous time dimension
-        (lists the dims), a variable that is not 2-D per time step (lists the extra dims),
-        a bad `select`, an empty time axis, or files whose grids differ.
+        Missing file, unknown variable (lists the variables and groups), no/ambiguous time
+        dimension (lists the dims), ambiguous or unusable latitude/longitude/time
+        coordinates (lists the candidates), a variable that is not 2-D per time step (lists
+        the extra dims), a bad `select`, an empty time axis, a grid that changes in time,
+        or files whose grids differ.
     """
     paths = resolve_paths(input)
     select = {str(k): v for k, v in dict(select or {}).items()}
-    first = _open(paths[0])
+    if not variable:
+        raise NcreelError("config key 'variable': no variable given (set variable=NAME)")
+    group, name = split_variable(variable)
+    first = _open(paths[0], group)
+    datasets = [first]
+    where = f"input '{paths[0]}'"
     try:
-        if not variable:
-            raise NcreelError("config key 'variable': no variable given (set variable=NAME)")
-        if variable not in first.data_vars and variable not in first.variables:
+        if name not in first.variables:
             names = ", ".join(sorted(str(v) for v in first.data_vars)) or "none"
-            raise NcreelError(f"input '{paths[0]}': no variable '{variable}' "
-                              f"(variables: {names})")
-        da = first[variable]
-        tdim = detect_time_dim(first, variable, time_dim, select, source=f"input '{paths[0]}'")
+            groups = _groups(paths[0])
+            hint = (f"; groups: {', '.join(groups)}; name a variable in a group as "
+                    "variable=GROUP/NAME") if groups else ""
+            raise NcreelError(f"{where}: no variable '{name}'"
+                              f"{f' in group {group!r}' if group else ''} "
+                              f"(variables: {names}{hint})")
+        for key, value in (("lat", lat), ("lon", lon), ("time", time)):
+            if value is not None and value not in first.variables:
+                raise NcreelError(f"config key '{key}': {where} has no variable '{value}' "
+                                  f"(variables: {', '.join(sorted(map(str, first.variables)))})")
+        da = first[name]
+        if time_dim is None and time is not None and first[time].ndim == 1 \
+                and first[time].dims[0] in da.dims:
+            time_dim = str(first[time].dims[0])
+        tdim = detect_time_dim(first, name, time_dim, select, source=where)
         for dim, index in select.items():
             if dim not in da.dims:
                 raise NcreelError(f"config key 'select': '{dim}' is not a dimension of "
-                                  f"'{variable}' (its dims: {', '.join(map(str, da.dims))})")
+                                  f"'{name}' (its dims: {', '.join(map(str, da.dims))})")
             if dim == tdim:
                 raise NcreelError(f"config key 'select': '{dim}' is the time dimension")
             if not isinstance(index, int) or isinstance(index, bool) or not (
                     -da.sizes[dim] <= index < da.sizes[dim]):
                 raise NcreelError(f"config key 'select': {dim}={index!r} must be an integer "
                                   f"index in 0..{da.sizes[dim] - 1}")
-        spatial = [d for d in da.dims if d != tdim and d not in select]
+        spatial = [str(d) for d in da.dims if d != tdim and d not in select]
         if len(spatial) != 2:
             extra = [d for d in spatial if not _is_spatial(d, first.variables.get(d))]
             if len(spatial) > 2:
                 raise NcreelError(
-                    f"input '{paths[0]}': variable '{variable}' is not 2-D per time step: extra "
+                    f"{where}: variable '{name}' is not 2-D per time step: extra "
                     f"dims {', '.join(map(str, extra or spatial))} (sizes "
                     f"{', '.join(f'{d}={da.sizes[d]}' for d in (extra or spatial))}); "
                     f"pick one index of each with config key select, e.g. "
                     f"--config 'select={{{(extra or spatial)[0]}: 0}}'")
-            raise NcreelError(f"input '{paths[0]}': variable '{variable}' has dims "
+            raise NcreelError(f"{where}: variable '{name}' has dims "
                               f"({', '.join(map(str, da.dims))}); need time plus two spatial "
                               "dims (y, x)")
-        y_dim, x_dim = (str(d) for d in spatial)
+        lat_name = _find_coordinate(first, da, "lat", lat, tdim, spatial, where)
+        lon_name = _find_coordinate(first, da, "lon", lon, tdim, spatial, where)
+        if lat_name is None or lon_name is None:
+            if lat_name or lon_name:
+                log.warning("%s: '%s' has only one of latitude/longitude (%s); drawn in grid "
+                            "indices", where, name, lat_name or lon_name)
+            lat_name = lon_name = None
+        y_dim, x_dim = _grid_dims(first, spatial, lat_name, lon_name, tdim)
+        time_name = _find_time(first, da, tdim, time, where)
         ny, nx = int(da.sizes[y_dim]), int(da.sizes[x_dim])
+        y_index = x_index = None
+        if lat_name is not None:
+            for coord in (lat_name, lon_name):
+                _check_constant(first, coord, tdim, where)
+            y_index, x_index = _orientation(first, lat_name, lon_name, y_dim, x_dim, tdim)
         # float32 stays float32 (halves memory); packed ints decode to float via xarray.
         dtype = np.dtype(np.float32) if da.dtype == np.float32 else np.dtype(np.float64)
         units = str(da.attrs.get("units", ""))
-        long_name = str(da.attrs.get("long_name") or da.attrs.get("standard_name") or variable)
+        long_name = str(da.attrs.get("long_name") or da.attrs.get("standard_name") or name)
         counts = [int(da.sizes[tdim])]
-        datasets = [first]
         for path in paths[1:]:
-            ds = _open(path)
+            ds = _open(path, group)
             datasets.append(ds)
-            if variable not in ds.variables:
-                raise NcreelError(f"input '{path}': no variable '{variable}' "
+            if name not in ds.variables:
+                raise NcreelError(f"input '{path}': no variable '{name}' "
                                   f"(it is in '{paths[0]}')")
-            other = ds[variable]
+            other = ds[name]
             if tdim not in other.dims:
-                raise NcreelError(f"input '{path}': '{variable}' has no dimension '{tdim}'")
+                raise NcreelError(f"input '{path}': '{name}' has no dimension '{tdim}'")
             if (int(other.sizes.get(y_dim, -1)), int(other.sizes.get(x_dim, -1))) != (ny, nx):
-                raise NcreelError(f"input '{path}': grid of '{variable}' differs from "
+                raise NcreelError(f"input '{path}': grid of '{name}' differs from "
                                   f"'{paths[0]}' (expected {y_dim}={ny}, {x_dim}={nx})")
             counts.append(int(other.sizes[tdim]))
+        order = _time_order(datasets, time_name, counts, paths)
     except BaseException:
-        first.close()
+        for ds in datasets:
+            ds.close()
         raise
-    series = Series(paths=tuple(paths), variable=variable, time_dim=tdim, y_dim=y_dim,
-                    x_dim=x_dim, select=select, counts=tuple(counts), ny=ny, nx=nx,
-                    dtype=dtype, units=units, long_name=long_name, _datasets=datasets)
+    series = Series(paths=tuple(paths[i] for i in order), variable=name, time_dim=tdim,
+                    y_dim=y_dim, x_dim=x_dim, select=select,
+                    counts=tuple(counts[i] for i in order), ny=ny, nx=nx, dtype=dtype,
+                    units=units, long_name=long_name, group=group, lat_name=lat_name,
+                    lon_name=lon_name, time_name=time_name, y_index=y_index, x_index=x_index,
+                    _datasets=[datasets[i] for i in order])
     if series.n_time == 0:
         series.close()
-        raise NcreelError(f"input '{paths[0]}': time dimension '{tdim}' of '{variable}' "
-                          "is empty (0 steps)")
+        raise NcreelError(f"{where}: time dimension '{tdim}' of '{name}' is empty (0 steps)")
     return series
 
 
-def _decode_time(raw: np.ndarray, units: str, calendar: str) -> tuple[list, str]:
-    if not units or " since " not in f" {units.lower()} ":
-        return [None] * len(raw), f"time units {units!r} are not CF 'UNIT since DATE'"
-    if not np.all(np.isfinite(raw)):
-        return [None] * len(raw), "time coordinate has missing values"
+def _coordinates_attr(da: xr.DataArray) -> list[str]:
+    # xarray moves the CF `coordinates` attribute into encoding when it decodes coordinates.
+    return str(da.encoding.get("coordinates", da.attrs.get("coordinates", ""))).split()
+
+
+def _find_coordinate(ds: xr.Dataset, da: xr.DataArray, kind: str, given: str | None,
+                     tdim: str, spatial: list[str], where: str) -> str | None:
+    """Name of the latitude or longitude coordinate of `da`'s grid, or None.
+
+    Candidates are variables whose dims are among the grid's (a leading time dimension is
+    allowed, as in WRF). The best CF evidence wins: ``standard_name`` latitude/longitude,
+    units degrees_north/east or ``_CoordinateAxisType`` Lat/Lon, then grid_latitude/
+    grid_longitude, then the name; ties go to those named in the ``coordinates``
+    attribute or being dimension coordinates. A tie after that is an error.
+    """
+    allowed, grid = set(spatial) | {tdim}, set(spatial)
+    word = "latitude" if kind == "lat" else "longitude"
+    if given is not None:
+        dims = set(map(str, ds[given].dims))
+        if not dims <= allowed or not dims & grid:
+            raise NcreelError(f"config key '{kind}': '{given}' has dims "
+                              f"({', '.join(map(str, ds[given].dims))}); a {word} coordinate "
+                              f"needs dims among ({', '.join(spatial)})")
+        return given
+    std, units, names, _, _ = _AXES[kind]
+    listed = set(_coordinates_attr(da)) | grid
+    found = []
+    for vname, var in ds.variables.items():
+        vname = str(vname)
+        dims = set(map(str, var.dims))
+        if not dims or not dims <= allowed or not dims & grid or var.dtype.kind not in "fiu":
+            continue
+        if (_attr(var, "standard_name") == word or _attr(var, "units") in units
+                or _attr(var, "_CoordinateAxisType") == kind):
+            tier = 0
+        elif _attr(var, "standard_name") in std:
+            tier = 1
+        elif vname.lower() in names:
+            tier = 2
+        else:
+            continue
+        found.append((tier, vname not in listed, vname))
+    if not found:
+        return None
+    found.sort()
+    best = [f[2] for f in found if f[:2] == found[0][:2]]
+    if len(best) > 1:
+        raise NcreelError(f"{where}: variable '{da.name}': ambiguous {word} coordinate, "
+                          f"candidates {', '.join(best)}; set {kind}=NAME")
+    return best[0]
+
+
+def wrap_longitude(d: np.ndarray) -> np.ndarray:
+    """Fold longitude differences into [-180, 180) degrees.
+
+    Parameters
+    ----------
+    d : array_like
+        Differences of longitudes, degrees, any shape.
+
+    Returns
+    -------
+    numpy.ndarray, same shape, float64
+    """
+    return (np.asarray(d, dtype=np.float64) + 180.0) % 360.0 - 180.0
+
+
+def _mean_abs(a: np.ndarray) -> float:
+    return float(np.nanmean(np.abs(a))) if a.size and np.isfinite(a).any() else 0.0
+
+
+def _grid_dims(ds: xr.Dataset, spatial: list[str], lat_name: str | None,
+               lon_name: str | None, tdim: str) -> tuple[str, str]:
+    """``(y_dim, x_dim)``: y along which latitude changes, x along which longitude changes.
+
+    Without latitude/longitude: the dimension with CF ``axis: Y`` (or a y-like name) is y;
+    when nothing decides, the file's order (first spatial dimension is y).
+    """
+    a, b = spatial
+    if lat_name is not None:
+        la, lo = ds[lat_name], ds[lon_name]
+        if tdim in la.dims:
+            la = la.isel({tdim: 0})
+        if tdim in lo.dims:
+            lo = lo.isel({tdim: 0})
+        if la.ndim == 1 and lo.ndim == 1 and la.dims != lo.dims:
+            return str(la.dims[0]), str(lo.dims[0])
+        lat2 = np.asarray(la.broadcast_like(lo).transpose(a, b).values, np.float64)
+        lon2 = np.asarray(lo.broadcast_like(la).transpose(a, b).values, np.float64)
+        dlon = [_mean_abs(wrap_longitude(np.diff(lon2, axis=k))) for k in (0, 1)]
+        along_a = _mean_abs(np.diff(lat2, axis=0)) + dlon[1]
+        along_b = _mean_abs(np.diff(lat2, axis=1)) + dlon[0]
+        return (b, a) if along_b > along_a else (a, b)
+
+    def y_like(d):
+        var = ds.variables.get(d)
+        return (_attr(var, "axis") == "y" if var is not None and _attr(var, "axis")
+                else d.lower() in _LAT_NAMES)
+
+    def x_like(d):
+        var = ds.variables.get(d)
+        return (_attr(var, "axis") == "x" if var is not None and _attr(var, "axis")
+                else d.lower() in _LON_NAMES)
+
+    if y_like(b) and x_like(a) and not (y_like(a) and x_like(b)):
+        return b, a
+    return a, b
+
+
+def _grid_array(ds: xr.Dataset, name: str, y_dim: str, x_dim: str,
+                tdim: str | None) -> np.ndarray:
+    """Coordinate `name` as a float64 ``(ny, nx)`` array in file order (first time step)."""
+    var = ds[name]
+    if tdim in var.dims:
+        var = var.isel({tdim: 0})
+    full = xr.DataArray(np.zeros((ds.sizes[y_dim], ds.sizes[x_dim])), dims=(y_dim, x_dim))
+    return np.asarray(var.broadcast_like(full).transpose(y_dim, x_dim).values, np.float64)
+
+
+def _check_constant(ds: xr.Dataset, name: str, tdim: str, where: str) -> None:
+    var = ds[name]
+    if tdim not in var.dims or var.sizes[tdim] < 2:
+        return
+    values = np.asarray(var.transpose(tdim, ...).values, np.float64)
+    if not np.allclose(values, values[:1], equal_nan=True):
+        raise NcreelError(f"{where}: coordinate '{name}' changes along '{tdim}' (a moving "
+                          "grid); ncreel needs a grid fixed in time, split the file per grid")
+
+
+def _orientation(ds: xr.Dataset, lat_name: str, lon_name: str, y_dim: str, x_dim: str,
+                 tdim: str) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Row and column order that puts south at the bottom and longitudes increasing."""
+    lat = _grid_array(ds, lat_name, y_dim, x_dim, tdim)
+    lon = _grid_array(ds, lon_name, y_dim, x_dim, tdim)
+    one_d = {d for d in (ds[lat_name].dims + ds[lon_name].dims) if d != tdim}
+    y_index = x_index = None
+    if len(one_d) == 2 and ds[lat_name].ndim - (tdim in ds[lat_name].dims) == 1:
+        # Rectilinear: sort each axis (a ±180 axis stored from 0 eastwards is rolled).
+        for axis_values, is_y in ((lat[:, 0], True), (lon[0, :], False)):
+            if np.all(np.diff(axis_values) > 0):
+                continue
+            order = np.argsort(axis_values, kind="stable")
+            if np.all(np.diff(axis_values[order]) > 0):
+                if is_y:
+                    y_index = order
+                else:
+                    x_index = order
+        return y_index, x_index
+    if np.nanmean(np.diff(lat, axis=0)) < 0:
+        y_index = np.arange(lat.shape[0])[::-1].copy()
+    if np.nanmean(wrap_longitude(np.diff(lon, axis=1))) < 0:
+        x_index = np.arange(lon.shape[1])[::-1].copy()
+    return y_index, x_index
+
+
+def _find_time(ds: xr.Dataset, da: xr.DataArray, tdim: str, given: str | None,
+               where: str) -> str | None:
+    """Name of the time coordinate variable along `tdim`, or None when there is none."""
+    if given is not None:
+        if tuple(ds[given].dims) != (tdim,):
+            raise NcreelError(f"config key 'time': '{given}' has dims "
+                              f"({', '.join(map(str, ds[given].dims))}); a time coordinate "
+                              f"needs exactly ({tdim})")
+        return given
+    if tdim in ds.variables:
+        return tdim
+    listed = _coordinates_attr(da)
+    along = [str(n) for n in [*listed, *ds.variables]
+             if n in ds.variables and tuple(ds[n].dims) == (tdim,)]
+    for n in along:
+        if _is_time(n, ds[n]) and ds[n].dtype.kind in "fiu":
+            return n
+    for n in along:  # WRF's Times(Time, DateStrLen), joined into strings by xarray
+        if ds[n].dtype.kind in "SUO" and ("time" in n.lower() or "date" in n.lower()):
+            return n
+    return None
+
+
+_ISO = re.compile(r"\s*(-?\d+)-(\d{1,2})-(\d{1,2})(?:[T _](\d{1,2}):(\d{1,2})"
+                  r"(?::(\d{1,2})(?:\.\d*)?)?)?\s*(?:Z|UTC|[+-]00(?::?00)?)?\s*")
+
+
+def _parse_iso(text: str, calendar: str):
+    """Parse ISO 8601 `text` (``T``, ``_`` or space before the time) as a date in `calendar`.
+
+    Returns a cftime date, or None when `text` is not such a date (e.g. day 30 of February
+    in the standard calendar).
+    """
+    m = _ISO.fullmatch(text)
+    if m is None:
+        return None
     try:
-        dates = cftime.num2date(raw, units, calendar=calendar, only_use_cftime_datetimes=True)
+        return cftime.datetime(*(int(g or 0) for g in m.groups()), calendar=calendar)
+    except (ValueError, TypeError):
+        return None
+
+
+def _file_dates(ds: xr.Dataset, time_name: str | None, count: int):
+    """``(raw, dates, units, calendar, note)`` of one file's time coordinate."""
+    if time_name is None or time_name not in ds.variables:
+        return np.full(count, np.nan), [None] * count, "", "standard", "no time coordinate"
+    var = ds[time_name]
+    units = str(var.attrs.get("units", ""))
+    calendar = str(var.attrs.get("calendar", "standard")).lower()
+    values = np.asarray(var.values).reshape(-1)
+    if values.dtype.kind in "SUO":
+        texts = [v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+                 for v in values]
+        dates = [_parse_iso(t, calendar) for t in texts]
+        bad = sum(d is None for d in dates)
+        note = f"{bad} of {count} '{time_name}' strings are not ISO 8601 dates" if bad else ""
+        return np.full(count, np.nan), dates, units, calendar, note
+    raw = values.astype(np.float64)
+    dates: list = [None] * count
+    if not units or " since " not in f" {units.lower()} ":
+        return raw, dates, units, calendar, f"time units {units!r} are not CF 'UNIT since DATE'"
+    ok = np.isfinite(raw)
+    try:
+        decoded = np.atleast_1d(cftime.num2date(raw[ok], units, calendar=calendar,
+                                                only_use_cftime_datetimes=True))
     except Exception as err:  # cftime raises ValueError/TypeError/… for many unit oddities
-        return [None] * len(raw), (f"cannot decode time units {units!r} calendar "
-                                   f"{calendar!r} ({err})")
-    return [d.isoformat() for d in np.atleast_1d(dates)], ""
+        return raw, dates, units, calendar, (f"cannot decode time units {units!r} calendar "
+                                             f"{calendar!r} ({err})")
+    for i, d in zip(np.flatnonzero(ok), decoded, strict=True):
+        dates[i] = d
+    note = "" if ok.all() else (f"{int((~ok).sum())} of {count} '{time_name}' values are "
+                                "missing (_FillValue); those steps have no time")
+    return raw, dates, units, calendar, note
+
+
+def _file_time(ds: xr.Dataset, time_name: str | None, count: int):
+    """``(raw, labels, units, calendar, note)``: :func:`_file_dates` with ISO labels."""
+    raw, dates, units, calendar, note = _file_dates(ds, time_name, count)
+    return raw, [d.isoformat() if d is not None else None for d in dates], units, calendar, note
+
+
+def _time_order(datasets: list, time_name: str | None, counts: list, paths: list) -> list:
+    """Order of the files by their first time (name order when that cannot be decided)."""
+    if len(datasets) < 2:
+        return list(range(len(datasets)))
+    firsts = []
+    for ds, count in zip(datasets, counts, strict=True):
+        dates = [d for d in _file_dates(ds, time_name, count)[1] if d is not None]
+        firsts.append(min(dates) if dates else None)
+    try:
+        if None in firsts:
+            raise TypeError("a file has no decodable time")
+        return sorted(range(len(datasets)), key=lambda i: firsts[i])
+    except TypeError as err:  # also cftime dates of different calendars
+        log.warning("input files joined in name order: %s (%s)", err, ", ".join(paths))
+        return list(range(len(datasets)))

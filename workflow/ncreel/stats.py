@@ -100,6 +100,9 @@ def write_statistics(series: Series, stats_json: str | os.PathLike,
         log.warning("time of '%s' not decoded, using the raw '%s' values instead "
                     "(column time is NULL, time_value holds them): %s", series.variable,
                     series.time_dim, time.note)
+    elif time.note:
+        log.warning("time of '%s' not decoded for some steps (column time is NULL there): %s",
+                    series.variable, time.note)
     stats, cell_mean = series_statistics(series, percentiles=tuple(percentiles))
     stats["time_decoded"] = time.decoded
     if vmin is not None:

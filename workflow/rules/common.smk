@@ -60,7 +60,10 @@ TABLE = config["table"] or f"ncreel_{re.sub(r'[^a-z0-9_]', '_', RUN.lower())}"
 try:
     INPUTS = resolve_paths(config["input"])
     with open_series(INPUTS, config["variable"], time_dim=config["time_dim"],
-                     select=config["select"]) as _series:
+                     select=config["select"], lat=config.get("lat"), lon=config.get("lon"),
+                     time=config.get("time")) as _series:
+        # Reopened by every job exactly as detected here (files in time order).
+        SERIES = _series.spec()
         GRID = {"n_time": _series.n_time, "ny": _series.ny, "nx": _series.nx}
         TIME_DIM = _series.time_dim
         CELLS = cells_settings(config["cells"])
@@ -71,16 +74,14 @@ try:
         check_run(_series, CELLS)
         _time = _series.time_axis()
         CELL_NOTE = f"'{_series.variable}' from {', '.join(_series.paths)}" + (
-            "" if _time.decoded else f"\ntime could not be decoded ({_time.note}); column time is NULL")
+            "" if not _time.note else
+            f"\ntime could not be decoded ({_time.note}); column time is NULL" if not _time.decoded
+            else f"\ntime not decoded for some steps ({_time.note}); column time is NULL there")
+        if _time.note and workflow.is_main_process:
+            print(f"ncreel: note: {_time.note}; column time is NULL there", file=sys.stderr)
 except NcreelError as err:
     fail(err)
 
-SERIES = {
-    "paths": INPUTS,
-    "variable": config["variable"],
-    "time_dim": TIME_DIM,
-    "select": dict(config["select"]),
-}
 RENDER = {k: config[k] for k in ("width", "height", "dpi", "cmap")}
 ENCODE = {k: config[k] for k in ("fps", "crf", "preset")}
 RENDER_THREADS = config["render_threads"]

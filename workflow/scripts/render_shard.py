@@ -8,13 +8,12 @@ sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821
 from ncreel.logs import configure  # noqa: E402
 from ncreel.shardjob import run_shard  # noqa: E402
 from ncreel.shards import Shard  # noqa: E402
-from ncreel.source import open_series  # noqa: E402
+from ncreel.source import open_spec  # noqa: E402
 
 configure(snakemake.log[0])  # noqa: F821
 p, out = snakemake.params, snakemake.output  # noqa: F821
 shard = Shard(int(snakemake.wildcards.shard), p.start, p.stop)  # noqa: F821
-with open_series(p.series["paths"], p.series["variable"], time_dim=p.series["time_dim"],
-                 select=p.series["select"]) as series:
+with open_spec(p.series) as series:
     run_shard(series, shard, stats_json=snakemake.input.stats,  # noqa: F821
               cell_mean_npy=snakemake.input.cell_mean, frames_dir=out.frames,  # noqa: F821
               rows_path=out.rows, render=p.render, cells=p.cells, segment=out.segment,

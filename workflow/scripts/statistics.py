@@ -6,12 +6,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821
 
 from ncreel.logs import configure  # noqa: E402
-from ncreel.source import open_series  # noqa: E402
+from ncreel.source import open_spec  # noqa: E402
 from ncreel.stats import write_statistics  # noqa: E402
 
 configure(snakemake.log[0])  # noqa: F821
 p = snakemake.params  # noqa: F821
-with open_series(p.series["paths"], p.series["variable"], time_dim=p.series["time_dim"],
-                 select=p.series["select"]) as series:
+with open_spec(p.series) as series:
     write_statistics(series, snakemake.output.stats, snakemake.output.cell_mean,  # noqa: F821
                      vmin=p.vmin, vmax=p.vmax)
