@@ -466,7 +466,7 @@ def check_declaration(model: str, declared) -> list[tuple[str, str]]:
         raise NcreelError(f"cell model '{model}': columns() declared no columns")
     seen = set()
     for n, t in pairs:
-        if not IDENTIFIER.match(n):
+        if not IDENTIFIER.fullmatch(n):
             raise NcreelError(f"cell model '{model}': column name '{n}' must be a lower-case "
                               "SQL identifier [a-z_][a-z0-9_]*")
         if n in seen or n in (RUN_COLUMN, GEOMETRY_COLUMN):

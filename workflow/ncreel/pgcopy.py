@@ -346,7 +346,7 @@ def table_name(name: str) -> str:
         NAMEDATALEN - 1), so it can be written unquoted and matches what users type.
     """
     parts = name.split(".")
-    if len(parts) > 2 or not all(_IDENT.match(p) for p in parts):
+    if len(parts) > 2 or not all(_IDENT.fullmatch(p) for p in parts):
         raise ValueError(f"table name {name!r}: use lower-case letters, digits and _ "
                          "(optionally schema.table), at most 63 characters each")
     return name

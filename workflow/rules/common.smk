@@ -12,6 +12,7 @@ sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 
 from ncreel import resources as res  # noqa: E402
 from ncreel.cells import cells_settings, series_columns  # noqa: E402
+from ncreel.configcheck import check_database, check_names, schema_error_message  # noqa: E402
 from ncreel.errors import NcreelError  # noqa: E402
 from ncreel.runlock import clear_stale_lock  # noqa: E402
 from ncreel.scheduler import cancel_orphan_slurm_jobs  # noqa: E402
@@ -31,6 +32,11 @@ _known = yaml.safe_load(SCHEMA.read_text())["properties"]
 for _key in config:
     if _key not in _known:
         fail(f"unknown config key '{_key}' (known keys: {', '.join(sorted(_known))})")
+try:
+    # Before anything echoes config values: a password must not reach jobs or messages.
+    check_database(config.get("database"))
+except NcreelError as err:
+    fail(err)
 # `--config select={level: 0}` arrives with string values; indices are integers.
 if isinstance(config.get("select"), dict):
     config["select"] = {
@@ -39,8 +45,15 @@ if isinstance(config.get("select"), dict):
     }
 try:
     validate(config, str(SCHEMA))
-except Exception as err:  # jsonschema's message names the key and the expected type
-    fail(f"config: {' '.join(str(err).split())[:500]}")
+except Exception as err:  # WorkflowError wrapping jsonschema's ValidationError
+    _cause = err.__cause__ or err.__context__
+    _cause = _cause if hasattr(_cause, "absolute_path") else None
+    fail(schema_error_message(_cause) if _cause is not None
+         else "config: does not match workflow/schemas/config.schema.yaml")
+try:
+    TABLE = check_names(config)
+except NcreelError as err:
+    fail(err)
 
 if workflow.is_main_process:
     # A run killed with kill -9 leaves Snakemake's lock behind; remove it only when that
@@ -54,7 +67,6 @@ if workflow.is_main_process:
 RUN = config["run"]
 OUT = f"results/{RUN}"
 LOGS = f"logs/{RUN}"
-TABLE = config["table"] or f"ncreel_{re.sub(r'[^a-z0-9_]', '_', RUN.lower())}"
 
 try:
     INPUTS = resolve_paths(config["input"])
