@@ -14,6 +14,11 @@ from ncreel import resources as res  # noqa: E402
 from ncreel.cells import cells_settings, series_columns  # noqa: E402
 from ncreel.configcheck import check_database, check_names, schema_error_message  # noqa: E402
 from ncreel.errors import NcreelError  # noqa: E402
+from ncreel.inputcheck import (  # noqa: E402
+    check_input_sizes,
+    check_series_size,
+    check_time_steps,
+)
 from ncreel.runlock import clear_stale_lock  # noqa: E402
 from ncreel.scheduler import cancel_orphan_slurm_jobs  # noqa: E402
 from ncreel.shardrender import png_sample  # noqa: E402
@@ -64,15 +69,25 @@ if workflow.is_main_process:
         for _id in cancel_orphan_slurm_jobs("."):
             print(f"ncreel: cancelled Slurm job {_id} of the killed run", file=sys.stderr)
 
+def mem_cap_mb():
+    """The largest mem_mb a job gets: Snakemake lowers larger requests to --resources mem_mb."""
+    cap = workflow.global_resources.get("mem_mb")
+    cap = getattr(cap, "value", cap)
+    return cap if isinstance(cap, int | float) else None
+
+
 RUN = config["run"]
 OUT = f"results/{RUN}"
 LOGS = f"logs/{RUN}"
 
 try:
     INPUTS = resolve_paths(config["input"])
+    check_input_sizes(INPUTS)
+    check_time_steps(INPUTS, config["variable"], config["time_dim"])
     with open_series(INPUTS, config["variable"], time_dim=config["time_dim"],
                      select=config["select"]) as _series:
         GRID = {"n_time": _series.n_time, "ny": _series.ny, "nx": _series.nx}
+        check_series_size(**GRID, variable=_series.variable, mem_cap_mb=mem_cap_mb())
         TIME_DIM = _series.time_dim
         CELLS = cells_settings(config["cells"])
         # The table's columns, declared by the cell model (imported here, so a bad
