@@ -19,7 +19,7 @@ from ncreel.inputcheck import (  # noqa: E402
     check_series_size,
     check_time_steps,
 )
-from ncreel.runlock import clear_stale_lock  # noqa: E402
+from ncreel.runlock import clear_stale_lock, hold_run_lock  # noqa: E402
 from ncreel.scheduler import cancel_orphan_slurm_jobs  # noqa: E402
 from ncreel.shardrender import png_sample  # noqa: E402
 from ncreel.shards import frame_name, plan_shards  # noqa: E402
@@ -60,14 +60,6 @@ try:
 except NcreelError as err:
     fail(err)
 
-if workflow.is_main_process:
-    # A run killed with kill -9 leaves Snakemake's lock behind; remove it only when that
-    # run is certainly dead, so that running the same command again resumes.
-    if clear_stale_lock("."):
-        print("ncreel: removed the stale lock of a killed run; resuming", file=sys.stderr)
-        # Its Slurm jobs still queued or running would redo work this run redoes.
-        for _id in cancel_orphan_slurm_jobs("."):
-            print(f"ncreel: cancelled Slurm job {_id} of the killed run", file=sys.stderr)
 
 def mem_cap_mb():
     """The largest mem_mb a job gets: Snakemake lowers larger requests to --resources mem_mb."""
@@ -98,6 +90,22 @@ try:
             "" if _time.decoded else f"\ntime could not be decoded ({_time.note}); column time is NULL")
 except NcreelError as err:
     fail(err)
+
+if workflow.is_main_process:
+    # One run at a time per run, whatever happens to Snakemake's own locks (another run
+    # finishing removes them all): taken before Snakemake builds the DAG, which removes
+    # incomplete outputs. Dry runs, --unlock and --report of a running run are refused too.
+    try:
+        hold_run_lock(f"{OUT}/.ncreel-run.lock", RUN)
+    except NcreelError as err:
+        fail(err)
+    # A run killed with kill -9 leaves Snakemake's lock behind; remove it only when that
+    # run is certainly dead, so that running the same command again resumes.
+    if clear_stale_lock("."):
+        print("ncreel: removed the stale lock of a killed run; resuming", file=sys.stderr)
+        # Its Slurm jobs still queued or running would redo work this run redoes.
+        for _id in cancel_orphan_slurm_jobs("."):
+            print(f"ncreel: cancelled Slurm job {_id} of the killed run", file=sys.stderr)
 
 SERIES = {
     "paths": INPUTS,
