@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 import xarray as xr
-
 from ncreel.runlock import RECORD, clear_stale_lock
 
 WORKFLOW = Path(__file__).resolve().parents[1] / "workflow"
