@@ -279,7 +279,7 @@ def _check_etr(params: Mapping) -> None:
 def etr_risk_model(block: np.ndarray, t0: int, ctx: CellContext, **params) -> dict[str, object]:
     """Compute the ``etr_risk`` model: soil PEC, exposure/toxicity ratio and risk class per cell.
 
-    For each non-missing (non-NaN) cell of `block` (the series' variable decides which cells and steps
+    For each non-NaN cell of `block` (the series' variable decides which cells and steps
     exist):
 
     - ``pec_soil_mg_kg`` = :func:`pec_soil` (AR, I, CF, d, ρ), mg/kg dry soil;
