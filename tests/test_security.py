@@ -22,7 +22,6 @@ from conftest import ROOT
 
 SECRET = "Zq7-ncreel-secret-9Xw"
 ROLE = "ncreel_pw_role"
-pytestmark = pytest.mark.integration
 
 
 def _workdir(tmp_path: Path) -> Path:
@@ -48,6 +47,7 @@ def _grep_tree(root: Path, needle: bytes) -> list[Path]:
             and needle in p.read_bytes()]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("how", ["configfile", "config_mapping", "config_string", "query",
                                  "keyword", "schema_error"])
 def test_password_in_config_is_refused_and_never_echoed(how, tmp_path):
@@ -104,6 +104,7 @@ def _sample_ps(stop: threading.Event, seen: list[str]) -> None:
         time.sleep(0.1)
 
 
+@pytest.mark.integration
 def test_password_never_on_disk_in_logs_or_ps_even_after_kill(tmp_path, pg_server, pg_conn,
                                                               password_role):
     import psycopg
@@ -156,11 +157,10 @@ def test_password_never_on_disk_in_logs_or_ps_even_after_kill(tmp_path, pg_serve
     assert SECRET not in done.stderr and SECRET not in done.stdout
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("config, expected", [
     ({"run": "nl\n"}, "config key 'run'"),
-    ({"table": "t\n"}, "config key 'table'"),
     ({"run": "r" * 57}, "at most 56 characters"),
-    ({"table": "t" * 64}, "config key 'table'"),
 ])
 def test_names_checked_whole_before_any_job(config, expected, tmp_path):
     work = _workdir(tmp_path)
@@ -170,3 +170,23 @@ def test_names_checked_whole_before_any_job(config, expected, tmp_path):
     assert proc.returncode != 0 and len(lines) == 1, proc.stderr[-2000:]
     assert expected in lines[0]
     assert not (work / "results").exists()
+
+
+@pytest.mark.parametrize("run, table, expected", [
+    ("ok", "t\n", "config key 'table'"),
+    ("ok", "s.t\n", "config key 'table'"),
+    ("ok", "t" * 64, "64 bytes"),
+    ("r" * 56, None, None),
+    ("a-b.C", None, None),
+])
+def test_check_names(run, table, expected):
+    from ncreel.configcheck import check_names
+    from ncreel.errors import NcreelError
+    from ncreel.pgcopy import table_name
+
+    if expected is None:
+        assert table_name(check_names({"run": run, "table": table})) == (
+            "ncreel_" + run.lower().replace("-", "_").replace(".", "_"))
+    else:
+        with pytest.raises(NcreelError, match=expected):
+            check_names({"run": run, "table": table})
