@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,9 +11,9 @@ import netCDF4
 import numpy as np
 import pytest
 import xarray as xr
-from conftest import ROOT
 from ncreel.errors import NcreelError
 from ncreel.inputcheck import MAX_TIME_STEPS, check_input_sizes, netcdf3_size
+from test_workflow import make_workdir
 
 FORMATS = ["NETCDF3_CLASSIC", "NETCDF3_64BIT_OFFSET", "NETCDF3_64BIT_DATA"]
 
@@ -66,12 +65,8 @@ def test_netcdf4_and_streaming_are_not_netcdf3(tmp_path):
 
 
 def _workdir(tmp_path: Path) -> Path:
-    work = tmp_path / "work"
-    work.mkdir()
-    for name in ("Snakefile", "config", "workflow", "envs", "profiles"):
-        src = ROOT / name
-        (shutil.copytree if src.is_dir() else shutil.copy2)(src, work / name)
-    return work
+    (tmp_path / "work").mkdir()
+    return make_workdir(tmp_path / "work")
 
 
 _PEAK = ("import resource, subprocess, sys; p = subprocess.run(sys.argv[1:]); "

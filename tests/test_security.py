@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -18,19 +17,15 @@ from pathlib import Path
 
 import pytest
 from cells_data import write_risk_nc
-from conftest import ROOT
+from test_workflow import make_workdir
 
 SECRET = "Zq7-ncreel-secret-9Xw"
 ROLE = "ncreel_pw_role"
 
 
 def _workdir(tmp_path: Path) -> Path:
-    work = tmp_path / "work"
-    work.mkdir()
-    for name in ("Snakefile", "config", "workflow", "envs"):
-        src = ROOT / name
-        (shutil.copytree if src.is_dir() else shutil.copy2)(src, work / name)
-    return work
+    (tmp_path / "work").mkdir()
+    return make_workdir(tmp_path / "work")
 
 
 def _snakemake(work: Path, *args: str, env=None, **kw):
