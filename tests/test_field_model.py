@@ -59,3 +59,26 @@ def test_missing_cells_give_no_rows(eofs_data):
     assert len(cols["value"]) == int(np.isfinite(block).sum()) < block.size
     assert np.isfinite(cols["value"]).all()
     assert np.isnan(cols["lat"]).all()  # no coordinates given: NULL columns
+
+
+def test_infinite_values_are_rows_nan_is_not(pg_server, pg_conn, tmp_path):
+    """±inf is a value (a row, loaded as Infinity); NaN is missing (no row): README agrees."""
+    from ncreel.load import load_copy
+    from ncreel.pgcopy import open_copy_writer, write_copy_rows
+    from ncreel.source import TimeAxis
+
+    block = np.array([[[1.0, np.inf], [-np.inf, np.nan]]], dtype=np.float32)
+    time = TimeAxis(values=np.array([0.0]), labels=["2000-01-01T00:00:00"], calendar="standard",
+                    units="days since 2000-01-01", decoded=True)
+    ctx = CellContext(time=time, cell_mean=np.array([[1.0, 2.0], [3.0, np.nan]]),
+                      lat=None, lon=None)
+    cols = field_model(block, 0, ctx)
+    assert list(cols["cell_id"]) == [0, 1, 2]
+    assert list(cols["value"]) == [1.0, np.inf, -np.inf]
+    assert list(cols["anomaly"]) == [0.0, np.inf, -np.inf]
+    with open_copy_writer(tmp_path / "c.copy", "none") as fh:
+        write_copy_rows(fh, cols)
+    load_copy(tmp_path / "c.copy", conninfo=pg_server["conninfo"], table="inf_cells", run="i",
+              columns=field_columns(ctx))
+    got = pg_conn.execute("select value, anomaly from inf_cells order by cell_id").fetchall()
+    assert got == [(1.0, 0.0), (np.inf, np.inf), (-np.inf, -np.inf)]

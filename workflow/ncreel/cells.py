@@ -102,11 +102,15 @@ def cell_model(*, columns: Callable[..., Sequence[tuple[str, str]]]):
     return wrap
 
 
-def _finite_rows(block: np.ndarray, t0: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Local time index, flat cell index and value of every finite cell of `block`."""
+def _present_rows(block: np.ndarray, t0: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Local time index, flat cell index and value of every non-missing cell of `block`.
+
+    NaN is missing (``_FillValue``/``missing_value`` decode to it) and gives no row;
+    ``±inf`` is a value and is kept (COPY writes it as ``inf``/``-inf``).
+    """
     n_t, ny, nx = block.shape
     flat = block.reshape(n_t, ny * nx)
-    t_local, cell = np.nonzero(np.isfinite(flat))
+    t_local, cell = np.nonzero(~np.isnan(flat))
     return t_local, cell, flat[t_local, cell]
 
 
@@ -141,7 +145,7 @@ def field_columns(ctx: CellContext) -> list[tuple[str, str]]:
 
 @cell_model(columns=field_columns)
 def field_model(block: np.ndarray, t0: int, ctx: CellContext) -> dict[str, object]:
-    """Compute the default ``field`` model: value and anomaly of each finite cell and step.
+    """Compute the default ``field`` model: value and anomaly of each non-missing cell and step.
 
     Parameters
     ----------
@@ -157,9 +161,10 @@ def field_model(block: np.ndarray, t0: int, ctx: CellContext) -> dict[str, objec
     dict of str to array, each of length n_rows
         Columns of :func:`field_columns`, rows ordered by time then ``cell_id``
         (row-major ``iy * nx + ix``). ``anomaly = value - cell_mean`` (float64).
-        Cells whose value is NaN (``_FillValue``/``missing_value``) give no row.
+        Cells whose value is NaN (``_FillValue``/``missing_value``) give no row; ``±inf``
+        values give rows (their anomaly is ``±inf``).
     """
-    t_local, cell, value = _finite_rows(block, t0)
+    t_local, cell, value = _present_rows(block, t0)
     t_global = t_local + t0
     lat, lon = _position(ctx, cell)
     return {
@@ -316,7 +321,7 @@ def _check_etr(params: Mapping) -> None:
 def etr_risk_model(block: np.ndarray, t0: int, ctx: CellContext, **params) -> dict[str, object]:
     """Compute the ``etr_risk`` model: soil PEC, exposure/toxicity ratio and risk class per cell.
 
-    For each finite cell of `block` (the series' variable decides which cells and steps
+    For each non-NaN cell of `block` (the series' variable decides which cells and steps
     exist):
 
     - ``pec_soil_mg_kg`` = :func:`pec_soil` (AR, I, CF, d, ρ), mg/kg dry soil;
@@ -365,7 +370,7 @@ def etr_risk_model(block: np.ndarray, t0: int, ctx: CellContext, **params) -> di
     p = {**ETR_DEFAULTS, **params}
     _check_etr(p)
     n_t = block.shape[0]
-    t_local, cell, _ = _finite_rows(block, t0)
+    t_local, cell, _ = _present_rows(block, t0)
     name = p["interception_variable"]
     if name is None:
         interception = np.full(len(cell), float(p["interception_percent"]))
@@ -555,7 +560,7 @@ def check_declaration(model: str, declared) -> list[tuple[str, str]]:
         raise NcreelError(f"cell model '{model}': columns() declared no columns")
     seen = set()
     for n, t in pairs:
-        if not IDENTIFIER.match(n):
+        if not IDENTIFIER.fullmatch(n):
             raise NcreelError(f"cell model '{model}': column name '{n}' must be a lower-case "
                               "SQL identifier [a-z_][a-z0-9_]*")
         if n in seen or n in (RUN_COLUMN, GEOMETRY_COLUMN):

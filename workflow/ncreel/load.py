@@ -86,11 +86,13 @@ def split_password(conninfo: str) -> tuple[str, str | None]:
 
 
 def job_conninfo(*, url: str | None = None, service: str | None = None) -> str:
-    """Return the conninfo for the load job's params, with any password moved to ``PGPASSWORD``.
+    """Return the conninfo for the load job's params; refuse one that carries a password.
 
-    Snakemake stores rule params in ``.snakemake/metadata``, so the password must not be
-    one of them. It is put into this process's ``PGPASSWORD`` instead, which libpq reads
-    and which local and cluster jobs inherit from the Snakemake process.
+    Snakemake stores rule params in ``.snakemake/metadata`` and pickles the whole config
+    into each job's script file, which a job killed with SIGKILL leaves behind; ``--config``
+    values also show in ``ps``. So a password is never accepted from the config: libpq
+    reads it itself in the job, from ``~/.pgpass``/``PGPASSFILE``, a service file or
+    ``PGPASSWORD``.
 
     Returns
     -------
@@ -100,11 +102,14 @@ def job_conninfo(*, url: str | None = None, service: str | None = None) -> str:
     Raises
     ------
     NcreelError
-        As :func:`conninfo_for`.
+        As :func:`conninfo_for`, or the conninfo contains a password (the message says
+        where to put it and never quotes it).
     """
+    from ncreel.configcheck import PASSWORD_HELP
+
     conninfo, password = split_password(conninfo_for(url=url, service=service))
-    if password:
-        os.environ["PGPASSWORD"] = password
+    if password is not None:
+        raise NcreelError(f"config key 'database.url' contains a password: {PASSWORD_HELP}")
     return conninfo
 
 

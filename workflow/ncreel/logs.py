@@ -24,3 +24,10 @@ def configure(log_file: str | os.PathLike | None, level: int = logging.INFO) -> 
     logging.basicConfig(level=level, handlers=handlers, force=True,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.captureWarnings(True)
+    sys.excepthook = _log_uncaught
+
+
+def _log_uncaught(kind, value, tb) -> None:
+    # The job's log file must say why the job failed, not only Snakemake's console.
+    logging.getLogger("ncreel").error("%s: %s", kind.__name__, value,
+                                      exc_info=(kind, value, tb))

@@ -29,8 +29,12 @@ SCHEDULER_JOB_OVERHEAD_MB = 300
 
 def statistics_mem_mb(*, ny: int, nx: int, attempt: int = 1,
                       max_block_bytes: int = 64 * 2**20) -> int:
-    """``mem_mb`` of the statistics job: one block, its mask, and (ny, nx) accumulators."""
-    est = BASE_MB + (3 * max_block_bytes + ny * nx * 40) / 1e6
+    """``mem_mb`` of the statistics job: one block, its mask, and (ny, nx) accumulators.
+
+    A block holds at least one whole time step (float64), however large.
+    """
+    block = max(max_block_bytes, ny * nx * 8)
+    est = BASE_MB + (3 * block + ny * nx * 40) / 1e6
     return int(math.ceil(est * 1.5 / 50) * 50) * max(int(attempt), 1)
 
 
@@ -48,6 +52,14 @@ def _rows_mb(*, ny: int, nx: int, n_frames: int, max_block_cells: int = 1_000_00
     cells = ny * nx
     block = max(min(max_block_cells, n_frames * cells), cells)
     return (block * 15 * max(n_columns, 8) + cells * 48) / 2**20
+
+
+def rows_step_mem_mb(*, ny: int, nx: int) -> int:
+    """Least ``mem_mb`` of a ``render_shard`` job: a process whose rows pass holds one step.
+
+    A lower bound known before calibration, used to refuse a grid no job can hold.
+    """
+    return int(math.ceil((BASE_MB + _rows_mb(ny=ny, nx=nx, n_frames=1)) * MEM_SAFETY / 10) * 10)
 
 
 def render_mem_mb_calibrated(calibration: Mapping, *, ny: int, nx: int, n_frames: int,

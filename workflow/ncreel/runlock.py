@@ -7,10 +7,17 @@ until the user runs ``--unlock``. This module removes such a lock only when it i
 certainly stale: the run that recorded itself in ``.snakemake/ncreel-run.json`` was on
 this host and is dead, and no other snakemake process on this host works in this
 directory. A lock held from another host (shared file system) is never touched.
+
+Snakemake's locks do not keep one run from running twice: a run that finishes removes
+the whole ``.snakemake/locks/``, other runs' locks included. :func:`hold_run_lock` takes
+a lock of ncreel's own per run, an ``flock`` on ``results/<run>/.ncreel-run.lock`` held
+by the snakemake process until it exits; the kernel releases it when that process dies,
+even by SIGKILL, so it is never stale.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -20,6 +27,8 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 RECORD = "ncreel-run.json"
+#: Open lock files of this process, by path: kept open, so their flock stays held.
+_HELD: dict[str, int] = {}
 
 
 def _alive(pid: int) -> bool:
@@ -103,3 +112,39 @@ def clear_stale_lock(workdir: str | os.PathLike = ".") -> bool:
         tmp.write_text(json.dumps({"host": host, "pid": os.getpid()}))
         os.replace(tmp, record)
     return removed
+
+
+def hold_run_lock(path: str | os.PathLike, run: str) -> None:
+    """Take the run's exclusive lock for the rest of this process's life.
+
+    Parameters
+    ----------
+    path : path
+        The lock file (``results/<run>/.ncreel-run.lock``); created with its directory.
+    run : str
+        The run's name, for the message.
+
+    Raises
+    ------
+    NcreelError
+        Another live process holds the lock; the message names its pid.
+    """
+    from ncreel.errors import NcreelError
+
+    path = os.path.abspath(path)
+    if path in _HELD:
+        return
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    # Not inherited by jobs (PEP 446): the lock lives exactly as long as this process.
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 64).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise NcreelError(f"run '{run}' is already running in this directory (pid {holder} "
+                          f"holds {os.path.relpath(path)}): wait for it to finish or stop "
+                          "it, then run the same command again") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    _HELD[path] = fd

@@ -168,8 +168,14 @@ class Series:
             if lo < hi:
                 da = self._dataset(i)[self.variable]
                 da = da.isel({self.time_dim: slice(lo, hi), **self.select})
-                parts.append(self._oriented(
-                    da.transpose(self.time_dim, self.y_dim, self.x_dim).values))
+                try:
+                    values = da.transpose(self.time_dim, self.y_dim, self.x_dim).values
+                except (RuntimeError, OSError) as err:  # netCDF4's bare "NetCDF: HDF error"
+                    raise NcreelError(
+                        f"input '{self.paths[i]}': variable '{self.variable}': cannot read "
+                        f"time steps {lo}..{hi - 1} of this file ({err}); the file is "
+                        "corrupt: replace it with a good copy") from err
+                parts.append(self._oriented(values))
             offset += count
         if not parts:
             return np.empty((0, self.ny, self.nx), dtype=self.dtype)

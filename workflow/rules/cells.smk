@@ -7,8 +7,8 @@ LOAD_OUTPUTS = []
 CONNINFO = None
 if DATABASE["url"] or DATABASE["service"]:
     try:
-        # The password never goes into params (Snakemake stores params in .snakemake/
-        # metadata): job_conninfo hands it to the job through libpq's PGPASSWORD.
+        # A password in the config is refused (common.smk, check_database): the job's
+        # libpq reads it from ~/.pgpass, PGPASSFILE, a service file or PGPASSWORD.
         CONNINFO = job_conninfo(url=DATABASE["url"], service=DATABASE["service"])
     except NcreelError as err:
         fail(err)

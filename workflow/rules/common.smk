@@ -12,8 +12,14 @@ sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 
 from ncreel import resources as res  # noqa: E402
 from ncreel.cells import cells_settings, series_columns  # noqa: E402
+from ncreel.configcheck import check_database, check_names, schema_error_message  # noqa: E402
 from ncreel.errors import NcreelError  # noqa: E402
-from ncreel.runlock import clear_stale_lock  # noqa: E402
+from ncreel.inputcheck import (  # noqa: E402
+    check_input_sizes,
+    check_series_size,
+    check_time_steps,
+)
+from ncreel.runlock import clear_stale_lock, hold_run_lock  # noqa: E402
 from ncreel.scheduler import cancel_orphan_slurm_jobs  # noqa: E402
 from ncreel.shardrender import png_sample  # noqa: E402
 from ncreel.shards import frame_name, plan_shards  # noqa: E402
@@ -32,6 +38,11 @@ _known = yaml.safe_load(SCHEMA.read_text())["properties"]
 for _key in config:
     if _key not in _known:
         fail(f"unknown config key '{_key}' (known keys: {', '.join(sorted(_known))})")
+try:
+    # Before anything echoes config values: a password must not reach jobs or messages.
+    check_database(config.get("database"))
+except NcreelError as err:
+    fail(err)
 # `--config select={level: 0}` arrives with string values; indices are integers.
 if isinstance(config.get("select"), dict):
     config["select"] = {
@@ -40,31 +51,39 @@ if isinstance(config.get("select"), dict):
     }
 try:
     validate(config, str(SCHEMA))
-except Exception as err:  # jsonschema's message names the key and the expected type
-    fail(f"config: {' '.join(str(err).split())[:500]}")
+except Exception as err:  # WorkflowError wrapping jsonschema's ValidationError
+    _cause = err.__cause__ or err.__context__
+    _cause = _cause if hasattr(_cause, "absolute_path") else None
+    fail(schema_error_message(_cause) if _cause is not None
+         else "config: does not match workflow/schemas/config.schema.yaml")
+try:
+    TABLE = check_names(config)
+except NcreelError as err:
+    fail(err)
 
-if workflow.is_main_process:
-    # A run killed with kill -9 leaves Snakemake's lock behind; remove it only when that
-    # run is certainly dead, so that running the same command again resumes.
-    if clear_stale_lock("."):
-        print("ncreel: removed the stale lock of a killed run; resuming", file=sys.stderr)
-        # Its Slurm jobs still queued or running would redo work this run redoes.
-        for _id in cancel_orphan_slurm_jobs("."):
-            print(f"ncreel: cancelled Slurm job {_id} of the killed run", file=sys.stderr)
+
+def mem_cap_mb():
+    """The largest mem_mb a job gets: Snakemake lowers larger requests to --resources mem_mb."""
+    cap = workflow.global_resources.get("mem_mb")
+    cap = getattr(cap, "value", cap)
+    return cap if isinstance(cap, int | float) else None
+
 
 RUN = config["run"]
 OUT = f"results/{RUN}"
 LOGS = f"logs/{RUN}"
-TABLE = config["table"] or f"ncreel_{re.sub(r'[^a-z0-9_]', '_', RUN.lower())}"
 
 try:
     INPUTS = resolve_paths(config["input"])
+    check_input_sizes(INPUTS)
+    check_time_steps(INPUTS, config["variable"], config["time_dim"])
     with open_series(INPUTS, config["variable"], time_dim=config["time_dim"],
                      select=config["select"], lat=config.get("lat"), lon=config.get("lon"),
                      time=config.get("time")) as _series:
         # Reopened by every job exactly as detected here (files in time order).
         SERIES = _series.spec()
         GRID = {"n_time": _series.n_time, "ny": _series.ny, "nx": _series.nx}
+        check_series_size(**GRID, variable=_series.variable, mem_cap_mb=mem_cap_mb())
         TIME_DIM = _series.time_dim
         CELLS = cells_settings(config["cells"])
         # The table's columns, declared by the cell model (imported here, so a bad
@@ -81,6 +100,22 @@ try:
             print(f"ncreel: note: {_time.note}; column time is NULL there", file=sys.stderr)
 except NcreelError as err:
     fail(err)
+
+if workflow.is_main_process:
+    # One run at a time per run, whatever happens to Snakemake's own locks (another run
+    # finishing removes them all): taken before Snakemake builds the DAG, which removes
+    # incomplete outputs. Dry runs, --unlock and --report of a running run are refused too.
+    try:
+        hold_run_lock(f"{OUT}/.ncreel-run.lock", RUN)
+    except NcreelError as err:
+        fail(err)
+    # A run killed with kill -9 leaves Snakemake's lock behind; remove it only when that
+    # run is certainly dead, so that running the same command again resumes.
+    if clear_stale_lock("."):
+        print("ncreel: removed the stale lock of a killed run; resuming", file=sys.stderr)
+        # Its Slurm jobs still queued or running would redo work this run redoes.
+        for _id in cancel_orphan_slurm_jobs("."):
+            print(f"ncreel: cancelled Slurm job {_id} of the killed run", file=sys.stderr)
 
 RENDER = {k: config[k] for k in ("width", "height", "dpi", "cmap")}
 ENCODE = {k: config[k] for k in ("fps", "crf", "preset")}

@@ -1,0 +1,140 @@
+"""Parse-time checks of config values that the JSON schema cannot express safely.
+
+Three concerns, each checked before Snakemake sees the value in a job:
+
+* a database password never enters Snakemake's config (which Snakemake pickles into every
+  job's ``.snakemake/scripts/tmp*.py`` and which ``--config`` puts into ``ps`` output):
+  :func:`check_database` refuses it and says where libpq reads passwords from;
+* schema-validation messages never echo a value that may hold a password
+  (:func:`schema_error_message`);
+* names that become paths, SQL identifiers or SQL literals are checked as whole strings
+  with the limits of the later steps (:func:`check_names`): Python's and JSON schema's
+  ``$`` also match before a final newline, so ``run: "x\\n"`` would pass a ``^…$`` pattern.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from ncreel.errors import NcreelError
+
+#: Where libpq looks for a password (https://www.postgresql.org/docs/current/libpq-pgpass.html,
+#: libpq-pgservice.html, libpq-envars.html), in the words of the error message.
+PASSWORD_HELP = ("put the password in ~/.pgpass (or the file PGPASSFILE names), in a "
+                 "connection service file (database.service), or in PGPASSWORD in the "
+                 "environment, and remove it from the config")
+
+#: PostgreSQL's NAMEDATALEN - 1: the longest identifier, in bytes.
+MAX_IDENTIFIER_BYTES = 63
+#: Prefix of the table name derived from ``run`` when ``table`` is null.
+TABLE_PREFIX = "ncreel_"
+
+_RUN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+# A part of a table name: any text but control characters (a newline would split the
+# psql \\copy line), quoted wherever it is written.
+_TABLE_PART = re.compile(r"[^\x00-\x1f\x7f]+")
+# user:password@ in a URI, when the URI cannot be parsed (the password must still be refused).
+_URI_PASSWORD = re.compile(r"^[a-z]+://[^/@?#]*:[^/@?#]*@", re.IGNORECASE)
+
+
+def url_has_password(url: str) -> bool:
+    """Tell whether a libpq URI or ``key=value`` string carries a password.
+
+    Parsed with psycopg's :func:`~psycopg.conninfo.conninfo_to_dict` (libpq's own parser),
+    so ``postgresql://u:pw@h/db``, ``...?password=pw`` and ``password=pw host=h`` are all
+    found; an unparseable string is checked for ``user:password@``.
+    """
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        return "password" in conninfo_to_dict(url)
+    except Exception:  # psycopg.ProgrammingError; the string is never echoed
+        return bool(_URI_PASSWORD.match(url.strip())) or bool(
+            re.search(r"(^|\s)password\s*=", url))
+
+
+def check_database(database) -> None:
+    """Refuse a ``database`` config value that holds a password or is not a mapping.
+
+    Parameters
+    ----------
+    database : object
+        The config's ``database`` value (``{url: ..., service: ...}``).
+
+    Raises
+    ------
+    NcreelError
+        A password in ``url``, or ``database`` given as a plain string (as
+        ``--config database=postgresql://...`` does); the message never quotes the value.
+    """
+    if database is None:
+        return
+    if not isinstance(database, Mapping):
+        raise NcreelError("config key 'database' must be a mapping, e.g. "
+                          "--config 'database={url: postgresql://user@host/db}' (value not "
+                          "shown: it may hold a password)")
+    url = database.get("url")
+    if isinstance(url, str) and url_has_password(url):
+        raise NcreelError(f"config key 'database.url' contains a password: {PASSWORD_HELP} "
+                          "(the password was not used, shown or stored)")
+
+
+def schema_error_message(err) -> str:
+    """One line for a :class:`jsonschema.ValidationError`, naming the key.
+
+    The failing value is quoted only outside ``database`` (whose values may hold a
+    password), and long values are shortened.
+    """
+    path = ".".join(str(p) for p in err.absolute_path) or "(top level)"
+    if path.split(".")[0] == "database":
+        return (f"config key '{path}': does not satisfy the schema's '{err.validator}' "
+                "rule (value not shown: it may hold a password); see "
+                "workflow/schemas/config.schema.yaml")
+    return f"config key '{path}': {' '.join(err.message.split())[:300]}"
+
+
+def table_for_run(run: str, table: str | None) -> str:
+    """Return the table name: `table`, or ``ncreel_<run>`` (non ``[a-z0-9_]`` to ``_``)."""
+    return table or TABLE_PREFIX + re.sub(r"[^a-z0-9_]", "_", run.lower())
+
+
+def check_names(config: Mapping) -> str:
+    """Check, as whole strings, the config names that become paths, identifiers or literals.
+
+    ``run`` names the directories ``results/<run>/`` and ``logs/<run>/`` and is written as
+    an SQL literal; ``table`` (or the ``ncreel_<run>`` derived from ``run``) is a quoted
+    PostgreSQL identifier of at most :data:`MAX_IDENTIFIER_BYTES` bytes per part.
+
+    Returns
+    -------
+    str
+        The table name.
+
+    Raises
+    ------
+    NcreelError
+        A name with a character outside its set (a trailing newline included) or longer
+        than the identifier limit.
+    """
+    run = config["run"]
+    if not isinstance(run, str) or not _RUN.fullmatch(run):
+        raise NcreelError(f"config key 'run' = {run!r}: use letters, digits, _, . and -, "
+                          "starting with a letter or digit (it names results/<run>/)")
+    table = config.get("table")
+    if table is not None:
+        parts = table.split(".") if isinstance(table, str) else [None]
+        if len(parts) > 2 or not all(p is not None and _TABLE_PART.fullmatch(p) for p in parts):
+            raise NcreelError(f"config key 'table' = {table!r}: use table or schema.table, "
+                              "each part non-empty without control characters (names are "
+                              "quoted in SQL, so reserved words and upper case are kept)")
+    name = table_for_run(run, table)
+    for part in name.split("."):
+        if len(part.encode()) > MAX_IDENTIFIER_BYTES:
+            where = ("config key 'table'" if table else
+                     f"config key 'run' (the table name {TABLE_PREFIX}<run> it derives)")
+            limit = MAX_IDENTIFIER_BYTES - (0 if table else len(TABLE_PREFIX))
+            raise NcreelError(f"{where}: '{part}' is {len(part.encode())} bytes, PostgreSQL "
+                              f"names are at most {MAX_IDENTIFIER_BYTES}: shorten it (run to "
+                              f"at most {limit} characters), or set 'table'")
+    return name
