@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import yaml
+from snakemake.io import apply_wildcards
 from snakemake.utils import validate
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
@@ -120,3 +121,24 @@ def job_overhead_mb():
     plugin = workflow.executor_plugin
     remote = plugin is not None and plugin.common_settings.non_local_exec
     return res.SCHEDULER_JOB_OVERHEAD_MB if remote else 0
+
+
+def report_jobs():
+    """Every job of the run: rule, display name, benchmark TSV and log file (from the rules'
+    own benchmark:/log: declarations)."""
+    names = ["statistics", "calibrate_render", "render_shard", "reduce_cells", "encode_movie",
+             "preview"] + (["load_database"] if LOAD_OUTPUTS else [])
+    jobs = []
+    for name in names:
+        rule_ = getattr(rules, name).rule
+        for shard in (shard_plan() if name == "render_shard" else [None]):
+            wc = {"shard": shard} if shard else {}
+            bench = apply_wildcards(str(rule_.benchmark), wc) if rule_.benchmark else None
+            jobs.append({"rule": name, "job": shard or name, "benchmark": bench,
+                         "log": apply_wildcards(str(rule_.log[0]), wc)})
+    return jobs
+
+
+def shard_attempt_logs():
+    """Shard name -> its job's log file (the attempts record is next to it)."""
+    return {j["job"]: j["log"] for j in report_jobs() if j["rule"] == "render_shard"}
