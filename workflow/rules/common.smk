@@ -104,10 +104,21 @@ def shard_plan():
     return {s.name: s for s in plan_shards(GRID["n_time"], frames_per_shard)}
 
 
+def plan_shard(name):
+    """The shard called `name` in the plan; one error line naming the valid range if none."""
+    plan = shard_plan()
+    if name not in plan:
+        names = list(plan)
+        fail(f"shard {name} is not in the plan of run '{RUN}': it has {len(names)} shard(s), "
+             f"{names[0]}..{names[-1]} ({next(iter(plan.values())).n_frames} frames each, "
+             f"from {OUT}/calibration.json); ask for one of those")
+    return plan[name]
+
+
 def shard_pngs(shard):
     """Time indices of `shard` also written as PNG: first, middle, last, every Nth, and
     the run's middle frame (the report's preview)."""
-    s = shard_plan()[shard]
+    s = plan_shard(shard)
     return png_sample(s.start, s.stop, every=config["png_every"], extra=[MID_T])
 
 
