@@ -17,7 +17,11 @@ def configure(log_file: str | os.PathLike | None, level: int = logging.INFO) -> 
     level : int
         Logging level.
     """
-    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    stderr = logging.StreamHandler(sys.stderr)
+    # Progress lines are for the job's log file only: a local run's terminal shows
+    # Snakemake's own output unchanged.
+    stderr.addFilter(lambda record: not record.name.startswith("ncreel.progress"))
+    handlers: list[logging.Handler] = [stderr]
     if log_file:
         os.makedirs(os.path.dirname(os.path.abspath(log_file)), exist_ok=True)
         handlers.append(logging.FileHandler(log_file, mode="w"))
