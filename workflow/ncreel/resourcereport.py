@@ -66,7 +66,7 @@ def _flags(name: str, ratio) -> list[str]:
     if ratio < TIGHT:
         return [f"{name} headroom < {round((TIGHT - 1) * 100)} %"]
     if ratio > OVER:
-        return [f"{name} over-declared > {OVER:g}x"]
+        return [f"{name} > {OVER:g}x used"]
     return []
 
 
@@ -190,7 +190,8 @@ def write_page(rows: list[dict], figure: str | os.PathLike, path: str | os.PathL
     out.write(f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
               "</title><style>body{font-family:sans-serif;font-size:13px}"
               "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;"
-              "text-align:right}td.l,th{text-align:left}tr.flag td{background:#fde2e2}"
+              "text-align:right}td.l,th{text-align:left}td.f{white-space:nowrap}"
+              "tr.flag td{background:#fde2e2}"
               "</style></head><body>")
     out.write(f"<h2>{html.escape(title)}</h2>")
     out.write(f"<img alt='resources' style='max-width:100%' src='data:image/png;base64,{png}'>")
@@ -206,7 +207,8 @@ def write_page(rows: list[dict], figure: str | os.PathLike, path: str | os.PathL
         out.write(f"<tr class='{'flag' if r['flags'] else ''}'>")
         for c in COLUMNS:
             v = r[c]
-            cls = " class='l'" if c in ("rule", "job", "flags", "jobid") else ""
+            cls = {"rule": " class='l'", "job": " class='l'", "jobid": " class='l'",
+                   "flags": " class='l f'"}.get(c, "")
             out.write(f"<td{cls}>{'' if v is None else html.escape(str(v))}</td>")
         out.write("</tr>")
     out.write("</table></body></html>\n")
