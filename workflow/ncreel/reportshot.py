@@ -50,7 +50,7 @@ def find_chromium() -> str:
 
 def screenshot(report: str | os.PathLike, png: str | os.PathLike, *,
                result: str = "resources.html", category: str = "Resources",
-               size: tuple[int, int] = (1400, 1000), chromium: str | None = None) -> Path:
+               size: tuple[int, int] = (1500, 820), chromium: str | None = None) -> Path:
     """Save a PNG of the report showing `result` (a file name ending) of `category`.
 
     Parameters

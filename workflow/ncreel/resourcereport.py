@@ -104,7 +104,7 @@ def collect_jobs(jobs: Iterable[Mapping]) -> list[dict]:
             "mem_headroom": mem_ratio, "runtime_min": runtime,
             "wall_s": None if wall is None else round(wall, 2),
             "runtime_headroom": time_ratio, "jobid": last.get("jobid"),
-            "flags": "; ".join(_flags("memory", mem_ratio) + _flags("runtime", time_ratio)),
+            "flags": "; ".join(_flags("mem", mem_ratio) + _flags("time", time_ratio)),
             "attempt_records": attempts,
         })
     return rows
@@ -209,7 +209,8 @@ def write_page(rows: list[dict], figure: str | os.PathLike, path: str | os.PathL
             v = r[c]
             cls = {"rule": " class='l'", "job": " class='l'", "jobid": " class='l'",
                    "flags": " class='l f'"}.get(c, "")
-            out.write(f"<td{cls}>{'' if v is None else html.escape(str(v))}</td>")
+            text = "<br>".join(html.escape(t) for t in ("" if v is None else str(v)).split("; "))
+            out.write(f"<td{cls}>{text}</td>")
         out.write("</tr>")
     out.write("</table></body></html>\n")
     Path(path).write_text(out.getvalue())
