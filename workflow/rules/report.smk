@@ -1,6 +1,12 @@
 # The report's resources page (declared vs measured per job) and contact sheet + run plan.
 # Both run after every job they describe has finished: a job's benchmark file and its
-# attempts record are complete once its outputs exist.
+# attempts record are complete once its outputs exist. They only read small files and draw
+# one figure, so under a scheduler they run where Snakemake runs instead of waiting in a queue.
+
+localrules:
+    resources_report,
+    contact_sheet,
+
 
 rule resources_report:
     # Runs after the final outputs exist, so every job above has written its benchmark.
