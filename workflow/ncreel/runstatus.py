@@ -9,7 +9,8 @@ scheduler ran does it ask the scheduler (``squeue`` / PBS ``qstat``) whether the
 still there.
 
 States: ``done`` (segment complete), ``running`` (a live process or scheduler job:
-queued or running), ``failed`` (its newest attempt raised, was killed, or its process or
+queued or running; or marked by the Snakemake that holds this directory's lock and not yet
+started), ``failed`` (its newest attempt raised, was killed, or its process or
 scheduler job is gone without finishing; the next run redoes it), ``to do`` (never
 started).
 """
@@ -108,6 +109,7 @@ def shard_status(workdir: str | os.PathLike = ".", run: str = "demo", *,
     n_time = json.loads((out / "stats.json").read_text())["n_time"]
     fps = json.loads((out / "calibration.json").read_text())["frames_per_shard"]
     host = socket.gethostname()
+    locked = any((work / ".snakemake" / "locks").glob("*.lock"))
     rows = []
     for shard in plan_shards(n_time, fps):
         seg = f"results/{run}/segments/{shard.name}.mp4"
@@ -126,6 +128,10 @@ def shard_status(workdir: str | os.PathLike = ".", run: str = "demo", *,
                 live = "running" if _pid_alive(last.get("pid")) else None
             if live:
                 state, detail = "running", live
+            elif not jobid and last.get("status") != "running" and locked:
+                # Marked by a Snakemake still running here, before the job recorded itself
+                # (a scheduler job's own Snakemake rewrites the marker without the job id).
+                state, detail = "running", "starting"
             else:
                 state = "failed"
                 detail = "ended without finishing (killed or interrupted)"
