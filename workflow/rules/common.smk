@@ -131,7 +131,9 @@ def job_overhead_mb():
     """Extra mem_mb for Snakemake's own processes when a job runs under a scheduler."""
     plugin = workflow.executor_plugin
     remote = plugin is not None and plugin.common_settings.non_local_exec
-    return res.SCHEDULER_JOB_OVERHEAD_MB if remote else 0
+    # Inside the scheduler job Snakemake evaluates resources again: the job must see (and
+    # record, see ncreel.jobrecord) the mem_mb the scheduler was asked for.
+    return res.SCHEDULER_JOB_OVERHEAD_MB if remote or workflow.remote_exec else 0
 
 
 def report_jobs():
