@@ -17,6 +17,9 @@ rule resources_report:
         f"{OUT}/cells.sql",
         LOAD_OUTPUTS,
         calibration=rules.calibrate_render.output.calibration,
+        # Through the plan (an input function), so that the DAG re-evaluates this job after
+        # the checkpoint like every other job that depends on the plan.
+        segments=lambda wc: [f"{OUT}/segments/{name}.mp4" for name in shard_plan()],
     output:
         figure=report(f"{OUT}/report/resources.png", caption="../report/resources.rst",
                       category="Resources", subcategory="Per job"),
