@@ -62,18 +62,18 @@ dag: $(VENV)/.installed $(SAMPLE) sysdeps
 
 # The resources page and contact sheet are outputs of rules (resources_report,
 # contact_sheet): build what is missing, then write the report.
-RUN ?= demo
 report: $(VENV)/.installed $(SAMPLE)
-	$(SNAKEMAKE) --cores $(CORES) results/$(RUN)/report/resources.html results/$(RUN)/report/plan.html
-	$(SNAKEMAKE) --report results/$(RUN)/report.html
+	$(SNAKEMAKE) --cores $(CORES) results/demo/report/resources.html results/demo/report/plan.html
+	$(SNAKEMAKE) --report results/demo/report.html
 
 # Reads files only (and squeue/qstat for jobs a scheduler ran); starts nothing.
+RUN ?= demo
 status:
 	@PYTHONPATH=workflow $(PY) -m ncreel.runstatus --run $(RUN)
 
 # Headless Chromium (Debian: apt-get install -y chromium) on the report's resources page.
 report-screenshot: report
-	PYTHONPATH=workflow $(PY) -m ncreel.reportshot results/$(RUN)/report.html docs/report-resources.png
+	PYTHONPATH=workflow $(PY) -m ncreel.reportshot results/demo/report.html docs/report-resources.png
 
 clean:
 	rm -rf results logs .snakemake
