@@ -28,6 +28,7 @@ from test_workflow import SMALL, make_workdir, snakemake
 
 sys.path.insert(0, str(ROOT / "workflow"))
 
+from ncreel.jobrecord import read_attempts  # noqa: E402
 from ncreel.logs import configure  # noqa: E402
 from ncreel.progress import Progress  # noqa: E402
 from ncreel.resourcereport import PNG_KEY, read_benchmark  # noqa: E402
@@ -193,3 +194,22 @@ def test_status_and_shard_outside_plan(killed_run):
     assert re.search(r"^00000\s+120\s+done\s+2\b", out, re.M)
     assert re.search(r"^00001\s+120\s+to do\s+1\b", out, re.M)
     assert "2 shards: 1 done, 0 running, 0 failed, 1 to do" in out
+
+
+def test_attempts_record_failed_then_ok(tmp_path):
+    """A rule whose first attempt raises: its record holds both attempts, with the
+    resources Snakemake evaluated for each."""
+    (tmp_path / "Snakefile").write_text(
+        'rule x:\n    output: "x.txt"\n    log: "logs/x.log"\n'
+        "    resources: mem_mb=lambda wc, attempt: 100 * attempt, runtime=1\n"
+        '    script: "x.py"\n')
+    (tmp_path / "x.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(ROOT / 'workflow')!r})\n"
+        "from ncreel.jobrecord import record_attempt\nrecord_attempt(snakemake)\n"
+        "if snakemake.resources.mem_mb < 200:\n    raise RuntimeError('first attempt')\n"
+        "open(snakemake.output[0], 'w').write('ok')\n")
+    subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "--retries", "1"],
+                   cwd=tmp_path, check=True, capture_output=True)
+    got = read_attempts(tmp_path / "logs/x.log.attempts.jsonl")
+    assert [(a["attempt"], a["mem_mb"], a["status"]) for a in got] == [(1, 100, "failed"),
+                                                                         (2, 200, "ok")]
