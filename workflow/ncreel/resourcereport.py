@@ -82,7 +82,8 @@ def collect_jobs(jobs: Iterable[Mapping]) -> list[dict]:
     Returns
     -------
     list of dict
-        Keys of :data:`COLUMNS` plus ``attempt_records`` (the attempts, oldest first, from
+        One per job that has run (has an attempts record or a benchmark file), with the
+        keys of :data:`COLUMNS` plus ``attempt_records`` (the attempts, oldest first, from
         :func:`ncreel.jobrecord.read_attempts`). ``mem_mb``/``runtime_min``/``threads``
         are those of the newest attempt; ``max_rss_mb`` and ``wall_s`` from the benchmark
         (None when the job has not finished).
@@ -91,6 +92,8 @@ def collect_jobs(jobs: Iterable[Mapping]) -> list[dict]:
     for job in jobs:
         attempts = read_attempts(attempts_path(job["log"]))
         bench = read_benchmark(job["benchmark"]) if job.get("benchmark") else None
+        if not attempts and bench is None:
+            continue  # not part of this run's configuration (or not started)
         last = attempts[-1] if attempts else {}
         mem_mb, runtime = last.get("mem_mb"), last.get("runtime")
         rss = bench.get("max_rss") if bench else None

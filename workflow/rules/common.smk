@@ -137,17 +137,25 @@ def job_overhead_mb():
 
 
 def report_jobs():
-    """Every job of the run: rule, display name, benchmark TSV and log file (from the rules'
-    own benchmark:/log: declarations)."""
-    names = ["statistics", "calibrate_render", "render_shard", "reduce_cells", "encode_movie",
-             "preview"] + (["load_database"] if LOAD_OUTPUTS else [])
+    """Every job of the run that has a log: rule, display name, benchmark TSV and log file,
+    from the rules' own benchmark:/log: declarations (jobs of the shard wildcard expanded
+    over the plan). Rules that did not run in this configuration have neither file and are
+    left out of the report."""
     jobs = []
-    for name in names:
-        rule_ = getattr(rules, name).rule
-        for shard in (shard_plan() if name == "render_shard" else [None]):
+    for rule_ in workflow.rules:
+        if rule_.name in ("all", "resources_report", "contact_sheet") or not rule_.log:
+            continue
+        names = set(rule_.wildcard_names)
+        if names == {"shard"}:
+            shards = list(shard_plan())
+        elif not names:
+            shards = [None]
+        else:
+            continue
+        for shard in shards:
             wc = {"shard": shard} if shard else {}
             bench = apply_wildcards(str(rule_.benchmark), wc) if rule_.benchmark else None
-            jobs.append({"rule": name, "job": shard or name, "benchmark": bench,
+            jobs.append({"rule": rule_.name, "job": shard or rule_.name, "benchmark": bench,
                          "log": apply_wildcards(str(rule_.log[0]), wc)})
     return jobs
 
