@@ -9,13 +9,15 @@ CORES ?= 2
 SAMPLE := resources/A1B_north_america.nc
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint bench bench-cells bench-render sysdeps venv clean dag report help profiles
+.PHONY: demo test lint bench bench-cells bench-render sysdeps venv clean dag report help profiles status report-screenshot
 help:
 	@echo "make demo   - run ncreel on the sample (results/demo/)"
 	@echo "make test   - run the test suite"
 	@echo "make lint   - ruff + snakemake --lint"
 	@echo "make dag    - results/demo/rulegraph.svg and dag.svg (graphviz)"
-	@echo "make report - results/demo/report.html"
+	@echo "make report - results/demo/report.html (runs what is missing first)"
+	@echo "make status - which shards of RUN (default demo) are done/running/failed/to do"
+	@echo "make report-screenshot - docs/report-resources.png of the report's resources page"
 	@echo "make profiles - link profiles/* into your Snakemake config dir (--profile cheyenne ...)"
 	@echo "make bench  - bench-render + bench-cells (key=value lines)"
 	@echo "make bench-render - frames/s, end-to-end time and peak RSS vs xmovie and FFMpegWriter"
@@ -64,8 +66,20 @@ dag: $(VENV)/.installed $(SAMPLE) sysdeps
 	$(SNAKEMAKE) --rulegraph | dot -Tsvg > results/demo/rulegraph.svg
 	$(SNAKEMAKE) --dag | dot -Tsvg > results/demo/dag.svg
 
+# The resources page and contact sheet are outputs of rules (resources_report,
+# contact_sheet): build what is missing, then write the report.
 report: $(VENV)/.installed $(SAMPLE)
+	$(SNAKEMAKE) --cores $(CORES) results/demo/report/resources.html results/demo/report/plan.html
 	$(SNAKEMAKE) --report results/demo/report.html
+
+# Reads files only (and squeue/qstat for jobs a scheduler ran); starts nothing.
+RUN ?= demo
+status:
+	@PYTHONPATH=workflow $(PY) -m ncreel.runstatus --run $(RUN)
+
+# Headless Chromium (Debian: apt-get install -y chromium) on the report's resources page.
+report-screenshot: report
+	PYTHONPATH=workflow $(PY) -m ncreel.reportshot results/demo/report.html docs/report-resources.png
 
 clean:
 	rm -rf results logs .snakemake

@@ -17,6 +17,7 @@ include: "workflow/rules/render.smk"
 include: "workflow/rules/cells.smk"
 include: "workflow/rules/movie.smk"
 include: "workflow/rules/scheduler.smk"
+include: "workflow/rules/report.smk"
 
 
 rule all:
@@ -27,3 +28,5 @@ rule all:
         COPY_FILE,
         f"{OUT}/cells.sql",
         LOAD_OUTPUTS,
+        rules.resources_report.output,
+        rules.contact_sheet.output,

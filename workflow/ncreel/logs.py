@@ -17,10 +17,17 @@ def configure(log_file: str | os.PathLike | None, level: int = logging.INFO) -> 
     level : int
         Logging level.
     """
-    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    stderr = logging.StreamHandler(sys.stderr)
+    # Progress lines are for the job's log file only: a local run's terminal shows
+    # Snakemake's own output unchanged.
+    stderr.addFilter(lambda record: not record.name.startswith("ncreel.progress"))
+    handlers: list[logging.Handler] = [stderr]
     if log_file:
         os.makedirs(os.path.dirname(os.path.abspath(log_file)), exist_ok=True)
-        handlers.append(logging.FileHandler(log_file, mode="w"))
+        # Start empty, then write in append mode: render workers append their progress lines
+        # to the same file, and O_APPEND keeps every writer's lines whole and in place.
+        open(log_file, "w").close()
+        handlers.append(logging.FileHandler(log_file, mode="a"))
     logging.basicConfig(level=level, handlers=handlers, force=True,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.captureWarnings(True)

@@ -12,6 +12,7 @@ import numpy as np
 from ncreel.cells import ShardRows, cells_settings
 from ncreel.io import atomic_path
 from ncreel.pgcopy import open_copy_writer
+from ncreel.progress import Progress
 from ncreel.shardrender import render_shard
 from ncreel.shards import Shard
 from ncreel.soil import read_degradation_state
@@ -78,7 +79,8 @@ def run_shard(series: Series, shard: Shard, *, stats_json: str | os.PathLike,
     cells = cells_settings(cells or {})
     spec = {"series": series.spec(),
             "render": dict(render), "encode": dict(encode), "vmin": stats["vmin"],
-            "vmax": stats["vmax"], "png_compress": png_compress}
+            "vmax": stats["vmax"], "png_compress": png_compress,
+            "label": f"shard {shard.name} frames"}
     # Frames first: their encoder has exited before the rows pass starts, so the job's
     # peak is the larger of the two passes (what calibration measures), not their sum.
     with atomic_path(frames_dir) as fdir:
@@ -94,8 +96,10 @@ def run_shard(series: Series, shard: Shard, *, stats_json: str | os.PathLike,
     max_bytes = MAX_BLOCK_CELLS * series.dtype.itemsize
     with atomic_path(rows_path) as rtmp, \
             open_copy_writer(rtmp, cells["compression"], cells["compression_level"]) as fh:
+        progress = Progress(shard.n_frames, f"shard {shard.name} rows", unit="time steps")
         for t0, block in series.iter_blocks(shard.start, shard.stop, max_bytes):
             n_rows += rows.write(fh, t0, block)
+            progress.update(t0 + block.shape[0] - shard.start, rows_written=n_rows)
     log.info("shard %s: %d rows; %d frames (%d PNG) by %d worker(s) in %.1f s, %.1f frames/s "
              "drawn, worker peak RSS %.0f MiB, encoder peak RSS %.0f MiB", shard.name, n_rows,
              info["frames"], info["pngs"], info["workers"], info["wall_s"],

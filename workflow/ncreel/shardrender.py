@@ -27,6 +27,7 @@ import numpy as np
 
 from ncreel.movie import SegmentEncoder, concat_segments
 from ncreel.procmem import peak_rss_mb
+from ncreel.progress import Progress, current_log_file
 from ncreel.shards import Shard, frame_name, plan_shards
 
 log = logging.getLogger(__name__)
@@ -109,6 +110,8 @@ def render_range(spec: Mapping, start: int, stop: int, *, segment: str | os.Path
     rend, enc = spec["render"], spec["encode"]
     draw_s = 0.0
     n = 0
+    progress = Progress(stop - start, f"{spec.get('label', 'frames')} {start}..{stop - 1}",
+                        log_file=spec.get("log_file"))
     with open_spec(spec["series"]) as series:
         labels = time_labels(series)
         renderer = make_renderer(series, rend, vmin=spec["vmin"], vmax=spec["vmax"])
@@ -126,6 +129,7 @@ def render_range(spec: Mapping, start: int, stop: int, *, segment: str | os.Path
                         renderer.save_png(Path(frames_dir) / frame_name(t),
                                           compress_level=spec.get("png_compress", 6))
                     n += 1
+                    progress.update(n)
                 del block  # let the next block reuse the memory
         renderer.close()
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -189,6 +193,7 @@ def render_shard(spec: Mapping, shard: Shard, *, segment: str | os.PathLike,
     ranges = [(shard.start + p.start, shard.start + p.stop)
               for p in plan_shards(shard.n_frames, -(-shard.n_frames // workers))]
     parts = [parts_dir / f"part_{i:03d}.mp4" for i in range(len(ranges))]
+    spec = {**spec, "log_file": current_log_file()}  # workers append their progress to it
     try:
         ctx = multiprocessing.get_context("spawn")
         with _main_not_reimported(), ProcessPoolExecutor(max_workers=len(ranges),

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import yaml
+from snakemake.io import apply_wildcards
 from snakemake.utils import validate
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
@@ -142,10 +143,21 @@ def shard_plan():
     return {s.name: s for s in plan_shards(GRID["n_time"], frames_per_shard)}
 
 
+def plan_shard(name):
+    """The shard called `name` in the plan; one error line naming the valid range if none."""
+    plan = shard_plan()
+    if name not in plan:
+        names = list(plan)
+        fail(f"shard {name} is not in the plan of run '{RUN}': it has {len(names)} shard(s), "
+             f"{names[0]}..{names[-1]} ({next(iter(plan.values())).n_frames} frames each, "
+             f"from {OUT}/calibration.json); ask for one of those")
+    return plan[name]
+
+
 def shard_pngs(shard):
     """Time indices of `shard` also written as PNG: first, middle, last, every Nth, and
     the run's middle frame (the report's preview)."""
-    s = shard_plan()[shard]
+    s = plan_shard(shard)
     return png_sample(s.start, s.stop, every=config["png_every"], extra=[MID_T])
 
 
@@ -158,4 +170,35 @@ def job_overhead_mb():
     """Extra mem_mb for Snakemake's own processes when a job runs under a scheduler."""
     plugin = workflow.executor_plugin
     remote = plugin is not None and plugin.common_settings.non_local_exec
-    return res.SCHEDULER_JOB_OVERHEAD_MB if remote else 0
+    # Inside the scheduler job Snakemake evaluates resources again: the job must see (and
+    # record, see ncreel.jobrecord) the mem_mb the scheduler was asked for.
+    return res.SCHEDULER_JOB_OVERHEAD_MB if remote or workflow.remote_exec else 0
+
+
+def report_jobs():
+    """Every job of the run that has a log: rule, display name, benchmark TSV and log file,
+    from the rules' own benchmark:/log: declarations (jobs of the shard wildcard expanded
+    over the plan). Rules that did not run in this configuration have neither file and are
+    left out of the report."""
+    jobs = []
+    for rule_ in workflow.rules:
+        if rule_.name in ("all", "resources_report", "contact_sheet") or not rule_.log:
+            continue
+        names = set(rule_.wildcard_names)
+        if names == {"shard"}:
+            shards = list(shard_plan())
+        elif not names:
+            shards = [None]
+        else:
+            continue
+        for shard in shards:
+            wc = {"shard": shard} if shard else {}
+            bench = apply_wildcards(str(rule_.benchmark), wc) if rule_.benchmark else None
+            jobs.append({"rule": rule_.name, "job": shard or rule_.name, "benchmark": bench,
+                         "log": apply_wildcards(str(rule_.log[0]), wc)})
+    return jobs
+
+
+def shard_attempt_logs():
+    """Shard name -> its job's log file (the attempts record is next to it)."""
+    return {j["job"]: j["log"] for j in report_jobs() if j["rule"] == "render_shard"}

@@ -38,6 +38,8 @@ rule preview:
         runtime=5,
     log:
         f"{LOGS}/preview.log",
+    benchmark:
+        f"{OUT}/benchmarks/preview.tsv"
     conda:
         "../../envs/ncreel.yaml"
     script:

@@ -87,8 +87,8 @@ rule render_shard:
         rows=f"{OUT}/cells/{{shard}}{CELLS['suffix']}",
     params:
         series=SERIES,
-        start=lambda wc: shard_plan()[wc.shard].start,
-        stop=lambda wc: shard_plan()[wc.shard].stop,
+        start=lambda wc: plan_shard(wc.shard).start,
+        stop=lambda wc: plan_shard(wc.shard).stop,
         png_times=lambda wc: shard_pngs(wc.shard),
         render=RENDER,
         encode=ENCODE,
@@ -97,11 +97,11 @@ rule render_shard:
     resources:
         mem_mb=lambda wc, input, threads, attempt: res.render_mem_mb_calibrated(
             res.read_json(input.calibration), ny=GRID["ny"], nx=GRID["nx"],
-            n_frames=shard_plan()[wc.shard].n_frames, workers=threads, attempt=attempt,
+            n_frames=plan_shard(wc.shard).n_frames, workers=threads, attempt=attempt,
             n_columns=len(CELL_COLUMNS))
         + job_overhead_mb(),
         runtime=lambda wc, input, threads, attempt: res.render_runtime_calibrated(
-            res.read_json(input.calibration), n_frames=shard_plan()[wc.shard].n_frames,
+            res.read_json(input.calibration), n_frames=plan_shard(wc.shard).n_frames,
             workers=threads, attempt=attempt),
     log:
         f"{LOGS}/render_shard/{{shard}}.log",

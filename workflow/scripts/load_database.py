@@ -6,10 +6,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821
 
 from ncreel.errors import NcreelError  # noqa: E402
+from ncreel.jobrecord import record_attempt  # noqa: E402
 from ncreel.load import load_copy, write_summary  # noqa: E402
 from ncreel.logs import configure  # noqa: E402
 
 configure(snakemake.log[0])  # noqa: F821
+record_attempt(snakemake)  # noqa: F821
 p = snakemake.params  # noqa: F821
 # One connection streams the joined file; several load the shard files side by side.
 files = snakemake.input.table if p.jobs == 1 else list(snakemake.input.rows)  # noqa: F821

@@ -5,12 +5,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821
 
+from ncreel.jobrecord import record_attempt  # noqa: E402
 from ncreel.logs import configure  # noqa: E402
 from ncreel.shardjob import run_shard  # noqa: E402
 from ncreel.shards import Shard  # noqa: E402
 from ncreel.source import open_spec  # noqa: E402
 
 configure(snakemake.log[0])  # noqa: F821
+record_attempt(snakemake)  # noqa: F821
 p, out = snakemake.params, snakemake.output  # noqa: F821
 shard = Shard(int(snakemake.wildcards.shard), p.start, p.stop)  # noqa: F821
 with open_spec(p.series) as series:

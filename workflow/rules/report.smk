@@ -1,0 +1,74 @@
+# The report's resources page (declared vs measured per job) and contact sheet + run plan.
+# Both run after every job they describe has finished: a job's benchmark file and its
+# attempts record are complete once its outputs exist. They only read small files and draw
+# one figure, so under a scheduler they run where Snakemake runs instead of waiting in a queue.
+
+localrules:
+    resources_report,
+    contact_sheet,
+
+
+rule resources_report:
+    # Runs after the final outputs exist, so every job above has written its benchmark.
+    input:
+        MOVIE,
+        PREVIEW,
+        COPY_FILE,
+        f"{OUT}/cells.sql",
+        LOAD_OUTPUTS,
+        calibration=rules.calibrate_render.output.calibration,
+        # Through the plan (an input function), so that the DAG re-evaluates this job after
+        # the checkpoint like every other job that depends on the plan.
+        segments=lambda wc: [f"{OUT}/segments/{name}.mp4" for name in shard_plan()],
+    output:
+        figure=report(f"{OUT}/report/resources.png", caption="../report/resources.rst",
+                      category="Resources", subcategory="Per job"),
+        page=report(f"{OUT}/report/resources.html", caption="../report/resources.rst",
+                    category="Resources", subcategory="Per job"),
+        table=report(f"{OUT}/report/resources.csv", caption="../report/resources.rst",
+                     category="Resources", subcategory="Per job"),
+    params:
+        jobs=lambda wc: report_jobs(),
+        run=RUN,
+    threads: 1
+    resources:
+        mem_mb=lambda wc, attempt: 400 * attempt,  # incl. ~250 MB of Snakemake's job processes
+        runtime=5,
+    log:
+        f"{LOGS}/resources_report.log",
+    conda:
+        "../../envs/ncreel.yaml"
+    script:
+        "../scripts/resources_report.py"
+
+
+rule contact_sheet:
+    input:
+        frames=lambda wc: [f"{OUT}/frames/{name}" for name in shard_plan()],
+        stats=rules.statistics.output.stats,
+        calibration=rules.calibrate_render.output.calibration,
+    output:
+        sheet=report(f"{OUT}/report/contact_sheet.png", caption="../report/contact_sheet.rst",
+                     category="Frames", subcategory="Contact sheet"),
+        plan=report(f"{OUT}/report/plan.html", caption="../report/plan.rst",
+                    category="Frames", subcategory="Run plan"),
+    params:
+        series=SERIES,
+        vmin=config["vmin"],
+        vmax=config["vmax"],
+        shards=lambda wc: [{"shard": n, "start": s.start, "stop": s.stop, "frames": s.n_frames}
+                           for n, s in shard_plan().items()],
+        shard_logs=lambda wc: shard_attempt_logs(),
+        run=RUN,
+    threads: 1
+    resources:
+        mem_mb=lambda wc, attempt: 500 * attempt,  # incl. ~250 MB of Snakemake's job processes
+        runtime=5,
+    log:
+        f"{LOGS}/contact_sheet.log",
+    benchmark:
+        f"{OUT}/benchmarks/contact_sheet.tsv"
+    conda:
+        "../../envs/ncreel.yaml"
+    script:
+        "../scripts/contact_sheet.py"

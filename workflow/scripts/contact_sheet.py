@@ -1,0 +1,31 @@
+"""Snakemake adapter: contact sheet of the kept PNG frames, and the run-plan page."""
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821
+
+from ncreel.contactsheet import contact_sheet, plan_page, sampled_frames  # noqa: E402
+from ncreel.jobrecord import attempts_path, read_attempts, record_attempt  # noqa: E402
+from ncreel.logs import configure  # noqa: E402
+from ncreel.shardrender import time_labels  # noqa: E402
+from ncreel.source import open_spec  # noqa: E402
+
+configure(snakemake.log[0])  # noqa: F821
+record_attempt(snakemake)  # noqa: F821
+p, inp, out = snakemake.params, snakemake.input, snakemake.output  # noqa: F821
+with open_spec(p.series) as series:
+    labels = time_labels(series)
+contact_sheet(sampled_frames(inp.frames), labels, out.sheet,
+              title=f"run {p.run}: frames kept as PNG (t = time index)")
+shards = []
+for s in p.shards:
+    attempts = read_attempts(attempts_path(p.shard_logs[s["shard"]]))
+    last = attempts[-1] if attempts else {}
+    shards.append({**s, "mem_mb": last.get("mem_mb"), "runtime": last.get("runtime"),
+                   "attempts": len(attempts)})
+plan_page(out.plan, stats=json.loads(Path(inp.stats).read_text()),
+          configured={"vmin": p.vmin, "vmax": p.vmax},
+          calibration=json.loads(Path(inp.calibration).read_text()), shards=shards,
+          title=f"run {p.run}: colour limits, calibration, shard plan")
