@@ -42,10 +42,14 @@ class Pipe:
         self.path = path
         os.mkfifo(path)
         self.thread = None
+        self.opened = threading.Event()  # the load has opened the pipe and is reading it
 
     def feed(self, data: bytes, *, close: bool = True, hold: threading.Event | None = None):
+        self.opened.clear()
+
         def run():
             with open(self.path, "wb") as fh:  # blocks until the load opens the pipe
+                self.opened.set()
                 fh.write(data)
                 fh.flush()
                 if hold is not None:
@@ -206,6 +210,9 @@ def test_kill_midway_then_rerun_leaves_one_copy(pg_server, pg_conn, tmp_path, jo
         while pg_conn.execute(q).fetchone()[0] < 3:
             assert time.monotonic() < end, proc.stderr
             time.sleep(0.05)
+    # Kill it while it reads the pipe: killed earlier, the writer would still wait for a
+    # reader and then feed the rerun's pipe too.
+    assert fifo.opened.wait(30), "the load never opened the pipe"
     proc.send_signal(signal.SIGKILL)
     proc.wait(30)
     proc.stdout.close()
@@ -292,10 +299,17 @@ def test_rule_script_reports_one_error_line(pg_server, tmp_path):
         input=SimpleNamespace(table=str(f), rows=[str(f)]),
         output=SimpleNamespace(summary=str(tmp_path / "load.json")),
         params=SimpleNamespace(conninfo=f"host={pg_server['host']} port=1 user=postgres",
-                               table="t", run="r", columns=COLS, jobs=1))
+                               table="t", run="r", columns=COLS, jobs=1),
+        rule="load_database", wildcards={}, threads=1, resources={"mem_mb": 400, "runtime": 60})
     with pytest.raises(SystemExit) as exit_:
         runpy.run_path(str(ROOT / "workflow/scripts/load_database.py"),
                        init_globals={"snakemake": smk})
     msg = str(exit_.value.code)
     assert msg.startswith("ncreel: error: database (") and "cannot connect" in msg, msg
     assert "\n" not in msg and not (tmp_path / "load.json").exists()
+    # The attempt is recorded as failed (sys.exit bypasses the excepthook); the end record
+    # is written at interpreter exit, so check the start record and the failure flag here.
+    from ncreel import jobrecord
+
+    assert jobrecord._FAILED and jobrecord.read_attempts(
+        jobrecord.attempts_path(tmp_path / "load.log"))[-1]["mem_mb"] == 400

@@ -21,6 +21,10 @@ import socket
 import sys
 import time
 from pathlib import Path
+from typing import NoReturn
+
+#: Set when this job's script has failed (uncaught exception or :func:`exit_failed`).
+_FAILED: list[bool] = []
 
 #: Environment variables holding the scheduler's job id, by scheduler.
 JOB_ID_VARIABLES = (("slurm", "SLURM_JOB_ID"), ("pbs", "PBS_JOBID"))
@@ -106,16 +110,25 @@ def record_attempt(smk) -> None:
              "start": time.time(), "host": socket.gethostname(), "pid": os.getpid(),
              "scheduler": scheduler, "jobid": jobid}
     _append(path, start)
-    failed = []
     hook = sys.excepthook
 
     def excepthook(*exc):
-        failed.append(True)
+        _FAILED.append(True)
         hook(*exc)
 
     sys.excepthook = excepthook
     atexit.register(lambda: _append(path, {"event": "end", "pid": os.getpid(),
-                                           "ok": not failed, "end": time.time()}))
+                                           "ok": not _FAILED, "end": time.time()}))
+
+
+def exit_failed(message: str) -> NoReturn:
+    """End the job with `message` on stderr and exit status 1, its attempt recorded failed.
+
+    ``sys.exit`` bypasses :data:`sys.excepthook`, so a job that stops on purpose says so
+    here; the ``end`` record written at exit then has ``ok: false``.
+    """
+    _FAILED.append(True)
+    sys.exit(message)
 
 
 def _number(value):

@@ -6,7 +6,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821
 
 from ncreel.errors import NcreelError  # noqa: E402
-from ncreel.jobrecord import record_attempt  # noqa: E402
+from ncreel.jobrecord import exit_failed, record_attempt  # noqa: E402
 from ncreel.load import load_copy, write_summary  # noqa: E402
 from ncreel.logs import configure  # noqa: E402
 
@@ -19,5 +19,5 @@ try:
     summary = load_copy(files, conninfo=p.conninfo, table=p.table, run=p.run,
                         columns=p.columns, jobs=p.jobs)
 except NcreelError as err:
-    sys.exit(f"ncreel: error: {err}")
+    exit_failed(f"ncreel: error: {err}")
 write_summary(summary, snakemake.output.summary)  # noqa: F821
