@@ -13,7 +13,7 @@ from matplotlib.colors import Normalize
 from ncreel.calibrate import calibrate_render
 from ncreel.errors import NcreelError
 from ncreel.movie import SegmentEncoder, concat_segments
-from ncreel.render import ColorLookup, FrameRenderer, cell_index_image, frame_difference
+from ncreel.render import ColorLookup, FrameRenderer, frame_difference
 from ncreel.resources import render_mem_mb_calibrated, render_runtime_calibrated
 from ncreel.shardrender import png_sample, render_shard
 from ncreel.shards import Shard, frame_name
@@ -37,20 +37,9 @@ def _fields(n, shape, seed=0):
     return data
 
 
-def _away_from_cell_edges(r):
-    """Map pixels whose 3 x 3 neighbourhood shows one cell only."""
-    idx = cell_index_image(r.ax, r._x, r._y, r.shape, (r.width, r.height), r.dpi)
-    p = np.pad(idx, 1, mode="edge")
-    same = np.ones(idx.shape, bool)
-    for dy in (0, 1, 2):
-        for dx in (0, 1, 2):
-            same &= p[dy:dy + idx.shape[0], dx:dx + idx.shape[1]] == idx
-    return same & (idx >= 0)
-
-
 def _exactness(fast, full, data):
     worst = {"share_differing": 0.0, "max_difference": 0, "share_beyond": 0.0}
-    inner = _away_from_cell_edges(fast)
+    inner = fast.interior()
     for i, field in enumerate(data):
         a = fast.draw(field, f"1860-01-{i + 1:02d}").copy()
         b = full.draw(field, f"1860-01-{i + 1:02d}").copy()

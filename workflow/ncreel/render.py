@@ -225,6 +225,11 @@ class FrameRenderer:
         area[self._box] = self._cells < self._values.size - 1
         return area
 
+    def interior(self) -> np.ndarray:
+        """Map pixels away from cell edges and the map boundary (see :func:`cell_interior`)."""
+        return cell_interior(cell_index_image(self.ax, self._x, self._y, self.shape,
+                                              (self.width, self.height), self.dpi))
+
     def level_step(self) -> int:
         """Largest 8-bit channel step between neighbouring colours of the colormap."""
         rgba = self._lookup.lut32[:self._lookup.n].view(np.uint8).reshape(-1, 4).astype(int)
@@ -233,6 +238,23 @@ class FrameRenderer:
     def close(self) -> None:
         """Release the figure."""
         self.fig.clear()
+
+
+def cell_interior(index: np.ndarray) -> np.ndarray:
+    """Pixels of an index image whose 3 x 3 neighbours all show the same cell.
+
+    Returns
+    -------
+    numpy.ndarray, same shape, bool
+        False on cell edges, on the map's boundary and outside the map.
+    """
+    p = np.pad(index, 1, mode="edge")
+    same = index >= 0
+    h, w = index.shape
+    for dy in (0, 1, 2):
+        for dx in (0, 1, 2):
+            same &= p[dy:dy + h, dx:dx + w] == index
+    return same
 
 
 def frame_difference(a: np.ndarray, b: np.ndarray, *, area: np.ndarray | None = None,
@@ -340,7 +362,7 @@ def cell_index_image(ax, x, y, shape: tuple[int, int], size: tuple[int, int],
     -------
     numpy.ndarray, shape (height, width), int64
         Flat cell index ``j * nx + i`` of each pixel (row 0 at the top), -1 where no cell
-        is drawn.
+        is drawn (pixels partly covered, at a clipped map boundary, included).
     """
     ny, nx = shape
     w, h = size
@@ -359,7 +381,9 @@ def cell_index_image(ax, x, y, shape: tuple[int, int], size: tuple[int, int],
     buf = np.asarray(canvas.buffer_rgba())
     code = ((buf[..., 0].astype(np.int64) << 16) | (buf[..., 1].astype(np.int64) << 8)
             | buf[..., 2])
-    index = np.where(buf[..., 3] == 255, code - 1, -1)
+    # Where the axes' clip path (a projection's curved boundary) covers a pixel partly,
+    # Agg blends onto the transparent figure keeping the colour exact, with alpha < 255.
+    index = np.where(buf[..., 3] > 0, code - 1, -1)
     fig.clear()
     return index
 
