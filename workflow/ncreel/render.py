@@ -98,8 +98,8 @@ class FrameRenderer:
         self._x = np.arange(nx) if x is None else np.asarray(x)
         self._y = np.arange(ny) if y is None else np.asarray(y)
         self.norm = Normalize(vmin=vmin, vmax=vmax)
-        self.mesh = add_mesh(ax, self._x, self._y, np.zeros((ny, nx)),
-                             cmap=matplotlib.colormaps[cmap], norm=self.norm)
+        self.mesh, self._to_mesh = add_mesh(ax, self._x, self._y, np.zeros((ny, nx)),
+                                            cmap=matplotlib.colormaps[cmap], norm=self.norm)
         for feature in features:
             ax.add_feature(feature)
         self.fig.colorbar(self.mesh, ax=ax, shrink=0.9, pad=0.02)
@@ -180,7 +180,7 @@ class FrameRenderer:
             raise ValueError(f"field shape {field.shape} != grid shape {self.shape}")
         self.label.set_text(label)
         if not self.blit:
-            self.mesh.set_array(np.ma.masked_invalid(field))
+            self.mesh.set_array(self._to_mesh(field))
             self.canvas.draw()
             return np.asarray(self.canvas.buffer_rgba())
         values = self._values
@@ -298,25 +298,128 @@ def set_labels(ax, *, title: str, xlabel: str, ylabel: str, projection=None) -> 
 def add_mesh(ax, x, y, data, *, cmap, norm):
     """``pcolormesh`` of `data` on `ax`: the one call both the frames and the index image use.
 
-    On a cartopy ``GeoAxes`` the coordinates are longitudes / latitudes (PlateCarree).
     Not antialiased (``pcolormesh``'s default), so each pixel belongs to exactly one cell.
-    """
-    kw = {"cmap": cmap, "norm": norm, "shading": "auto", "antialiased": False,
-          "rasterized": True}
-    if hasattr(ax, "projection"):
-        import cartopy.crs as ccrs
+    On a cartopy ``GeoAxes`` the coordinates are longitudes / latitudes: the cell corners
+    are computed here (:func:`geo_mesh`) and the quadrilaterals drawn by matplotlib's
+    ``pcolormesh`` with the PlateCarree transform, so no cell needs cartopy's slow
+    per-polygon wrapping (minutes for a 0.25 degree grid in Robinson).
 
-        kw["transform"] = ccrs.PlateCarree()
-    return ax.pcolormesh(x, y, data, **kw)
+    Returns
+    -------
+    mesh : matplotlib.collections.QuadMesh
+    to_mesh : callable
+        Maps a field of shape (ny, nx) to the mesh's array (masked where no cell is drawn).
+    """
+    kw = {"cmap": cmap, "norm": norm, "antialiased": False, "rasterized": True}
+    if not hasattr(ax, "projection"):
+        return ax.pcolormesh(x, y, data, shading="auto", **kw), np.ma.masked_invalid
+    import cartopy.crs as ccrs
+    from matplotlib.axes import Axes
+
+    xc, yc, cols, hidden = geo_mesh(ax.projection, x, y)
+
+    def to_mesh(field):
+        field = np.asarray(field)
+        out = np.ma.masked_invalid(field.take(np.maximum(cols, 0), axis=1))
+        out[hidden] = np.ma.masked
+        return out
+
+    mesh = Axes.pcolormesh(ax, xc, yc, to_mesh(data), shading="flat",
+                           transform=ccrs.PlateCarree(), **kw)
+    return mesh, to_mesh
+
+
+def _edges(c: np.ndarray, axis: int) -> np.ndarray:
+    # Cell edges halfway between centres, the outer ones extrapolated by half a cell (as
+    # pcolormesh's shading="nearest").
+    c = np.moveaxis(np.asarray(c, float), axis, 0)
+    if c.shape[0] == 1:
+        mid = [c[0] - 0.5, c[0] + 0.5]
+        return np.moveaxis(np.stack(mid), 0, axis)
+    mid = (c[1:] + c[:-1]) / 2
+    out = np.concatenate([c[:1] - (mid[:1] - c[:1]), mid, c[-1:] + (c[-1:] - mid[-1:])])
+    return np.moveaxis(out, 0, axis)
+
+
+def geo_mesh(projection, lon, lat):
+    """Cell corners of a longitude/latitude grid laid out for `projection`'s map.
+
+    Parameters
+    ----------
+    projection : cartopy.crs.Projection
+    lon, lat : numpy.ndarray
+        Cell centres in degrees: 1-D (nx,) and (ny,), or 2-D (ny, nx).
+
+    Returns
+    -------
+    lon_corners, lat_corners : numpy.ndarray
+        1-D (m+1,), (ny+1,) or 2-D (ny+1, m+1) corners; latitudes clipped to +-90.
+    cols : numpy.ndarray of int, shape (m,)
+        Grid column each mesh column shows; -1 for a gap. For a 1-D longitude axis the
+        column the map's edge (central longitude + 180) cuts is split into two mesh columns
+        at either edge, and the columns beyond it are moved by -360 degrees.
+    hidden : numpy.ndarray of bool, shape (ny, m)
+        Cells not drawn: a corner outside the projection's domain, or a cell spanning
+        more than half the map's width (it would be drawn across the map).
+    """
+    lon, lat = np.asarray(lon, float), np.asarray(lat, float)
+    if lon.ndim == 1 and lat.ndim == 1:
+        xe, ye = _edges(lon, 0), np.clip(_edges(lat, 0), -90, 90)
+        xe, cols = _split_at_map_edge(xe, projection)
+    else:
+        lon2, lat2 = np.broadcast_arrays(*(np.meshgrid(lon, lat) if lon.ndim == 1
+                                           else (lon, lat)))
+        xe = _edges(_edges(lon2, 1), 0)
+        ye = np.clip(_edges(_edges(lat2, 1), 0), -90, 90)
+        cols = np.arange(lon2.shape[1])
+    gx, gy = np.broadcast_arrays(xe[None, :] if xe.ndim == 1 else xe,
+                                 ye[:, None] if ye.ndim == 1 else ye)
+    import cartopy.crs as ccrs
+
+    pts = projection.transform_points(ccrs.PlateCarree(), gx, gy)
+    px, py = pts[..., 0], pts[..., 1]
+    bad = ~(np.isfinite(px) & np.isfinite(py))
+    corner_bad = bad[1:, 1:] | bad[:-1, :-1] | bad[1:, :-1] | bad[:-1, 1:]
+    width = abs(projection.x_limits[1] - projection.x_limits[0])
+    with np.errstate(invalid="ignore"):
+        span = np.maximum.reduce([px[1:, 1:], px[:-1, :-1], px[1:, :-1], px[:-1, 1:]]) \
+            - np.minimum.reduce([px[1:, 1:], px[:-1, :-1], px[1:, :-1], px[:-1, 1:]])
+        hidden = corner_bad | (span > width / 2) | (cols < 0)[None, :]
+    return xe, ye, cols, hidden
+
+
+def _split_at_map_edge(edges: np.ndarray, projection) -> tuple[np.ndarray, np.ndarray]:
+    nx = edges.size - 1
+    cols = np.arange(nx)
+    if edges[0] > edges[-1]:  # decreasing longitudes: lay out increasing, same cells
+        e, c = _split_at_map_edge(edges[::-1], projection)
+        return e, np.where(c >= 0, nx - 1 - c, -1)
+    central = float(projection.proj4_params.get("lon_0", 0.0))
+    edge = central + 180.0
+    e = edges - np.floor((edges[0] - (edge - 360.0)) / 360.0) * 360.0
+    if e[-1] <= edge or e[-1] - 360.0 > e[0] + 1e-9:
+        return e, cols  # nothing beyond the map's edge, or more than 360 degrees
+    m = int(np.searchsorted(e, edge, side="left"))  # first edge at or beyond the map's edge
+    if np.isclose(e[m], edge):
+        left_e, left_c = e[m:] - 360.0, cols[m:]
+        right_e, right_c = e[:m + 1], cols[:m]
+        right_e[-1] = edge
+    else:
+        left_e = np.concatenate([[edge - 360.0], e[m:] - 360.0])
+        left_c = cols[m - 1:]
+        right_e = np.concatenate([e[:m], [edge]])
+        right_c = cols[:m]
+    if left_e[-1] < right_e[0] - 1e-9:
+        return (np.concatenate([left_e, right_e]),
+                np.concatenate([left_c, [-1], right_c]))
+    return np.concatenate([left_e[:-1], right_e]), np.concatenate([left_c, right_c])
 
 
 def _set_mesh_constant(mesh, colour: str) -> None:
-    # One colour for every cell, including cells cartopy moved into its wrapped collection.
-    cmap = ListedColormap([colour])
-    for coll in (mesh, getattr(mesh, "_wrapped_collection_fix", None)):
-        if coll is not None:
-            coll.set_cmap(cmap)
-    mesh.set_array(np.zeros(mesh.get_array().shape))
+    # One colour for every cell drawn (hidden cells stay masked).
+    mesh.set_cmap(ListedColormap([colour]))
+    a = mesh.get_array()
+    mesh.set_array(np.ma.array(np.zeros(a.shape), mask=np.ma.getmaskarray(a)))
 
 
 class _IndexColormap(Colormap):
@@ -375,6 +478,7 @@ def cell_index_image(ax, x, y, shape: tuple[int, int], size: tuple[int, int],
     ax2.set_aspect("auto")
     cells = np.arange(ny * nx, dtype=np.int64).reshape(ny, nx)
     add_mesh(ax2, x, y, cells, cmap=_IndexColormap(ny * nx), norm=NoNorm())
+    del cells
     ax2.set_xlim(ax.get_xlim())
     ax2.set_ylim(ax.get_ylim())
     canvas.draw()
