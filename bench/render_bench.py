@@ -359,16 +359,21 @@ def _big_nc(n, path):
     return path
 
 
+def _big_spec(nc):
+    # Shard spec of the 0.25 degree file (preset ultrafast: these cases measure the worker).
+    return {"series": {"paths": [str(nc)], "variable": "tas", "time_dim": "time",
+                       "select": {}},
+            "render": {"width": W, "height": H, "dpi": DPI, "cmap": "viridis",
+                       "map": {"projection": "PlateCarree"}},
+            "encode": {**ENC, "preset": "ultrafast"}, "vmin": 255.0, "vmax": 300.0}
+
+
 def case_big_shard(nc, n, tmp):
     """One single-worker shard of the 0.25 degree file: the worker's peak memory."""
     from ncreel.shardrender import render_shard
     from ncreel.shards import Shard
 
-    spec = {"series": {"paths": [str(nc)], "variable": "tas", "time_dim": "time",
-                       "select": {}},
-            "render": {"width": W, "height": H, "dpi": DPI, "cmap": "viridis",
-                       "map": {"projection": "PlateCarree"}},
-            "encode": {**ENC, "preset": "ultrafast"}, "vmin": 255.0, "vmax": 300.0}
+    spec = _big_spec(nc)
     t = time.perf_counter()
     info = render_shard(spec, Shard(0, 0, n), segment=Path(tmp) / "seg.mp4", workers=1)
     return {"seconds": time.perf_counter() - t, "frames": n, "info": info}
@@ -379,11 +384,7 @@ def case_big_calibrate(nc, n, tmp):
     from ncreel.calibrate import calibrate_render
     from ncreel.resources import render_mem_mb_calibrated
 
-    spec = {"series": {"paths": [str(nc)], "variable": "tas", "time_dim": "time",
-                       "select": {}},
-            "render": {"width": W, "height": H, "dpi": DPI, "cmap": "viridis",
-                       "map": {"projection": "PlateCarree"}},
-            "encode": {**ENC, "preset": "ultrafast"}, "vmin": 255.0, "vmax": 300.0}
+    spec = _big_spec(nc)
     t = time.perf_counter()
     cal = calibrate_render(spec, n_time=n, probe_frames=n, frames_per_shard=n)
     return {"seconds": time.perf_counter() - t, "frames": n, "calibration": cal,
