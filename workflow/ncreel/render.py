@@ -18,6 +18,7 @@ PNG (:meth:`FrameRenderer.save_png`) for frames a person should be able to open.
 
 from __future__ import annotations
 
+import gc
 import os
 
 import matplotlib
@@ -121,6 +122,19 @@ class FrameRenderer:
         # Everything but the field and the label, drawn once.
         h, w = self.height, self.width
         index = cell_index_image(self.ax, self._x, self._y, self.shape, (w, h), self.dpi)
+        gc.collect()  # the index figure's canvas and mesh sit in reference cycles
+        rows = np.flatnonzero((index >= 0).any(axis=1))
+        cols = np.flatnonzero((index >= 0).any(axis=0))
+        if rows.size == 0:
+            raise ValueError("no grid cell is visible in the map area")
+        self._box = (slice(rows[0], rows[-1] + 1), slice(cols[0], cols[-1] + 1))
+        ncells = self.shape[0] * self.shape[1]
+        # Pixels without a cell show the trailing "cell" ncells: transparent, like NaN.
+        box_index = index[self._box]
+        self._cells = np.where(box_index >= 0, box_index, ncells).astype(np.intp)
+        del index
+        self._values = np.full(ncells, np.nan, dtype=np.float64)
+        self._colours = np.zeros(ncells + 1, dtype=np.uint32)  # last: transparent
         self.label.set_visible(False)
         self.mesh.set_visible(False)
         self.canvas.draw()
@@ -133,26 +147,15 @@ class FrameRenderer:
         for colour in ("black", "white"):
             _set_mesh_constant(self.mesh, colour)
             self.canvas.draw()
-            f.append(np.asarray(self.canvas.buffer_rgba())[..., :3].astype(np.int32))
+            f.append(np.array(np.asarray(self.canvas.buffer_rgba())[self._box][..., :3]))
         self.mesh.remove()  # never drawn again; the colour bar keeps its norm and cmap
         self.label.set_visible(True)
-        inside = index >= 0
-        rows, cols = np.nonzero(inside)
-        if rows.size == 0:
-            raise ValueError("no grid cell is visible in the map area")
-        y0, y1, x0, x1 = rows.min(), rows.max() + 1, cols.min(), cols.max() + 1
-        self._box = (slice(y0, y1), slice(x0, x1))
-        box_index = index[self._box]
-        ncells = self.shape[0] * self.shape[1]
-        # Pixels without a cell read a trailing NaN: "bad", transparent like masked cells.
-        self._cells = np.where(box_index >= 0, box_index, ncells).astype(np.intp)
-        self._values = np.full(ncells + 1, np.nan, dtype=np.float64)
-        f0, f1 = f[0][self._box], f[1][self._box]
+        f0, f1 = f
         over = ((f0 != 0) | (f1 != 255)).any(-1) & (box_index >= 0)
         self._over = np.flatnonzero(over)
-        self._over_f0 = f0.reshape(-1, 3)[self._over]
-        self._over_df = f1.reshape(-1, 3)[self._over] - self._over_f0
-        del f, f0, f1, index
+        self._over_f0 = f0.reshape(-1, 3)[self._over].astype(np.int32)
+        self._over_df = f1.reshape(-1, 3)[self._over].astype(np.int32) - self._over_f0
+        del f, f0, f1, box_index, over
 
     def draw(self, field: np.ndarray, label: str) -> np.ndarray:
         """Draw `field` with time label `label`; return the frame's pixels.
@@ -183,12 +186,15 @@ class FrameRenderer:
             self.mesh.set_array(self._to_mesh(field))
             self.canvas.draw()
             return np.asarray(self.canvas.buffer_rgba())
-        values = self._values
-        if values.dtype != field.dtype and field.dtype.kind == "f":
+        values = field.ravel()
+        if values.dtype.kind != "f":
             # Same dtype as the field, so the norm's arithmetic is pcolormesh's.
-            values = self._values = np.full(values.size, np.nan, dtype=field.dtype)
-        values[:-1] = field.ravel()
-        rgba, opaque = self._lookup.rgba32(values.take(self._cells))
+            values = self._values
+            values[:] = field.ravel()
+        # Colour each cell (cost grows with the grid), then each pixel (with the frame).
+        self._colours[:-1] = self._lookup.rgba32(values)[0]
+        rgba = self._colours.take(self._cells)
+        opaque = rgba >= np.uint32(0xFF000000)  # alpha is the high byte of little-endian RGBA
         buf = np.asarray(self.canvas.buffer_rgba())
         buf[...] = self._background
         box = buf[self._box].view(np.uint32)[..., 0]
@@ -222,7 +228,7 @@ class FrameRenderer:
     def map_area(self) -> np.ndarray:
         """Pixels that show a grid cell, shape (height, width) bool (blit mode only)."""
         area = np.zeros((self.height, self.width), dtype=bool)
-        area[self._box] = self._cells < self._values.size - 1
+        area[self._box] = self._cells < self._values.size
         return area
 
     def interior(self) -> np.ndarray:
@@ -463,7 +469,7 @@ def cell_index_image(ax, x, y, shape: tuple[int, int], size: tuple[int, int],
 
     Returns
     -------
-    numpy.ndarray, shape (height, width), int64
+    numpy.ndarray, shape (height, width), int32
         Flat cell index ``j * nx + i`` of each pixel (row 0 at the top), -1 where no cell
         is drawn (pixels partly covered, at a clipped map boundary, included).
     """
@@ -483,11 +489,12 @@ def cell_index_image(ax, x, y, shape: tuple[int, int], size: tuple[int, int],
     ax2.set_ylim(ax.get_ylim())
     canvas.draw()
     buf = np.asarray(canvas.buffer_rgba())
-    code = ((buf[..., 0].astype(np.int64) << 16) | (buf[..., 1].astype(np.int64) << 8)
-            | buf[..., 2])
+    # R, G, B, A bytes as one little-endian uint32: A << 24 | B << 16 | G << 8 | R.
+    word = buf.view("<u4")[..., 0]
+    code = ((word & 0xFF) << 16) | (word & 0xFF00) | ((word >> 16) & 0xFF)
     # Where the axes' clip path (a projection's curved boundary) covers a pixel partly,
     # Agg blends onto the transparent figure keeping the colour exact, with alpha < 255.
-    index = np.where(buf[..., 3] > 0, code - 1, -1)
+    index = np.where(word >> 24 > 0, code.astype(np.int32) - 1, np.int32(-1))
     fig.clear()
     return index
 
