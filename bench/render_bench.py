@@ -5,7 +5,12 @@ and identical encoder settings (libx264, crf 18, preset medium, yuv420p, even pa
 every end-to-end case. Each case runs in its own child process so that its peak resident
 memory (``getrusage``: the child itself, and separately its ffmpeg) is its own.
 
-    python bench/render_bench.py [--frames 240] [--long-frames 2000]
+    python bench/render_bench.py [--frames 240] [--long-frames 2000] [--big-frames 40]
+    python bench/render_bench.py --smoke     # tiny sizes, seconds: checks that it runs
+
+The map cases draw a synthetic 0.25 degree global field (721 x 1440, PlateCarree and
+Robinson, with coastlines) and a curvilinear 1000 x 1400 grid (2-D latitude/longitude)
+at the same frame size; xmovie draws the 0.25 degree field too (few frames: it is slow).
 
 Prints a table, then one ``key=value`` line per figure for scripts.
 """
@@ -27,6 +32,15 @@ sys.path.insert(0, str(ROOT / "workflow"))
 
 W, H, DPI = 1920, 1080, 200
 ENC = {"fps": 12, "crf": 18, "preset": "medium"}
+#: Grid of the map cases: 0.25 degree global, and a curvilinear ocean-model-like grid.
+BIG = (721, 1440)
+CURVI = (1000, 1400)
+
+
+def _smoke():
+    # --smoke: the same code paths at sizes that take seconds (the CI test runs it).
+    global W, H, DPI, BIG, CURVI
+    W, H, DPI, BIG, CURVI = 320, 180, 40, (73, 144), (50, 70)
 
 
 def _usage():
@@ -73,10 +87,11 @@ def case_ncreel_render(nc, n, tmp):
         data = s.read(0, n)
         r = make_renderer(s, _spec(nc)["render"], vmin=260.0, vmax=300.0)
         r.draw(data[0], "warm-up")
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         for i in range(n):
             r.draw(data[i], f"step {i}")
-        return {"seconds": time.perf_counter() - t, "frames": n}
+        return {"seconds": time.perf_counter() - t, "frames": n,
+                "cpu_seconds": time.process_time() - c}
 
 
 def case_ncreel_png(nc, n, tmp):
@@ -141,9 +156,10 @@ def _xmovie(nc, n):
 def case_xmovie_frames(nc, n, tmp):
     """Run xmovie 0.3.1 save_frames_serial: a new figure per frame, PNG each."""
     mov = _xmovie(nc, n)
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     mov.save_frames_serial(tmp)
-    return {"seconds": time.perf_counter() - t, "frames": n}
+    return {"seconds": time.perf_counter() - t, "frames": n,
+            "cpu_seconds": time.process_time() - c}
 
 
 def case_xmovie_e2e(nc, n, tmp):
@@ -195,10 +211,195 @@ def case_ffmpegwriter_e2e(nc, n, tmp):
     return {"seconds": time.perf_counter() - t, "frames": n}
 
 
+def _big_coords():
+    import numpy as np
+
+    ny, nx = BIG
+    return np.linspace(-90, 90, ny), np.linspace(-180, 180, nx, endpoint=False)
+
+
+def _big_fields(n, shape=None, *, lat=None, lon=None):
+    """`n` frames of a smooth synthetic field (K-like values 250-300) with weather-like noise."""
+    import numpy as np
+
+    if lat is None:
+        lat, lon = _big_coords()
+        lon, lat = np.meshgrid(lon, lat)
+    rng = np.random.default_rng(0)
+    base = 275 + 25 * np.cos(np.deg2rad(lat))
+    out = np.empty((n, *lat.shape), np.float32)
+    for t in range(n):
+        out[t] = base + 8 * np.sin(np.deg2rad(3 * lon + 15 * t)) * np.cos(np.deg2rad(2 * lat)) \
+            + rng.normal(scale=1.0, size=lat.shape)
+    return out
+
+
+def _curvi_coords():
+    import numpy as np
+
+    ny, nx = CURVI
+    j, i = np.mgrid[0:ny, 0:nx]
+    # A rotated, bent North-Atlantic grid, ~1/25 degree, longitude decreasing along rows'
+    # tilt: 2-D coordinates as a curvilinear ocean model writes them.
+    lon = -80 + 60 * i / nx + 8 * (j / ny) ** 2
+    lat = 5 + 55 * j / ny - 6 * np.sin(np.pi * i / nx)
+    return lat, lon
+
+
+def _map_renderer(kind, *, blit=True):
+    import numpy as np
+    from ncreel.render import FrameRenderer
+    from ncreel.shardrender import map_settings
+
+    if kind == "curvilinear":
+        lat, lon = _curvi_coords()
+        x, y, shape = lon, lat, CURVI
+        data = _big_fields(4, lat=lat, lon=lon)
+    else:
+        y, x = _big_coords()
+        shape = BIG
+        lon2, lat2 = np.meshgrid(x, y)
+        data = _big_fields(4, lat=lat2, lon=lon2)
+    proj = {"robinson": "Robinson"}.get(kind, "PlateCarree")
+    projection, features = map_settings({"projection": proj}, lon=x, lat=y)
+    r = FrameRenderer(shape=shape, width=W, height=H, dpi=DPI, cmap="viridis", vmin=255.0,
+                      vmax=300.0, x=x, y=y, title="synthetic tas [K]", blit=blit,
+                      projection=projection, features=features)
+    return r, data
+
+
+def _map_fps(kind, n):
+    t0 = time.perf_counter()
+    r, data = _map_renderer(kind)
+    startup = time.perf_counter() - t0
+    r.draw(data[0], "warm-up")
+    t, c = time.perf_counter(), time.process_time()
+    for i in range(n):
+        r.draw(data[i % len(data)], f"step {i}")
+    return {"seconds": time.perf_counter() - t, "cpu_seconds": time.process_time() - c,
+            "frames": n, "startup_s": startup}
+
+
+def case_map_0p25deg(nc, n, tmp):
+    """Index-image frames of the 0.25 degree global field, PlateCarree + coastlines."""
+    return _map_fps("platecarree", n)
+
+
+def case_map_0p25deg_robinson(nc, n, tmp):
+    """Index-image frames of the 0.25 degree global field, Robinson + coastlines."""
+    return _map_fps("robinson", n)
+
+
+def case_map_curvilinear(nc, n, tmp):
+    """Index-image frames of the curvilinear grid (2-D lat/lon), PlateCarree + coastlines."""
+    return _map_fps("curvilinear", n)
+
+
+def case_map_exactness(nc, n, tmp):
+    """Index path vs a full pcolormesh redraw: share of map pixels differing, and by how much."""
+    from ncreel.render import frame_difference
+
+    out = {"frames": 1, "seconds": 0.0}
+    for kind in ("platecarree", "robinson", "curvilinear"):
+        fast, data = _map_renderer(kind)
+        full, _ = _map_renderer(kind, blit=False)
+        a = fast.draw(data[1], "x").copy()
+        b = full.draw(data[1], "x").copy()
+        d = frame_difference(a, b, area=fast.map_area(), tolerance=fast.level_step())
+        inner = frame_difference(a, b, area=fast.interior(), tolerance=fast.level_step())
+        out[kind] = {**d, "share_beyond_interior": inner["share_beyond"]}
+    return out
+
+
+def case_demo_exactness(nc, n, tmp):
+    """Index path vs a full pcolormesh redraw on the demo grid (HadCM3 sample, PlateCarree)."""
+    from ncreel.render import frame_difference
+    from ncreel.shardrender import make_renderer
+    from ncreel.source import open_series
+
+    with open_series(str(nc), "air_temperature") as s:
+        data = s.read(0, 2)
+        fast = make_renderer(s, _spec(nc)["render"], vmin=260.0, vmax=300.0)
+        full = make_renderer(s, _spec(nc)["render"], vmin=260.0, vmax=300.0, blit=False)
+    a, b = fast.draw(data[1], "x").copy(), full.draw(data[1], "x").copy()
+    d = frame_difference(a, b, area=fast.map_area(), tolerance=fast.level_step())
+    inner = frame_difference(a, b, area=fast.interior(), tolerance=fast.level_step())
+    return {"frames": 1, "seconds": 0.0, "demo": {**d,
+                                                  "share_beyond_interior": inner["share_beyond"]}}
+
+
+def case_xmovie_0p25deg(nc, n, tmp):
+    """Run xmovie 0.3.1 save_frames_serial on the 0.25 degree field (same frame size)."""
+    import warnings
+
+    import xarray as xr
+
+    warnings.filterwarnings("ignore")
+    from xmovie import Movie
+
+    lat, lon = _big_coords()
+    da = xr.DataArray(_big_fields(n), dims=("time", "lat", "lon"),
+                      coords={"lat": lat, "lon": lon}, name="tas")
+    mov = Movie(da, pixelwidth=W, pixelheight=H, dpi=DPI, vmin=255, vmax=300)
+    t, c = time.perf_counter(), time.process_time()
+    mov.save_frames_serial(tmp)
+    return {"seconds": time.perf_counter() - t, "frames": n,
+            "cpu_seconds": time.process_time() - c}
+
+
+def _big_nc(n, path):
+    """`n` steps of the synthetic 0.25 degree field as a CF NetCDF file."""
+    import numpy as np
+    import xarray as xr
+
+    lat, lon = _big_coords()
+    xr.Dataset({"tas": (("time", "lat", "lon"), _big_fields(n),
+                        {"units": "K", "long_name": "synthetic air temperature"})},
+               coords={"time": ("time", np.arange(n, dtype=float),
+                                {"units": "hours since 2000-01-01", "calendar": "standard"}),
+                       "lat": ("lat", lat, {"units": "degrees_north"}),
+                       "lon": ("lon", lon, {"units": "degrees_east"})}).to_netcdf(path)
+    return path
+
+
+def _big_spec(nc):
+    # Shard spec of the 0.25 degree file (preset ultrafast: these cases measure the worker).
+    return {"series": {"paths": [str(nc)], "variable": "tas", "time_dim": "time",
+                       "select": {}},
+            "render": {"width": W, "height": H, "dpi": DPI, "cmap": "viridis",
+                       "map": {"projection": "PlateCarree"}},
+            "encode": {**ENC, "preset": "ultrafast"}, "vmin": 255.0, "vmax": 300.0}
+
+
+def case_big_shard(nc, n, tmp):
+    """One single-worker shard of the 0.25 degree file: the worker's peak memory."""
+    from ncreel.shardrender import render_shard
+    from ncreel.shards import Shard
+
+    spec = _big_spec(nc)
+    t = time.perf_counter()
+    info = render_shard(spec, Shard(0, 0, n), segment=Path(tmp) / "seg.mp4", workers=1)
+    return {"seconds": time.perf_counter() - t, "frames": n, "info": info}
+
+
+def case_big_calibrate(nc, n, tmp):
+    """calibrate_render on the 0.25 degree file: the mem_mb a render_shard job declares."""
+    from ncreel.calibrate import calibrate_render
+    from ncreel.resources import render_mem_mb_calibrated
+
+    spec = _big_spec(nc)
+    t = time.perf_counter()
+    cal = calibrate_render(spec, n_time=n, probe_frames=n, frames_per_shard=n)
+    return {"seconds": time.perf_counter() - t, "frames": n, "calibration": cal,
+            "mem_mb": render_mem_mb_calibrated(cal, ny=BIG[0], nx=BIG[1], n_frames=n)}
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 
-def _child(case, nc, n):
+def _child(case, nc, n, smoke=False):
+    if smoke:
+        _smoke()
     with tempfile.TemporaryDirectory(prefix="ncreel-bench-") as tmp:
         result = CASES[case](nc, n, tmp)
         if "movie" in result:
@@ -212,11 +413,12 @@ def _child(case, nc, n):
     print("RESULT " + json.dumps(result))
 
 
-def run(case, nc, n):
+def run(case, nc, n, smoke=False):
     """Run one case in a fresh interpreter; return its result dict (with wall time)."""
     t = time.perf_counter()
     proc = subprocess.run([sys.executable, __file__, "--child", case, "--nc", str(nc),
-                           "--frames", str(n)], capture_output=True, text=True)
+                           "--frames", str(n)] + (["--smoke"] if smoke else []),
+                          capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"bench case {case} failed:\n{proc.stderr[-3000:]}")
     line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))
@@ -231,22 +433,46 @@ def main(argv=None):
     ap.add_argument("--frames", type=int, default=240,
                     help="frames per speed case (240: the whole sample)")
     ap.add_argument("--long-frames", type=int, default=2000, help="frames of the long shard")
+    ap.add_argument("--map-frames", type=int, default=100,
+                    help="frames per map case (0.25 degree, Robinson, curvilinear)")
+    ap.add_argument("--big-frames", type=int, default=40,
+                    help="steps of the 0.25 degree file for the worker-memory shards")
+    ap.add_argument("--xmovie-big-frames", type=int, default=3,
+                    help="frames xmovie draws of the 0.25 degree field")
+    ap.add_argument("--smoke", action="store_true",
+                    help="tiny sizes and frame counts: checks in seconds that every case runs")
     ap.add_argument("--child", choices=sorted(CASES), help=argparse.SUPPRESS)
     ap.add_argument("--nc", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        _child(args.child, args.nc, args.frames)
+        _child(args.child, args.nc, args.frames, smoke=args.smoke)
         return
-    n = args.frames
+    if args.smoke:
+        _smoke()
+        args.frames, args.long_frames, args.map_frames = 4, 8, 4
+        args.big_frames, args.xmovie_big_frames = 6, 1
+    n, sm = args.frames, args.smoke
     with tempfile.TemporaryDirectory(prefix="ncreel-bench-data-") as d:
         nc = _sample(max(n, 20), Path(d) / "sample.nc")
         long_nc = _sample(args.long_frames, Path(d) / "long.nc")
         print(f"# {n} frames of the HadCM3 sample (37x49) at {W}x{H} dpi {DPI}; "
               f"libx264 preset {ENC['preset']} crf {ENC['crf']} yuv420p; {os.cpu_count()} cores")
-        r = {c: run(c, nc, n) for c in ("ncreel_render", "ncreel_png", "xmovie_frames",
-                                        "ffmpegwriter_e2e", "xmovie_e2e", "ncreel_e2e")}
-        r["shard_20"] = run("ncreel_shard", long_nc, 20)
-        r["shard_long"] = run("ncreel_shard", long_nc, args.long_frames)
+        r = {c: run(c, nc, n, sm) for c in ("ncreel_render", "ncreel_png", "xmovie_frames",
+                                            "ffmpegwriter_e2e", "xmovie_e2e", "ncreel_e2e")}
+        r["shard_20"] = run("ncreel_shard", long_nc, min(20, args.long_frames), sm)
+        r["shard_long"] = run("ncreel_shard", long_nc, args.long_frames, sm)
+        print(f"# map cases: {BIG[0]}x{BIG[1]} global and {CURVI[0]}x{CURVI[1]} curvilinear "
+              f"grids, synthetic fields, {args.map_frames} frames each")
+        m = {c: run(c, nc, args.map_frames, sm)
+             for c in ("map_0p25deg", "map_0p25deg_robinson", "map_curvilinear")}
+        m["xmovie_0p25deg"] = run("xmovie_0p25deg", nc, args.xmovie_big_frames, sm)
+        exact = run("map_exactness", nc, 1, sm)
+        exact.update(run("demo_exactness", nc, 1, sm))
+        big_nc = _big_nc(args.big_frames, Path(d) / "big.nc")
+        short = max(2, args.big_frames // 4)
+        m["big_shard_short"] = run("big_shard", big_nc, short, sm)
+        m["big_shard_long"] = run("big_shard", big_nc, args.big_frames, sm)
+        cal = run("big_calibrate", big_nc, min(args.big_frames, 16), sm)
     fps = {k: v["frames"] / v["seconds"] for k, v in r.items()}
     print(f"{'case':<22}{'frames/s':>10}{'seconds':>9}{'peak RSS MiB':>14}"
           f"{'ffmpeg RSS MiB':>16}")
@@ -292,8 +518,56 @@ def main(argv=None):
         f"encoder_rss_mb_{args.long_frames}": r["shard_long"]["info"]["encoder_maxrss_mb"],
         "worker_cpu_s": worker_cpu,
     }
+    mfps = {k: v["frames"] / v["seconds"] for k, v in m.items()}
+    for k in ("map_0p25deg", "map_0p25deg_robinson", "map_curvilinear", "xmovie_0p25deg"):
+        v = m[k]
+        print(f"# {k}: {mfps[k]:.2f} frames/s, {v['rss_mb']:.0f} MiB peak"
+              + (f", start-up {v['startup_s']:.1f} s" if "startup_s" in v else ""))
+    keys.update({
+        "render_fps_0p25deg": mfps["map_0p25deg"],
+        "render_fps_0p25deg_robinson": mfps["map_0p25deg_robinson"],
+        "render_fps_curvilinear": mfps["map_curvilinear"],
+        # CPU seconds: what a worker needs on a core of its own (the machine may be shared).
+        "render_cpu_fps_0p25deg": m["map_0p25deg"]["frames"] / m["map_0p25deg"]["cpu_seconds"],
+        "render_cpu_fps_0p25deg_robinson": (m["map_0p25deg_robinson"]["frames"]
+                                            / m["map_0p25deg_robinson"]["cpu_seconds"]),
+        "render_cpu_fps_curvilinear": (m["map_curvilinear"]["frames"]
+                                       / m["map_curvilinear"]["cpu_seconds"]),
+        "render_fps_xmovie_0p25deg": mfps["xmovie_0p25deg"],
+        "render_speedup_vs_xmovie_0p25deg": mfps["map_0p25deg"] / mfps["xmovie_0p25deg"],
+        # The same in CPU seconds per frame: robust to other jobs sharing the cores.
+        "render_cpu_speedup_vs_xmovie_0p25deg": (
+            (m["xmovie_0p25deg"]["cpu_seconds"] / m["xmovie_0p25deg"]["frames"])
+            / (m["map_0p25deg"]["cpu_seconds"] / m["map_0p25deg"]["frames"])),
+        "render_cpu_speedup_vs_xmovie": (
+            (r["xmovie_frames"]["cpu_seconds"] / r["xmovie_frames"]["frames"])
+            / (r["ncreel_render"]["cpu_seconds"] / r["ncreel_render"]["frames"])),
+        "render_startup_s_0p25deg": m["map_0p25deg"]["startup_s"],
+        "render_startup_s_0p25deg_robinson": m["map_0p25deg_robinson"]["startup_s"],
+        "render_startup_s_curvilinear": m["map_curvilinear"]["startup_s"],
+        "render_rss_mb_0p25deg": m["map_0p25deg"]["rss_mb"],
+        "render_rss_mb_curvilinear": m["map_curvilinear"]["rss_mb"],
+        f"render_rss_mb_0p25deg_{m['big_shard_short']['frames']}":
+            m["big_shard_short"]["info"]["maxrss_mb"],
+        f"render_rss_mb_0p25deg_{m['big_shard_long']['frames']}":
+            m["big_shard_long"]["info"]["maxrss_mb"],
+    })
+    # A render_shard job of the big grid (ultrafast preset, as the shards here) declares
+    # mem_mb from calibrate_render; it must cover the shard's measured worker + ffmpeg peak.
+    peak = max(v["info"]["maxrss_mb"] + v["info"]["encoder_maxrss_mb"]
+               for v in (m["big_shard_short"], m["big_shard_long"]))
+    keys["calibrated_mem_mb_0p25deg"] = cal["mem_mb"]
+    keys["measured_peak_mb_0p25deg"] = peak
+    keys["calibrated_mem_covers_peak_0p25deg"] = int(cal["mem_mb"] >= peak)
+    for grid in ("demo", "platecarree", "robinson", "curvilinear"):
+        e = exact[grid]
+        name = {"platecarree": "0p25deg", "robinson": "0p25deg_robinson"}.get(grid, grid)
+        keys[f"exact_share_differing_{name}"] = e["share_differing"]
+        keys[f"exact_max_difference_{name}"] = e["max_difference"]
+        keys[f"exact_share_beyond_level_{name}"] = e["share_beyond"]
+        keys[f"exact_share_beyond_level_interior_{name}"] = e["share_beyond_interior"]
     for k, v in keys.items():
-        print(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}")
+        print(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}")
 
 
 if __name__ == "__main__":

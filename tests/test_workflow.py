@@ -189,6 +189,7 @@ def _error_line(proc) -> str:
     (["colour=red"], "unknown config key 'colour'"),
     (["frames_per_shard=0"], "frames_per_shard"),
     (["time_dim=month"], "'month' is not a dimension of 'air_temperature'"),
+    (["map={projection: Robinsn}"], "map.projection 'Robinsn' is not a cartopy.crs projection"),
 ])
 def test_bad_input_one_line_errors(config, expected, tmp_path, sample_nc):
     work = make_workdir(tmp_path)

@@ -246,15 +246,59 @@ def time_labels(series) -> list[str]:
 
 
 def make_renderer(series, render: Mapping, *, vmin: float, vmax: float, blit: bool = True):
-    """Build the :class:`~ncreel.render.FrameRenderer` for `series` (axes, labels, title)."""
+    """Build the :class:`~ncreel.render.FrameRenderer` for `series` (axes, labels, title, map).
+
+    ``render["map"]`` (optional: ``coastlines`` true/false/None, ``borders``,
+    ``projection``, ``projection_params``) applies to grids with latitude/longitude, see
+    :func:`map_settings`.
+    """
     from ncreel.render import FrameRenderer
 
     x, y, xlabel, ylabel = plot_axes(series)
+    geo = xlabel.startswith("longitude")
+    projection, features = map_settings(render.get("map") or {}, lon=x if geo else None,
+                                        lat=y if geo else None)
     title = f"{series.long_name} [{series.units}]" if series.units else series.long_name
     return FrameRenderer(shape=(series.ny, series.nx), width=render["width"],
                          height=render["height"], dpi=render["dpi"], cmap=render["cmap"],
                          vmin=vmin, vmax=vmax, x=x, y=y, title=title, xlabel=xlabel,
-                         ylabel=ylabel, blit=blit)
+                         ylabel=ylabel, blit=blit, projection=projection, features=features)
+
+
+def map_settings(settings: Mapping, *, lon=None, lat=None):
+    """Projection and features (coastlines, borders) of the frame from the ``map`` config.
+
+    Parameters
+    ----------
+    settings : mapping
+        ``coastlines`` (None: on when the grid has latitude/longitude), ``borders``,
+        ``projection`` (a cartopy CRS class name, default PlateCarree) and
+        ``projection_params``.
+    lon, lat : numpy.ndarray, optional
+        Cell-centre longitudes / latitudes (degrees); None for grids in plain indices, which
+        get plain axes and no features.
+
+    Returns
+    -------
+    projection : cartopy.crs.Projection or None
+    features : list of cartopy.feature.Feature
+
+    Raises
+    ------
+    ValueError
+        If the projection name or its parameters are not valid.
+    """
+    if lon is None or lat is None:
+        return None, []
+    from ncreel.maps import map_features, map_projection, map_scale
+
+    projection = map_projection(settings.get("projection") or "PlateCarree",
+                                settings.get("projection_params"))
+    coastlines = settings.get("coastlines")
+    coastlines = True if coastlines is None else bool(coastlines)
+    return projection, map_features(coastlines=coastlines,
+                                    borders=bool(settings.get("borders", False)),
+                                    scale=map_scale(lon, lat))
 
 
 def plot_axes(series):

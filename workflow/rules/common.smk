@@ -118,7 +118,13 @@ if workflow.is_main_process:
         for _id in cancel_orphan_slurm_jobs("."):
             print(f"ncreel: cancelled Slurm job {_id} of the killed run", file=sys.stderr)
 
-RENDER = {k: config[k] for k in ("width", "height", "dpi", "cmap")}
+RENDER = {k: config[k] for k in ("width", "height", "dpi", "cmap", "map")}
+try:  # a wrong projection name or parameter stops the run before any job
+    from ncreel.maps import map_projection  # noqa: E402
+
+    map_projection(config["map"]["projection"], config["map"]["projection_params"])
+except ValueError as err:
+    fail(f"config: {err}")
 ENCODE = {k: config[k] for k in ("fps", "crf", "preset")}
 RENDER_THREADS = config["render_threads"]
 MID_T = GRID["n_time"] // 2
