@@ -86,3 +86,14 @@ def test_map_settings_defaults_and_errors():
         map_projection("Robinsn")
     with pytest.raises(ValueError, match="projection_params"):
         map_projection("Robinson", {"central_latitude": 3})
+
+
+def test_regional_map_is_centred_on_its_grid():
+    """A grid across 180 degrees is drawn in one piece; a global grid stays centred on 0."""
+    from ncreel.maps import central_longitude
+
+    lon_pacific = np.array([[150.0, 160.0, 170.0, 180.0, 190.0], [152.0, 162.0, 172.0, 182.0,
+                                                                  192.0]])
+    assert central_longitude(lon_pacific) == pytest.approx(171.0)
+    assert central_longitude(np.arange(0.0, 360.0, 0.25)) is None
+    assert central_longitude(np.array([225.0, 315.0])) == pytest.approx(-90.0)

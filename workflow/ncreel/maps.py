@@ -20,6 +20,8 @@ import numpy as np
 DATA = Path(__file__).parent / "data" / "natural_earth"
 #: Map span (degrees, larger of longitude and latitude) below which 1:50m is drawn.
 SCALE_50M_BELOW_DEG = 50.0
+#: A grid spanning at least this many degrees of longitude is global: maps centre on 0.
+GLOBAL_SPAN_DEG = 330.0
 #: Line width (points) and colour of coastlines and borders.
 COASTLINE_STYLE = {"edgecolor": "black", "linewidth": 0.6}
 BORDER_STYLE = {"edgecolor": "0.25", "linewidth": 0.4, "linestyle": "-"}
@@ -56,6 +58,21 @@ def map_projection(name: str = "PlateCarree", params: Mapping | None = None):
         return cls(**dict(params or {}))
     except (TypeError, ValueError) as err:
         raise ValueError(f"map.projection_params {dict(params or {})} for {name}: {err}") from err
+
+
+def central_longitude(lon: np.ndarray) -> float | None:
+    """Longitude (degrees, in [-180, 180)) to centre a regional map on, None for a global grid.
+
+    A grid that does not go round the globe is drawn centred on itself, so one that crosses
+    the map's edge meridian (a Pacific grid across 180 degrees, say) stays one piece instead
+    of being split to both edges of a world-wide strip. `lon` are continuous cell-centre
+    longitudes (no jump of 360 along a row), 1-D or 2-D.
+    """
+    lon = np.asarray(lon, float)
+    lo, hi = float(np.nanmin(lon)), float(np.nanmax(lon))
+    if hi - lo >= GLOBAL_SPAN_DEG:
+        return None
+    return float((0.5 * (lo + hi) + 180.0) % 360.0 - 180.0)
 
 
 def map_scale(lon: np.ndarray, lat: np.ndarray) -> str:

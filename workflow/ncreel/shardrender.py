@@ -273,7 +273,8 @@ def map_settings(settings: Mapping, *, lon=None, lat=None):
     settings : mapping
         ``coastlines`` (None: on when the grid has latitude/longitude), ``borders``,
         ``projection`` (a cartopy CRS class name, default PlateCarree) and
-        ``projection_params``.
+        ``projection_params``. Without a ``central_longitude`` there, a regional grid is
+        centred on itself (:func:`ncreel.maps.central_longitude`).
     lon, lat : numpy.ndarray, optional
         Cell-centre longitudes / latitudes (degrees); None for grids in plain indices, which
         get plain axes and no features.
@@ -290,10 +291,20 @@ def map_settings(settings: Mapping, *, lon=None, lat=None):
     """
     if lon is None or lat is None:
         return None, []
-    from ncreel.maps import map_features, map_projection, map_scale
+    import inspect
 
-    projection = map_projection(settings.get("projection") or "PlateCarree",
-                                settings.get("projection_params"))
+    from ncreel.maps import central_longitude, map_features, map_projection, map_scale
+
+    name = settings.get("projection") or "PlateCarree"
+    params = dict(settings.get("projection_params") or {})
+    centre = central_longitude(lon)
+    if centre is not None and "central_longitude" not in params:
+        import cartopy.crs as ccrs
+
+        cls = getattr(ccrs, str(name), None)
+        if isinstance(cls, type) and "central_longitude" in inspect.signature(cls).parameters:
+            params["central_longitude"] = centre
+    projection = map_projection(name, params)
     coastlines = settings.get("coastlines")
     coastlines = True if coastlines is None else bool(coastlines)
     return projection, map_features(coastlines=coastlines,
