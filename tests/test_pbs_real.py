@@ -153,3 +153,44 @@ def test_cheyenne_profile_end_to_end(pbs, tmp_path_factory, sample_nc):
     assert count_rows(work / "results/demo/cells.copy") == ROWS
     assert frame_count(work / "results/demo/movie.mp4") == FRAMES
     assert not list(work.glob("results/demo/**/*.part"))
+
+
+# casper and derecho differ from cheyenne only in the options of the same submit command
+# (queue, walltime cap, whole-node request), so one real job each shows what PBS makes of
+# them; the full demo through the same submit/status/cancel commands runs above.
+def test_casper_profile_runs_a_job(pbs, tmp_path_factory, sample_nc):
+    """``--profile profiles/casper``: a real job in the ``casper`` queue, Exit_status 0."""
+    work = workdir(tmp_path_factory, sample_nc, "pbs_casper")
+    log = snakemake(work, "--profile", "profiles/casper", "--config", *SMALL, "--",
+                    "results/demo/stats.json", PBS_ACCOUNT=ACCOUNT)
+    jobs = check_jobs(log, "casper", {"statistics": 1})
+    assert [j["Resource_List"]["walltime"] for j in jobs.values()] == ["00:05:00"]
+    assert json.loads((work / "results/demo/stats.json").read_text())
+
+
+def test_derecho_profile_asks_for_a_whole_node(pbs, tmp_path_factory, sample_nc):
+    """``--profile profiles/derecho`` asks PBS for a whole 128-core, 235 GB node in ``main``.
+    PBS accepts the request and, this node being smaller, keeps it queued ("Can Never
+    Run: Insufficient amount of resource"): what PBS does with it, not just the qsub line."""
+    work = workdir(tmp_path_factory, sample_nc, "pbs_derecho")
+    with subprocess.Popen([sys.executable, "-m", "snakemake", *FAST, "--profile",
+                           "profiles/derecho", "--config", *SMALL, "--",
+                           "results/demo/stats.json"], cwd=work, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                          env=pbs_env(PBS_ACCOUNT=ACCOUNT)) as proc:
+        try:
+            deadline, out = time.time() + 300, ""
+            while not submitted(out):
+                assert time.time() < deadline and proc.poll() is None, out
+                out += proc.stdout.readline()
+            (jobid,) = submitted(out)
+            while "Can Never Run" not in (rec := qstat_jobs(jobid)[jobid]).get("comment", ""):
+                assert time.time() < deadline, rec
+                time.sleep(1)
+        finally:
+            os.killpg(proc.pid, 9)
+    subprocess.run([QDEL, jobid], check=True)
+    assert rec["queue"] == "main" and rec["job_state"] == "Q"
+    assert rec["Resource_List"]["ncpus"] == 128 and rec["Resource_List"]["mem"] == "235gb"
+    assert "Insufficient amount of resource" in rec["comment"]
+    assert wait_finished(jobid)[jobid]["job_state"] == "F"
