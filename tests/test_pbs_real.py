@@ -142,12 +142,18 @@ def check_jobs(log: str, queue: str, expect_rules: dict[str, int]) -> dict[str, 
     return jobs
 
 
-def test_cheyenne_profile_end_to_end(pbs, tmp_path_factory, sample_nc):
+@pytest.fixture(scope="module")
+def cheyenne_demo(pbs, tmp_path_factory, sample_nc) -> tuple[Path, str]:
+    """The demo run once through ``--profile profiles/cheyenne``; (workdir, its log)."""
+    work = workdir(tmp_path_factory, sample_nc, "pbs_cheyenne")
+    return work, snakemake(work, "--profile", "profiles/cheyenne", "--config", *SMALL,
+                           "frames_per_shard=120", PBS_ACCOUNT=ACCOUNT)
+
+
+def test_cheyenne_profile_end_to_end(cheyenne_demo):
     """The demo through ``--profile profiles/cheyenne`` on PBS Pro, nothing overridden:
     the ``share`` queue exists here as on Cheyenne."""
-    work = workdir(tmp_path_factory, sample_nc, "pbs_cheyenne")
-    log = snakemake(work, "--profile", "profiles/cheyenne", "--config", *SMALL,
-                    "frames_per_shard=120", PBS_ACCOUNT=ACCOUNT)
+    work, log = cheyenne_demo
     check_jobs(log, "share", {"statistics": 1, "calibrate_render": 1, "render_shard": 2,
                               "reduce_cells": 1, "encode_movie": 1, "preview": 1})
     assert count_rows(work / "results/demo/cells.copy") == ROWS
@@ -194,3 +200,107 @@ def test_derecho_profile_asks_for_a_whole_node(pbs, tmp_path_factory, sample_nc)
     assert rec["Resource_List"]["ncpus"] == 128 and rec["Resource_List"]["mem"] == "235gb"
     assert "Insufficient amount of resource" in rec["comment"]
     assert wait_finished(jobid)[jobid]["job_state"] == "F"
+
+
+# ------------------------------------------------------------------ how jobs end, for real
+#: name -> (qsub options, job body, verdict of the status command). Submitted directly with
+#: PBS's qsub (no -V, so the recorded documents hold no environment beyond PBS_O_*).
+ENDINGS = {
+    "finished_ok": ([], "exit 0", "success"),
+    "finished_failed": ([], "exit 3", "failed"),
+    # 600 MB touched against mem=100MB: MoM's `$enforce mem` kills it (Exit_status -27).
+    "memory_killed": ([], "python3 -c 'import time; a = bytearray(600 << 20); time.sleep(120)'",
+                      "failed"),
+    "walltime_killed": (["-l", "walltime=00:00:05"], "sleep 120", "failed"),
+    # `qsig -s KILL` once running, as a node's OOM killer would: 256 + SIGKILL.
+    "killed_sigkill_265": ([], "sleep 300", "failed"),
+    "deleted_running_271": ([], "sleep 300", "failed"),   # qdel once running: 256 + SIGTERM
+    "deleted_before_run": (["-h"], "sleep 1", "failed"),  # held, then qdel
+    "held": (["-h"], "sleep 1", "running"),
+    # More than the node has: PBS keeps it queued ("Can Never Run").
+    "queued": (["-l", "select=1:ncpus=64:mem=100MB"], "sleep 1", "running"),
+}
+
+
+def pbs_status(jobid: str) -> str:
+    """What the profiles' status command (cluster-generic-status-cmd) prints for `jobid`."""
+    proc = subprocess.run([sys.executable, str(ROOT / "workflow/scripts/ncreel_pbs.py"),
+                           "status", jobid], capture_output=True, text=True, env=pbs_env(),
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+def test_status_command_on_real_job_endings(pbs, tmp_path):
+    """Each way a PBS job ends, for real: the status command's verdict, the Exit_status
+    PBS records and why. With NCREEL_RECORD_QSTAT=<dir> the ``qstat -x -f -F json``
+    documents are written there (tests/data/qstat_pbspro/ was recorded this way)."""
+    ids = {}
+    for name, (opts, body, _) in ENDINGS.items():
+        script = tmp_path / f"{name}.sh"
+        script.write_text(f"#!/bin/bash\n{body}\n")
+        ids[name] = subprocess.run(
+            [QSUB, "-N", f"nc_{name}"[:15], "-A", ACCOUNT, "-j", "oe", "-o", str(tmp_path),
+             "-l", "select=1:ncpus=1:mem=100MB", "-l", "walltime=00:02:00", *opts,
+             str(script)], capture_output=True, text=True, check=True, cwd=tmp_path,
+            env=pbs_env()).stdout.strip()
+    docs = {}
+    deadline = time.time() + 240
+    for name in ("deleted_running_271", "killed_sigkill_265"):
+        while (rec := qstat_jobs(ids[name])[ids[name]])["job_state"] != "R":
+            assert time.time() < deadline, rec
+            time.sleep(0.5)
+    docs["running"] = qstat_doc(ids["deleted_running_271"])
+    subprocess.run([str(PBS_BIN / "qsig"), "-s", "KILL", ids["killed_sigkill_265"]], check=True)
+    while "Can Never Run" not in qstat_jobs(ids["queued"])[ids["queued"]].get("comment", ""):
+        assert time.time() < deadline
+        time.sleep(0.5)
+    for name in ("queued", "held"):
+        docs[name] = qstat_doc(ids[name])
+        assert pbs_status(ids[name]) == "running"
+    subprocess.run([QDEL, ids["deleted_running_271"], ids["deleted_before_run"],
+                    ids["queued"], ids["held"]], check=True)
+    del ids["queued"], ids["held"]
+    final = wait_finished(*ids.values(), timeout=240)
+    verdicts = {name: pbs_status(jobid) for name, jobid in ids.items()}
+    assert verdicts == {name: ENDINGS[name][2] for name in ids}
+    codes = {name: final[jobid].get("Exit_status") for name, jobid in ids.items()}
+    assert codes == {"finished_ok": 0, "finished_failed": 3, "memory_killed": -27,
+                     "walltime_killed": -29, "killed_sigkill_265": 265,
+                     "deleted_running_271": 271, "deleted_before_run": None}
+    assert final[ids["memory_killed"]]["comment"].endswith("exceeded resource mem")
+    assert final[ids["memory_killed"]]["Resource_List"]["mem"] == "100mb"
+    assert final[ids["walltime_killed"]]["comment"].endswith("exceeded resource walltime")
+    unknown = subprocess.run([QSTAT, "-x", "-f", "-F", "json", f"99999999.{pbs}"],
+                             capture_output=True, text=True)
+    assert unknown.returncode == 153 and "Unknown Job Id" in unknown.stderr
+    docs["no_jobs"] = json.loads(unknown.stdout)
+    assert pbs_status(f"99999999.{pbs}") == "failed"
+    record = os.environ.get("NCREEL_RECORD_QSTAT")
+    if record:
+        docs.update({name: qstat_doc(jobid) for name, jobid in ids.items()})
+        for name, doc in docs.items():
+            Path(record, f"{name}.json").write_text(json.dumps(doc, indent=1) + "\n")
+
+
+def test_memory_killed_shard_is_retried_with_more_memory(cheyenne_demo):
+    """Through ``--profile profiles/cheyenne``: shard 00001 (removed after the demo run)
+    declares mem_mb = 250 x attempt, too little the first time. PBS kills it (Exit_status
+    -27, "exceeded resource mem"), the status command says failed, Snakemake resubmits it
+    with 500 MB, and it succeeds with the same rows as before."""
+    work, _ = cheyenne_demo
+    shard_copy = work / "results/demo/cells/00001.copy"
+    rows = count_rows(shard_copy)
+    shard_copy.unlink()
+    log = snakemake(work, "--profile", "profiles/cheyenne", "--config", *SMALL,
+                    "frames_per_shard=120", "--set-resources", "render_shard:mem_mb=250*attempt",
+                    "--", str(shard_copy.relative_to(work)), PBS_ACCOUNT=ACCOUNT)
+    ids = sorted(submitted(log), key=lambda jobid: int(jobid.split(".")[0]))
+    jobs = wait_finished(*ids)
+    shard = [jobs[i] for i in ids]
+    assert [r["Job_Name"] for r in shard] == ["nc_render_shard_00001"] * 2
+    assert [(r["Exit_status"], r["Resource_List"]["mem"]) for r in shard] == \
+        [(-27, "250mb"), (0, "500mb")], [r.get("comment") for r in shard]
+    assert shard[0]["comment"].endswith("exceeded resource mem")
+    assert "JOB_EXEC_KILL_MEM" in log
+    assert count_rows(shard_copy) == rows

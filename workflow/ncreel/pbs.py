@@ -123,13 +123,31 @@ def parse_pbs_json(text: str) -> dict[str, dict]:
     return jobs
 
 
+def same_job(a: str, b: str) -> bool:
+    """Whether PBS job ids `a` and `b` name the same job.
+
+    A PBS job id is ``<sequence number>.<server>`` (``4127005.desched1``,
+    ``812.casper-pbs``); the server part may be missing (``4127005``) or fully qualified
+    (``4127005.desched1.hpc.ucar.edu``). Ids match when the sequence numbers are equal and
+    the servers are the same, one is missing, or one is the other's leading labels. Jobs
+    of different servers (NCAR's Casper and Derecho are separate PBS servers) never match.
+    """
+    seq_a, _, srv_a = a.partition(".")
+    seq_b, _, srv_b = b.partition(".")
+    if seq_a != seq_b:
+        return False
+    if not srv_a or not srv_b or srv_a == srv_b:
+        return True
+    short, full = sorted((srv_a, srv_b), key=len)
+    return full.startswith(short + ".")
+
+
 def _lookup(jobs: dict, jobid: str):
-    """Return the record of `jobid` (``123`` matches ``123.server`` and vice versa)."""
+    """Return the record of `jobid` in `jobs` (see :func:`same_job`), or None."""
     if jobid in jobs:
         return jobs[jobid]
-    short = jobid.split(".")[0]
     for key, rec in jobs.items():
-        if key.split(".")[0] == short:
+        if same_job(key, jobid):
             return rec
     return None
 
