@@ -10,10 +10,12 @@ root, the session fixture starts it with ``.ci/pbs-up.sh`` first.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -21,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
-from test_slurm import ROWS, count_rows, declared_jobs, workdir
+from test_slurm import ROWS, _incomplete, count_rows, declared_jobs, workdir
 from test_workflow import SMALL
 
 pytestmark = [pytest.mark.pbs, pytest.mark.integration]
@@ -304,3 +306,62 @@ def test_memory_killed_shard_is_retried_with_more_memory(cheyenne_demo):
     assert shard[0]["comment"].endswith("exceeded resource mem")
     assert "JOB_EXEC_KILL_MEM" in log
     assert count_rows(shard_copy) == rows
+
+
+def _stamp(text: str) -> float:
+    return time.mktime(time.strptime(text, "%a %b %d %H:%M:%S %Y"))
+
+
+def test_kill_snakemake_and_resume_on_pbs(pbs, tmp_path_factory, sample_nc):
+    """SIGKILL the snakemake process while shards are queued/running in PBS, run the same
+    command again: the killed run's jobs are deleted before anything new is submitted (no
+    shard runs twice at once), finished shards are kept, the COPY file has exactly the
+    expected rows, and no job of either run is left in qstat."""
+    work = workdir(tmp_path_factory, sample_nc, "pbs_resume")
+    args = ["--profile", "profiles/cheyenne", "--config", *SMALL, "frames_per_shard=60", "--",
+            "results/demo/cells.copy"]
+    cells = work / "results/demo/cells"
+    first_log = work / "first.out"
+
+    def finished():  # shards Snakemake has seen succeed (no longer marked incomplete)
+        marked = _incomplete(work)
+        return [p for p in cells.glob("*.copy") if f"results/demo/cells/{p.name}" not in marked]
+
+    with open(first_log, "w") as out, subprocess.Popen(
+            [sys.executable, "-m", "snakemake", *FAST, *args], cwd=work, stdout=out,
+            stderr=subprocess.STDOUT, env=pbs_env(PBS_ACCOUNT=ACCOUNT),
+            start_new_session=True) as proc:
+        deadline = time.time() + 600
+        while time.time() < deadline and len(finished()) < 1:
+            assert proc.poll() is None, "snakemake ended before it could be killed"
+            time.sleep(0.5)
+        proc.send_signal(signal.SIGKILL)  # snakemake only: its PBS jobs keep going
+    old = list(submitted(first_log.read_text()))
+    active = [j for j, rec in qstat_jobs(*old).items() if rec["job_state"] != "F"]
+    assert active, "some shards should still be queued or running in PBS"
+    incomplete = _incomplete(work)
+    done = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in cells.glob("*.copy")
+            if f"results/demo/cells/{p.name}" not in incomplete}
+    assert 1 <= len(done) < 4
+    log = snakemake(work, *args, PBS_ACCOUNT=ACCOUNT)  # the same command again
+    assert "removed the stale lock" in log
+    assert count_rows(work / "results/demo/cells.copy") == ROWS
+    for p in done:  # finished shards were not redone
+        assert f"wildcards: shard={p.stem}" not in log, f"shard {p.stem} was redone"
+    assert {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in done} == done
+    assert len(list(cells.glob("*.copy"))) == 4
+    assert not list(work.glob("results/demo/**/*.part"))
+    # Every job of both runs has ended; jobs of one shard never overlapped in time.
+    jobs = wait_finished(*old, *submitted(log), timeout=60)
+    spans: dict[str, list] = {}
+    for rec in jobs.values():
+        if "stime" in rec:
+            spans.setdefault(rec["Job_Name"], []).append(
+                (_stamp(rec["stime"]), _stamp(rec["obittime"])))
+    for name, runs in spans.items():
+        runs.sort()
+        for (_, end), (start, _) in zip(runs, runs[1:], strict=False):
+            assert start >= end, f"{name} ran twice at once: {runs}"
+    for jobid in active:
+        deleted = f"ncreel: deleted PBS job {jobid} of the killed run"
+        assert deleted in log or jobs[jobid].get("Exit_status") == 0, (jobid, jobs[jobid])
