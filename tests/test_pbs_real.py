@@ -365,3 +365,80 @@ def test_kill_snakemake_and_resume_on_pbs(pbs, tmp_path_factory, sample_nc):
     for jobid in active:
         deleted = f"ncreel: deleted PBS job {jobid} of the killed run"
         assert deleted in log or jobs[jobid].get("Exit_status") == 0, (jobid, jobs[jobid])
+
+
+# ------------------------------------------------------------- peer servers, accounts, errors
+def _jobscript(path: Path, body: str, rule: str) -> Path:
+    """A jobscript as Snakemake writes it (the submit command reads its properties line)."""
+    props = {"type": "single", "rule": rule, "wildcards": {}, "threads": 1,
+             "resources": {"mem_mb": 100, "runtime": 2}, "jobid": 1}
+    path.write_text(f"#!/bin/sh\n# properties = {json.dumps(props)}\n{body}\n")
+    return path
+
+
+def _profile_cmd(profile: str, key: str) -> list[str]:
+    import yaml
+
+    cmd = yaml.safe_load((ROOT / "profiles" / profile / "config.yaml").read_text())[key]
+    return [sys.executable if w == "python3" else w for w in cmd.split()]
+
+
+def test_queue_at_server_and_suffixed_job_ids(pbs, tmp_path):
+    """The cheyenne profile's own submit/status/cancel commands with a ``queue@server``
+    destination (how a job goes to a peer server, as Casper's and Derecho's are): the job
+    id carries the server's suffix, status answers for it (and for the bare number), and
+    the cancel command (qdel) of a running job makes it ``failed``."""
+    env = pbs_env(PBS_ACCOUNT=ACCOUNT, NCREEL_PBS_QUEUE=f"share@{pbs}")
+    (tmp_path / "workflow").symlink_to(ROOT / "workflow")
+
+    def run(*cmd):
+        proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout.strip()
+
+    submit = _profile_cmd("cheyenne", "cluster-generic-submit-cmd")
+    status = _profile_cmd("cheyenne", "cluster-generic-status-cmd")
+    ok = run(*submit, str(_jobscript(tmp_path / "snakejob.ok.sh", "exit 0", "ok")))
+    long = run(*submit, str(_jobscript(tmp_path / "snakejob.long.sh", "sleep 300", "long")))
+    assert ok.endswith(f".{pbs}") and long.endswith(f".{pbs}")
+    deadline = time.time() + 240
+    while qstat_jobs(long)[long]["job_state"] != "R":
+        assert time.time() < deadline
+        time.sleep(0.5)
+    run(*_profile_cmd("cheyenne", "cluster-generic-cancel-cmd"), long)
+    jobs = wait_finished(ok, long)
+    assert {j["queue"] for j in jobs.values()} == {"share"}
+    assert {j["Account_Name"] for j in jobs.values()} == {ACCOUNT}
+    assert run(*status, ok) == "success" and run(*status, ok.split(".")[0]) == "success"
+    assert run(*status, long) == "failed" and jobs[long]["Exit_status"] == 271
+
+
+def test_missing_account_and_unknown_queue_stop_before_any_job(pbs, tmp_path_factory,
+                                                               sample_nc):
+    """No PBS_ACCOUNT, or a queue the server does not have: one ``ncreel: error:`` line
+    naming what to set, before anything is submitted."""
+    work = workdir(tmp_path_factory, sample_nc, "pbs_errors")
+    target = ["--profile", "profiles/cheyenne", "--config", *SMALL, "--",
+              "results/demo/stats.json"]
+    log = snakemake(work, *target, check=False)
+    assert "ncreel: error: PBS_ACCOUNT is unset: export PBS_ACCOUNT=<project code>" in log
+    log2 = snakemake(work, *target, check=False, PBS_ACCOUNT=ACCOUNT,
+                     NCREEL_PBS_QUEUE="nosuch")
+    errors = [ln for ln in log2.splitlines() if ln.startswith("ncreel: error:")]
+    assert errors == [errors[0]] and "PBS queue 'nosuch' does not exist" in errors[0]
+    assert "share" in errors[0]  # lists the queues there are
+    assert not submitted(log + log2) and not (work / "results/demo/stats.json").exists()
+
+
+def test_rejected_resource_request_is_one_line(pbs, tmp_path_factory, sample_nc):
+    """A job asking more memory than the queue allows (share: resources_max.mem 100gb):
+    PBS's qsub rejects it and the run fails naming the reason in one line."""
+    work = workdir(tmp_path_factory, sample_nc, "pbs_rejected")
+    log = snakemake(work, "--profile", "profiles/cheyenne", "--config", *SMALL,
+                    "--set-resources", "statistics:mem_mb=200000", "--",
+                    "results/demo/stats.json", check=False, PBS_ACCOUNT=ACCOUNT)
+    lines = [ln for ln in log.splitlines() if "ncreel-pbs: error:" in ln]
+    assert lines and all("mem=200000MB" in ln for ln in lines), log[-3000:]
+    assert "qsub: Job violates queue and/or server resource limits" in lines[0]
+    assert not submitted(log)

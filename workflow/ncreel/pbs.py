@@ -441,6 +441,54 @@ def submit(jobscript: str, *, queue: str | None, account: str | None, log_dir: s
     return jobid
 
 
+# ----------------------------------------------------------------------------- checks
+
+
+def profile_queue(submit_cmd: str, env=None) -> str | None:
+    """Return the queue a PBS profile's submit command sends jobs to.
+
+    ``$NCREEL_PBS_QUEUE`` when set, else the ``--queue`` option of `submit_cmd` (the
+    profile's ``cluster-generic-submit-cmd``); None when neither names one. A queue may
+    name another server: ``queue@server``.
+    """
+    env = os.environ if env is None else env
+    if env.get("NCREEL_PBS_QUEUE"):
+        return env["NCREEL_PBS_QUEUE"]
+    args = shlex.split(submit_cmd or "")
+    for i, arg in enumerate(args):
+        if arg == "--queue" and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith("--queue="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def queue_problem(queue: str, runner=_run) -> str | None:
+    """One line saying that PBS does not know `queue` (``queue`` or ``queue@server``), or None.
+
+    Asks ``qstat -Q <queue>``; only PBS's own "Unknown queue" answer counts, so a missing
+    ``qstat`` or a server that does not answer leaves the verdict to ``qsub``. The message
+    lists the queues the server has.
+    """
+    try:
+        proc = runner(["qstat", "-Q", queue], timeout=60)
+    except (subprocess.TimeoutExpired, OSError):
+        return None
+    if proc.returncode == 0 or "unknown queue" not in (proc.stderr or "").lower():
+        return None
+    _, _, server = queue.partition("@")
+    where = f"on PBS server '{server}'" if server else "on the PBS server"
+    known = ""
+    try:
+        listed = runner(["qstat", "-Q", *([f"@{server}"] if server else [])], timeout=60)
+        names = [ln.split()[0] for ln in listed.stdout.splitlines()[2:] if ln.strip()]
+        known = f" (queues there: {', '.join(names)})" if names else ""
+    except (subprocess.TimeoutExpired, OSError, IndexError):
+        pass
+    return (f"PBS queue '{queue}' does not exist {where}{known}: set NCREEL_PBS_QUEUE="
+            "<queue> or <queue>@<server>, or use the profile of your site")
+
+
 # ----------------------------------------------------------------------------- CLI
 
 
