@@ -9,7 +9,7 @@ Sources of the ``qstat`` text used here:
   ``tests/test_pbs_real.py::test_status_command_on_real_job_endings`` (all but
   ``exiting.json``, constructed; see the README there). Exit codes: OpenPBS
   ``src/include/job.h`` (JOB_EXEC_KILL_MEM -27, JOB_EXEC_KILL_WALLTIME -29) and
-  "256 + signal" (271 = qdel's SIGTERM, 265 = SIGKILL).
+  "256 + signal" (265 = SIGKILL; qdel's SIGTERM gives 271, or 143 from the job's shell).
 - ``TORQUE_DOC``: the ``qstat -f`` example in Adaptive Computing's TORQUE 3.0.5 manual,
   section 2.7 "Job Exit Status"
   (http://docs.adaptivecomputing.com/torque/3-0-5/2.7jobexitstatus.php).
@@ -123,7 +123,7 @@ def status(jobid, runner, tmp_path, **kw):
     ("walltime_killed.json", "failed"),
     ("memory_killed.json", "failed"),
     ("killed_sigkill_265.json", "failed"),
-    ("deleted_running_271.json", "failed"),
+    ("deleted_running.json", "failed"),
     ("deleted_before_run.json", "failed"),
     ("no_jobs.json", "failed"),
 ])
