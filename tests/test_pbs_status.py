@@ -313,3 +313,15 @@ def test_submit_calls_qsub_with_argument_list(tmp_path):
     proc = subprocess.run([str(wrapper)], env={"PBS_JOBID": jobid, "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 3
     assert pbs.read_marker(jobid, state) == 3
+
+
+def test_profile_queue_reads_the_profiles_submit_command():
+    import yaml
+
+    for profile, queue in (("cheyenne", "share"), ("derecho", "main"), ("casper", "casper")):
+        cmd = yaml.safe_load((ROOT / "profiles" / profile / "config.yaml").read_text())[
+            "cluster-generic-submit-cmd"]
+        assert pbs.profile_queue(cmd, env={}) == queue
+        assert pbs.profile_queue(cmd, env={"NCREEL_PBS_QUEUE": "develop@desched1"}) == \
+            "develop@desched1"
+    assert pbs.profile_queue("python3 x.py submit", env={}) is None
