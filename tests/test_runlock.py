@@ -101,3 +101,16 @@ def test_same_run_refused_after_another_run_removed_snakemake_locks(tmp_path, sa
             os.killpg(p.pid, signal.SIGCONT)
     # P died by SIGKILL: the kernel released its flock, so its command is accepted again.
     assert "ncreel: error" not in snakemake(work, "-n", *common, "run=p").stderr
+
+
+def test_batch_jobscripts_are_not_snakemake_runs():
+    from ncreel.runlock import _runs_snakemake
+
+    def argv(cmd):
+        return [a.encode() for a in cmd.split()]
+
+    assert _runs_snakemake(argv("/venv/bin/python3 -m snakemake --profile profiles/cheyenne"))
+    assert _runs_snakemake(argv("/venv/bin/snakemake -n"))
+    # A PBS job of the killed run: its shell runs the jobscript with cwd = the workdir.
+    assert not _runs_snakemake(argv("/bin/sh /w/.snakemake/tmp.x1/snakejob.render_shard.3.sh"))
+    assert not _runs_snakemake(argv("python3 workflow/scripts/ncreel_pbs.py status 7.vm"))

@@ -21,7 +21,7 @@ from ncreel.inputcheck import (  # noqa: E402
     check_time_steps,
 )
 from ncreel.runlock import clear_stale_lock, hold_run_lock  # noqa: E402
-from ncreel.scheduler import cancel_orphan_slurm_jobs  # noqa: E402
+from ncreel.scheduler import cancel_orphan_pbs_jobs, cancel_orphan_slurm_jobs  # noqa: E402
 from ncreel.shardrender import png_sample  # noqa: E402
 from ncreel.shards import frame_name, plan_shards  # noqa: E402
 from ncreel.soil import check_run, needs_prepass  # noqa: E402
@@ -117,6 +117,8 @@ if workflow.is_main_process:
         # Its Slurm jobs still queued or running would redo work this run redoes.
         for _id in cancel_orphan_slurm_jobs("."):
             print(f"ncreel: cancelled Slurm job {_id} of the killed run", file=sys.stderr)
+        for _id in cancel_orphan_pbs_jobs("."):
+            print(f"ncreel: deleted PBS job {_id} of the killed run", file=sys.stderr)
 
 RENDER = {k: config[k] for k in ("width", "height", "dpi", "cmap", "map")}
 try:  # a wrong projection name or parameter stops the run before any job

@@ -1,0 +1,448 @@
+"""The PBS profiles against a REAL PBS Pro server (OpenPBS 23.06, ``.ci/pbs-up.sh``).
+
+Every test runs what a user types -- ``snakemake --profile profiles/cheyenne`` (casper,
+derecho) -- or the profile's own submit/status commands, with ``/opt/pbs/bin`` first on
+PATH, and reads back what PBS ran from ``qstat -x -f -F json``. Slurm's Torque wrappers
+(``/usr/bin/qsub``) are never used: :func:`pbs_env` asserts that ``qsub``, ``qstat`` and
+``qdel`` resolve to ``/opt/pbs/bin``. These tests FAIL (never skip) when PBS is not up; as
+root, the session fixture starts it with ``.ci/pbs-up.sh`` first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+from test_slurm import ROWS, _incomplete, count_rows, declared_jobs, workdir
+from test_workflow import SMALL
+
+pytestmark = [pytest.mark.pbs, pytest.mark.integration]
+
+PBS_BIN = Path("/opt/pbs/bin")
+QSTAT, QSUB, QDEL = (str(PBS_BIN / n) for n in ("qstat", "qsub", "qdel"))
+ACCOUNT = "ncreel"
+FRAMES = 240  # time steps of the sample
+# Test-only: poll PBS more often than the profiles do (they are tuned for NCAR's big
+# shared servers), and do not wait for a shared file system.
+FAST = ["--seconds-between-status-checks", "2", "--latency-wait", "5"]
+
+
+def _pbs_up() -> bool:
+    ok = PBS_BIN.joinpath("qstat").exists() and subprocess.run(
+        [QSTAT, "-Q", "share"], capture_output=True).returncode == 0
+    return ok
+
+
+@pytest.fixture(scope="session")
+def pbs() -> str:
+    """A working PBS Pro server with ncreel's queues; started with .ci/pbs-up.sh as root.
+
+    Returns the server's name (the suffix of its job ids).
+    """
+    if not _pbs_up() and os.geteuid() == 0:
+        subprocess.run(["bash", str(ROOT / ".ci/pbs-up.sh")], check=False)
+    if not _pbs_up():
+        pytest.fail("PBS Pro is not running (or has no `share` queue): run "
+                    "`sudo bash .ci/pbs-up.sh` (see README.md, section Clusters)")
+    doc = json.loads(subprocess.run([QSTAT, "-B", "-f", "-F", "json"], capture_output=True,
+                                    text=True, check=True).stdout)
+    return next(iter(doc["Server"]))
+
+
+def pbs_env(**extra) -> dict:
+    """The environment of a user with PBS Pro's commands first on PATH."""
+    e = dict(os.environ)
+    e.pop("SNAKEMAKE_PROFILE", None)
+    for k in ("PBS_ACCOUNT", "NCREEL_PBS_QUEUE"):
+        e.pop(k, None)
+    e["PATH"] = f"{PBS_BIN}:{Path(sys.executable).parent}:{e.get('PATH', '')}"
+    e.update({k: v for k, v in extra.items() if v is not None})
+    for cmd in ("qsub", "qstat", "qdel"):
+        assert shutil.which(cmd, path=e["PATH"]) == str(PBS_BIN / cmd), cmd
+    return e
+
+
+def snakemake(work: Path, *args, check=True, timeout=900, **envs) -> str:
+    cmd = [sys.executable, "-m", "snakemake", *FAST, *args]
+    proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True,
+                          env=pbs_env(**envs), timeout=timeout)
+    out = proc.stdout + proc.stderr
+    (work / "snakemake.out").write_text(out)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed:\n{out[-6000:]}")
+    if not check:
+        assert proc.returncode != 0, f"{' '.join(cmd)} should have failed:\n{out[-3000:]}"
+    return out
+
+
+def submitted(log: str) -> dict[str, str]:
+    """PBS job id -> Snakemake job id (cluster-generic's "external jobid" lines)."""
+    return {pbs_id: sm for sm, pbs_id in
+            re.findall(r"Submitted (?:group )?job (\S+) with external jobid '([^']+)'", log)}
+
+
+def qstat_doc(jobid: str) -> dict:
+    """The ``qstat -x -f -F json`` document of one job (finished ones included)."""
+    proc = subprocess.run([QSTAT, "-x", "-f", "-F", "json", jobid], capture_output=True,
+                          text=True, timeout=60)
+    return json.loads(proc.stdout) if proc.stdout.strip() else {}
+
+
+def qstat_jobs(*ids: str) -> dict[str, dict]:
+    """``qstat -x -f -F json`` records of `ids`, one query each: given several finished
+    jobs, OpenPBS 23.06's ``qstat -x -f -F json`` prints only the first."""
+    jobs = {}
+    for jobid in ids:
+        jobs.update(qstat_doc(jobid).get("Jobs", {}))
+    return jobs
+
+
+def wait_finished(*ids: str, timeout=180) -> dict[str, dict]:
+    deadline = time.time() + timeout
+    while True:
+        jobs = qstat_jobs(*ids)
+        if len(jobs) == len(ids) and all(j["job_state"] == "F" for j in jobs.values()):
+            return jobs
+        assert time.time() < deadline, {k: j["job_state"] for k, j in jobs.items()}
+        time.sleep(1)
+
+
+def frame_count(movie: Path) -> int:
+    out = subprocess.run(["ffprobe", "-v", "error", "-count_frames", "-select_streams", "v:0",
+                          "-show_entries", "stream=nb_read_frames", "-of", "json", str(movie)],
+                         capture_output=True, text=True, check=True).stdout
+    return int(json.loads(out)["streams"][0]["nb_read_frames"])
+
+
+def check_jobs(log: str, queue: str, expect_rules: dict[str, int]) -> dict[str, dict]:
+    """Every job Snakemake submitted is in qstat -x, finished with Exit_status 0, asked for
+    its rule's mem_mb and threads, in `queue` under the test account."""
+    ids = submitted(log)
+    declared = declared_jobs(log)
+    jobs = wait_finished(*ids)
+    seen: dict[str, int] = {}
+    for pbs_id, sm_id in ids.items():
+        rec = jobs[pbs_id]
+        want = declared[sm_id][-1]
+        seen[want["rule"]] = seen.get(want["rule"], 0) + 1
+        assert rec["Exit_status"] == 0, (pbs_id, rec.get("comment"))
+        assert rec["Resource_List"]["mem"] == f"{want['mem_mb']}mb", (pbs_id, want)
+        assert rec["Resource_List"]["ncpus"] == want["threads"], (pbs_id, want)
+        assert rec["queue"] == queue and rec["Account_Name"] == ACCOUNT, pbs_id
+        assert rec["Job_Name"].startswith(f"nc_{want['rule']}"), rec["Job_Name"]
+    assert seen == expect_rules
+    return jobs
+
+
+@pytest.fixture(scope="module")
+def cheyenne_demo(pbs, tmp_path_factory, sample_nc) -> tuple[Path, str]:
+    """The demo run once through ``--profile profiles/cheyenne``; (workdir, its log)."""
+    work = workdir(tmp_path_factory, sample_nc, "pbs_cheyenne")
+    return work, snakemake(work, "--profile", "profiles/cheyenne", "--config", *SMALL,
+                           "frames_per_shard=120", PBS_ACCOUNT=ACCOUNT)
+
+
+def test_cheyenne_profile_end_to_end(cheyenne_demo):
+    """The demo through ``--profile profiles/cheyenne`` on PBS Pro, nothing overridden:
+    the ``share`` queue exists here as on Cheyenne."""
+    work, log = cheyenne_demo
+    check_jobs(log, "share", {"statistics": 1, "calibrate_render": 1, "render_shard": 2,
+                              "reduce_cells": 1, "encode_movie": 1, "preview": 1})
+    assert count_rows(work / "results/demo/cells.copy") == ROWS
+    assert frame_count(work / "results/demo/movie.mp4") == FRAMES
+    assert not list(work.glob("results/demo/**/*.part"))
+
+
+# casper and derecho differ from cheyenne only in the options of the same submit command
+# (queue, walltime cap, whole-node request), so one real job each shows what PBS makes of
+# them; the full demo through the same submit/status/cancel commands runs above.
+def test_casper_profile_runs_a_job(pbs, tmp_path_factory, sample_nc):
+    """``--profile profiles/casper``: a real job in the ``casper`` queue, Exit_status 0."""
+    work = workdir(tmp_path_factory, sample_nc, "pbs_casper")
+    log = snakemake(work, "--profile", "profiles/casper", "--config", *SMALL, "--",
+                    "results/demo/stats.json", PBS_ACCOUNT=ACCOUNT)
+    jobs = check_jobs(log, "casper", {"statistics": 1})
+    assert [j["Resource_List"]["walltime"] for j in jobs.values()] == ["00:05:00"]
+    assert json.loads((work / "results/demo/stats.json").read_text())
+
+
+def test_derecho_profile_asks_for_a_whole_node(pbs, tmp_path_factory, sample_nc):
+    """``--profile profiles/derecho`` asks PBS for a whole 128-core, 235 GB node in ``main``.
+    PBS accepts the request and, this node being smaller, keeps it queued ("Can Never
+    Run: Insufficient amount of resource"): what PBS does with it, not just the qsub line."""
+    work = workdir(tmp_path_factory, sample_nc, "pbs_derecho")
+    with subprocess.Popen([sys.executable, "-m", "snakemake", *FAST, "--profile",
+                           "profiles/derecho", "--config", *SMALL, "--",
+                           "results/demo/stats.json"], cwd=work, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                          env=pbs_env(PBS_ACCOUNT=ACCOUNT)) as proc:
+        try:
+            deadline, out = time.time() + 300, ""
+            while not submitted(out):
+                assert time.time() < deadline and proc.poll() is None, out
+                out += proc.stdout.readline()
+            (jobid,) = submitted(out)
+            while "Can Never Run" not in (rec := qstat_jobs(jobid)[jobid]).get("comment", ""):
+                assert time.time() < deadline, rec
+                time.sleep(1)
+        finally:
+            os.killpg(proc.pid, 9)
+    subprocess.run([QDEL, jobid], check=True)
+    assert rec["queue"] == "main" and rec["job_state"] == "Q"
+    assert rec["Resource_List"]["ncpus"] == 128 and rec["Resource_List"]["mem"] == "235gb"
+    assert "Insufficient amount of resource" in rec["comment"]
+    assert wait_finished(jobid)[jobid]["job_state"] == "F"
+
+
+# ------------------------------------------------------------------ how jobs end, for real
+#: name -> (qsub options, job body, verdict of the status command). Submitted directly with
+#: PBS's qsub (no -V, so the recorded documents hold no environment beyond PBS_O_*).
+ENDINGS = {
+    "finished_ok": ([], "exit 0", "success"),
+    "finished_failed": ([], "exit 3", "failed"),
+    # 600 MB touched against mem=100MB: MoM's `$enforce mem` kills it (Exit_status -27).
+    "memory_killed": ([], "python3 -c 'import time; a = bytearray(600 << 20); time.sleep(120)'",
+                      "failed"),
+    "walltime_killed": (["-l", "walltime=00:00:05"], "sleep 120", "failed"),
+    # `qsig -s KILL` once running, as a node's OOM killer would: 256 + SIGKILL.
+    "killed_sigkill_265": ([], "exec sleep 300", "failed"),
+    # qdel once running: 256 + SIGTERM, or 128 + SIGTERM when the job's shell outlives
+    # the killed process and reports it (both seen on this server).
+    "deleted_running_271": ([], "exec sleep 300", "failed"),
+    "deleted_before_run": (["-h"], "sleep 1", "failed"),  # held, then qdel
+    "held": (["-h"], "sleep 1", "running"),
+    # More than the node has: PBS keeps it queued ("Can Never Run").
+    "queued": (["-l", "select=1:ncpus=64:mem=100MB"], "sleep 1", "running"),
+}
+
+
+def pbs_status(jobid: str) -> str:
+    """What the profiles' status command (cluster-generic-status-cmd) prints for `jobid`."""
+    proc = subprocess.run([sys.executable, str(ROOT / "workflow/scripts/ncreel_pbs.py"),
+                           "status", jobid], capture_output=True, text=True, env=pbs_env(),
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+def test_status_command_on_real_job_endings(pbs, tmp_path):
+    """Each way a PBS job ends, for real: the status command's verdict, the Exit_status
+    PBS records and why. With NCREEL_RECORD_QSTAT=<dir> the ``qstat -x -f -F json``
+    documents are written there (tests/data/qstat_pbspro/ was recorded this way)."""
+    ids = {}
+    for name, (opts, body, _) in ENDINGS.items():
+        script = tmp_path / f"{name}.sh"
+        script.write_text(f"#!/bin/bash\n{body}\n")
+        ids[name] = subprocess.run(
+            [QSUB, "-N", f"nc_{name}"[:15], "-A", ACCOUNT, "-j", "oe", "-o", str(tmp_path),
+             "-l", "select=1:ncpus=1:mem=100MB", "-l", "walltime=00:02:00", *opts,
+             str(script)], capture_output=True, text=True, check=True, cwd=tmp_path,
+            env=pbs_env()).stdout.strip()
+    docs = {}
+    deadline = time.time() + 240
+    for name in ("deleted_running_271", "killed_sigkill_265"):
+        while (rec := qstat_jobs(ids[name])[ids[name]])["job_state"] != "R":
+            assert time.time() < deadline, rec
+            time.sleep(0.5)
+    docs["running"] = qstat_doc(ids["deleted_running_271"])
+    subprocess.run([str(PBS_BIN / "qsig"), "-s", "KILL", ids["killed_sigkill_265"]], check=True)
+    while "Can Never Run" not in qstat_jobs(ids["queued"])[ids["queued"]].get("comment", ""):
+        assert time.time() < deadline
+        time.sleep(0.5)
+    for name in ("queued", "held"):
+        docs[name] = qstat_doc(ids[name])
+        assert pbs_status(ids[name]) == "running"
+    subprocess.run([QDEL, ids["deleted_running_271"], ids["deleted_before_run"],
+                    ids["queued"], ids["held"]], check=True)
+    del ids["queued"], ids["held"]
+    final = wait_finished(*ids.values(), timeout=240)
+    verdicts = {name: pbs_status(jobid) for name, jobid in ids.items()}
+    assert verdicts == {name: ENDINGS[name][2] for name in ids}
+    codes = {name: final[jobid].get("Exit_status") for name, jobid in ids.items()}
+    assert codes.pop("deleted_running_271") in (271, 143)
+    assert codes == {"finished_ok": 0, "finished_failed": 3, "memory_killed": -27,
+                     "walltime_killed": -29, "killed_sigkill_265": 265,
+                     "deleted_before_run": None}
+    assert final[ids["memory_killed"]]["comment"].endswith("exceeded resource mem")
+    assert final[ids["memory_killed"]]["Resource_List"]["mem"] == "100mb"
+    assert final[ids["walltime_killed"]]["comment"].endswith("exceeded resource walltime")
+    unknown = subprocess.run([QSTAT, "-x", "-f", "-F", "json", f"99999999.{pbs}"],
+                             capture_output=True, text=True)
+    assert unknown.returncode == 153 and "Unknown Job Id" in unknown.stderr
+    docs["no_jobs"] = json.loads(unknown.stdout)
+    assert pbs_status(f"99999999.{pbs}") == "failed"
+    record = os.environ.get("NCREEL_RECORD_QSTAT")
+    if record:
+        docs.update({name: qstat_doc(jobid) for name, jobid in ids.items()})
+        for name, doc in docs.items():
+            Path(record, f"{name}.json").write_text(json.dumps(doc, indent=1) + "\n")
+
+
+def test_memory_killed_shard_is_retried_with_more_memory(cheyenne_demo):
+    """Through ``--profile profiles/cheyenne``: shard 00001 (removed after the demo run)
+    declares mem_mb = 250 x attempt, too little the first time. PBS kills it (Exit_status
+    -27, "exceeded resource mem"), the status command says failed, Snakemake resubmits it
+    with 500 MB, and it succeeds with the same rows as before."""
+    work, _ = cheyenne_demo
+    shard_copy = work / "results/demo/cells/00001.copy"
+    rows = count_rows(shard_copy)
+    shard_copy.unlink()
+    log = snakemake(work, "--profile", "profiles/cheyenne", "--config", *SMALL,
+                    "frames_per_shard=120", "--set-resources", "render_shard:mem_mb=250*attempt",
+                    "--", str(shard_copy.relative_to(work)), PBS_ACCOUNT=ACCOUNT)
+    ids = sorted(submitted(log), key=lambda jobid: int(jobid.split(".")[0]))
+    jobs = wait_finished(*ids)
+    shard = [jobs[i] for i in ids]
+    assert [r["Job_Name"] for r in shard] == ["nc_render_shard_00001"] * 2
+    assert [(r["Exit_status"], r["Resource_List"]["mem"]) for r in shard] == \
+        [(-27, "250mb"), (0, "500mb")], [r.get("comment") for r in shard]
+    assert shard[0]["comment"].endswith("exceeded resource mem")
+    assert "JOB_EXEC_KILL_MEM" in log
+    assert count_rows(shard_copy) == rows
+
+
+def _stamp(text: str) -> float:
+    return time.mktime(time.strptime(text, "%a %b %d %H:%M:%S %Y"))
+
+
+def test_kill_snakemake_and_resume_on_pbs(pbs, tmp_path_factory, sample_nc):
+    """SIGKILL the snakemake process while shards are queued/running in PBS, run the same
+    command again: the killed run's jobs are deleted before anything new is submitted (no
+    shard runs twice at once), finished shards are kept, the COPY file has exactly the
+    expected rows, and no job of either run is left in qstat."""
+    work = workdir(tmp_path_factory, sample_nc, "pbs_resume")
+    args = ["--profile", "profiles/cheyenne", "--config", *SMALL, "frames_per_shard=60", "--",
+            "results/demo/cells.copy"]
+    cells = work / "results/demo/cells"
+    first_log = work / "first.out"
+
+    def finished():  # shards Snakemake has seen succeed (no longer marked incomplete)
+        marked = _incomplete(work)
+        return [p for p in cells.glob("*.copy") if f"results/demo/cells/{p.name}" not in marked]
+
+    with open(first_log, "w") as out, subprocess.Popen(
+            [sys.executable, "-m", "snakemake", *FAST, *args], cwd=work, stdout=out,
+            stderr=subprocess.STDOUT, env=pbs_env(PBS_ACCOUNT=ACCOUNT),
+            start_new_session=True) as proc:
+        deadline = time.time() + 600
+        while time.time() < deadline and len(finished()) < 1:
+            assert proc.poll() is None, "snakemake ended before it could be killed"
+            time.sleep(0.5)
+        proc.send_signal(signal.SIGKILL)  # snakemake only: its PBS jobs keep going
+    old = list(submitted(first_log.read_text()))
+    active = [j for j, rec in qstat_jobs(*old).items() if rec["job_state"] != "F"]
+    assert active, "some shards should still be queued or running in PBS"
+    incomplete = _incomplete(work)
+    done = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in cells.glob("*.copy")
+            if f"results/demo/cells/{p.name}" not in incomplete}
+    assert 1 <= len(done) < 4
+    log = snakemake(work, *args, PBS_ACCOUNT=ACCOUNT)  # the same command again
+    assert "removed the stale lock" in log
+    assert count_rows(work / "results/demo/cells.copy") == ROWS
+    for p in done:  # finished shards were not redone
+        assert f"wildcards: shard={p.stem}" not in log, f"shard {p.stem} was redone"
+    assert {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in done} == done
+    assert len(list(cells.glob("*.copy"))) == 4
+    assert not list(work.glob("results/demo/**/*.part"))
+    # Every job of both runs has ended; jobs of one shard never overlapped in time.
+    jobs = wait_finished(*old, *submitted(log), timeout=60)
+    spans: dict[str, list] = {}
+    for rec in jobs.values():
+        if "stime" in rec:
+            spans.setdefault(rec["Job_Name"], []).append(
+                (_stamp(rec["stime"]), _stamp(rec["obittime"])))
+    for name, runs in spans.items():
+        runs.sort()
+        for (_, end), (start, _) in zip(runs, runs[1:], strict=False):
+            assert start >= end, f"{name} ran twice at once: {runs}"
+    for jobid in active:
+        deleted = f"ncreel: deleted PBS job {jobid} of the killed run"
+        assert deleted in log or jobs[jobid].get("Exit_status") == 0, (jobid, jobs[jobid])
+
+
+# ------------------------------------------------------------- peer servers, accounts, errors
+def _jobscript(path: Path, body: str, rule: str) -> Path:
+    """A jobscript as Snakemake writes it (the submit command reads its properties line)."""
+    props = {"type": "single", "rule": rule, "wildcards": {}, "threads": 1,
+             "resources": {"mem_mb": 100, "runtime": 2}, "jobid": 1}
+    path.write_text(f"#!/bin/sh\n# properties = {json.dumps(props)}\n{body}\n")
+    return path
+
+
+def _profile_cmd(profile: str, key: str) -> list[str]:
+    import yaml
+
+    cmd = yaml.safe_load((ROOT / "profiles" / profile / "config.yaml").read_text())[key]
+    return [sys.executable if w == "python3" else w for w in cmd.split()]
+
+
+def test_queue_at_server_and_suffixed_job_ids(pbs, tmp_path):
+    """The cheyenne profile's own submit/status/cancel commands with a ``queue@server``
+    destination (how a job goes to a peer server, as Casper's and Derecho's are): the job
+    id carries the server's suffix, status answers for it (and for the bare number), and
+    the cancel command (qdel) of a running job makes it ``failed``."""
+    env = pbs_env(PBS_ACCOUNT=ACCOUNT, NCREEL_PBS_QUEUE=f"share@{pbs}")
+    (tmp_path / "workflow").symlink_to(ROOT / "workflow")
+
+    def run(*cmd):
+        proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout.strip()
+
+    submit = _profile_cmd("cheyenne", "cluster-generic-submit-cmd")
+    status = _profile_cmd("cheyenne", "cluster-generic-status-cmd")
+    ok = run(*submit, str(_jobscript(tmp_path / "snakejob.ok.sh", "exit 0", "ok")))
+    long = run(*submit, str(_jobscript(tmp_path / "snakejob.long.sh", "sleep 300", "long")))
+    assert ok.endswith(f".{pbs}") and long.endswith(f".{pbs}")
+    deadline = time.time() + 240
+    while qstat_jobs(long)[long]["job_state"] != "R":
+        assert time.time() < deadline
+        time.sleep(0.5)
+    run(*_profile_cmd("cheyenne", "cluster-generic-cancel-cmd"), long)
+    jobs = wait_finished(ok, long)
+    assert {j["queue"] for j in jobs.values()} == {"share"}
+    assert {j["Account_Name"] for j in jobs.values()} == {ACCOUNT}
+    assert run(*status, ok) == "success" and run(*status, ok.split(".")[0]) == "success"
+    # 271 = 256 + SIGTERM; 143 = 128 + SIGTERM when the job's shell outlives its child.
+    assert run(*status, long) == "failed" and jobs[long]["Exit_status"] in (143, 271)
+
+
+def test_missing_account_and_unknown_queue_stop_before_any_job(pbs, tmp_path_factory,
+                                                               sample_nc):
+    """No PBS_ACCOUNT, or a queue the server does not have: one ``ncreel: error:`` line
+    naming what to set, before anything is submitted."""
+    work = workdir(tmp_path_factory, sample_nc, "pbs_errors")
+    target = ["--profile", "profiles/cheyenne", "--config", *SMALL, "--",
+              "results/demo/stats.json"]
+    log = snakemake(work, *target, check=False)
+    assert "ncreel: error: PBS_ACCOUNT is unset: export PBS_ACCOUNT=<project code>" in log
+    log2 = snakemake(work, *target, check=False, PBS_ACCOUNT=ACCOUNT,
+                     NCREEL_PBS_QUEUE="nosuch")
+    errors = [ln for ln in log2.splitlines() if ln.startswith("ncreel: error:")]
+    assert errors == [errors[0]] and "PBS queue 'nosuch' does not exist" in errors[0]
+    assert "share" in errors[0]  # lists the queues there are
+    assert not submitted(log + log2) and not (work / "results/demo/stats.json").exists()
+
+
+def test_rejected_resource_request_is_one_line(pbs, tmp_path_factory, sample_nc):
+    """A job asking more memory than the queue allows (share: resources_max.mem 100gb):
+    PBS's qsub rejects it and the run fails naming the reason in one line."""
+    work = workdir(tmp_path_factory, sample_nc, "pbs_rejected")
+    log = snakemake(work, "--profile", "profiles/cheyenne", "--config", *SMALL,
+                    "--set-resources", "statistics:mem_mb=200000", "--",
+                    "results/demo/stats.json", check=False, PBS_ACCOUNT=ACCOUNT)
+    lines = [ln for ln in log.splitlines() if "ncreel-pbs: error:" in ln]
+    assert lines and all("mem=200000MB" in ln for ln in lines), log[-3000:]
+    assert "qsub: Job violates queue and/or server resource limits" in lines[0]
+    assert not submitted(log)
