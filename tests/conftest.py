@@ -14,6 +14,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow"))
+# Snakemake started by tests finds ncreel's executor plugin (workflow/
+# snakemake_executor_plugin_pbs_pro) here, as `pip install -e .` makes it findable.
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [str(ROOT / "workflow"), *filter(None, [os.environ.get("PYTHONPATH")])])
 
 
 @pytest.fixture(scope="session")
