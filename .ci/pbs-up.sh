@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Bring up a real single-node PBS Pro (OpenPBS 23.06.06) for ncreel's tests, as root.
+#
+# The server itself comes from the shared OpenPBS package that CI places beside the clone
+# (<parent of the repository>/shared/openpbs: prebuilt /opt/pbs tarball + its pbs-up.sh,
+# see its README.md); OPENPBS_DIR overrides where it is looked for. On top of that, this
+# script adds what ncreel's PBS profiles and tests need (additive and idempotent: existing
+# queues and jobs are never touched):
+#   - a `share` queue, the queue profiles/cheyenne submits to (Cheyenne's shared queue);
+#   - scheduler_iteration 10 s, so a job freed by another's end starts within seconds
+#     (PBS also schedules at every submit and job end; the shared default is 30 s).
+# PBS commands are in /opt/pbs/bin; Slurm's Torque wrappers own /usr/bin/qsub, so this
+# script and the tests call /opt/pbs/bin/... by path.
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+die() { echo "ncreel .ci/pbs-up.sh: error: $*" >&2; exit 1; }
+[ "$(id -u)" -eq 0 ] || die "must run as root (sudo bash .ci/pbs-up.sh)"
+
+if [ -n "${OPENPBS_DIR:-}" ]; then
+	SHARED=$OPENPBS_DIR
+else
+	SHARED=""
+	# beside the clone (CI), or beside the directory holding git worktrees
+	for d in "$(dirname "$REPO")/shared/openpbs" "$(dirname "$(dirname "$REPO")")/shared/openpbs"; do
+		[ -x "$d/pbs-up.sh" ] && { SHARED=$d; break; }
+	done
+fi
+[ -n "$SHARED" ] && [ -x "$SHARED/pbs-up.sh" ] ||
+	die "the OpenPBS package is missing: expected $(dirname "$REPO")/shared/openpbs/pbs-up.sh" \
+		"(copy shared/ beside the clone, or set OPENPBS_DIR=<dir holding pbs-up.sh>)"
+
+bash "$SHARED/pbs-up.sh"
+
+QMGR=/opt/pbs/bin/qmgr
+QSTAT=/opt/pbs/bin/qstat
+for q in share; do
+	"$QSTAT" -Q "$q" >/dev/null 2>&1 || "$QMGR" -c "create queue $q queue_type = execution"
+	"$QMGR" -c "set queue $q enabled = True"
+	"$QMGR" -c "set queue $q started = True"
+done
+"$QMGR" -c "set server scheduler_iteration = 10"
+echo "ncreel .ci/pbs-up.sh: PBS up with queues: $("$QSTAT" -Q | awk 'NR > 2 {print $1}' | tr '\n' ' ')"
