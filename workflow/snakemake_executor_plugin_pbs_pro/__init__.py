@@ -143,6 +143,50 @@ def write_manifest(path: str | os.PathLike, entries: list[dict]) -> Path:
     return path
 
 
+class Journal:
+    """Which PBS job produces which outputs, kept across runs (``journal.jsonl``).
+
+    One JSON line per event: ``{"submit": id, "outputs": [...]}`` when a job is
+    submitted, ``{"end": id}`` when this executor saw it end (or gave it up). Entries
+    submitted but never ended belong to a run that was killed: :meth:`open_jobs`.
+    Snakemake's own record of a job's id cannot serve here: the job's own Snakemake
+    process overwrites it (with none) when it starts.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+
+    def open_jobs(self) -> dict[tuple, str]:
+        """Sorted outputs -> PBS id, for every job submitted and never ended."""
+        opened: dict[str, tuple] = {}
+        try:
+            lines = self.path.read_text().splitlines()
+        except OSError:
+            return {}
+        for line in lines:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue  # a line cut short by a kill
+            if "submit" in rec:
+                opened[rec["submit"]] = tuple(sorted(rec.get("outputs") or []))
+            elif "end" in rec:
+                opened.pop(rec["end"], None)
+        return {outputs: jobid for jobid, outputs in opened.items()}
+
+    def write(self, records: list[dict]) -> None:
+        """Append `records` (one line each)."""
+        if records:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a", encoding="utf-8") as fh:
+                fh.write("".join(json.dumps(r) + "\n" for r in records))
+
+
+def outputs_of(job: JobExecutorInterface) -> tuple:
+    """Return the job's output paths, sorted (the key of :class:`Journal`)."""
+    return tuple(sorted(str(f) for f in job.output))
+
+
 class Executor(RemoteExecutor):
     """Submit Snakemake jobs to PBS Pro; watch them with one ``qstat`` per poll."""
 
@@ -162,6 +206,8 @@ class Executor(RemoteExecutor):
         self.qsub_calls = 0
         self.qstat_calls = 0
         self._runner = _runner
+        self.journal = Journal(Path(pbs.STATE_DIR) / "journal.jsonl")
+        self._killed_runs_jobs = self.journal.open_jobs()
 
     # ----------------------------------------------------------------- submission
 
@@ -215,7 +261,9 @@ class Executor(RemoteExecutor):
         except (pbs.QsubError, ValueError) as err:
             self.report_job_error(SubmittedJobInfo(job), msg=f"ncreel-pbs: {err}")
             return
-        self.logger.info(f"Job {job.jobid} has been submitted with PBS jobid {jobid}.")
+        self.journal.write([{"submit": jobid, "outputs": list(outputs_of(job))}])
+        # Worded as Snakemake's cluster executors word it, so existing log readers work.
+        self.logger.info(f"Submitted job {job.jobid} with external jobid '{jobid}'.")
         self.report_job_submission(SubmittedJobInfo(
             job, external_jobid=jobid, aux={"log": cmd[cmd.index("-o") + 1]}))
 
@@ -249,43 +297,50 @@ class Executor(RemoteExecutor):
             for job in jobs:
                 self.report_job_error(SubmittedJobInfo(job), msg=f"ncreel-pbs: {err}")
             return
-        self.logger.info(f"Jobs {','.join(str(e['jobid']) for e in entries)} have been "
-                         f"submitted as PBS job array {array_id} (manifest {manifest}).")
+        self.journal.write([{"submit": array_id.replace("[]", f"[{i}]", 1),
+                             "outputs": list(outputs_of(job))} for i, job in enumerate(jobs)])
+        self.logger.info(f"Submitted {len(jobs)} {jobs[0].rule.name} jobs as PBS job array "
+                         f"{array_id} (manifest {manifest}).")
         for index, job in enumerate(jobs):
+            sub_id = array_id.replace("[]", f"[{index}]", 1)
+            self.logger.info(f"Submitted job {job.jobid} with external jobid '{sub_id}'.")
             self.report_job_submission(SubmittedJobInfo(
-                job, external_jobid=array_id.replace("[]", f"[{index}]", 1),
+                job, external_jobid=sub_id,
                 aux={"array": array_id, "manifest": str(manifest),
                      "log": cmd[cmd.index("-o") + 1].replace("^array_index^", str(index))}))
 
     def _reattach(self, jobs: list[JobExecutorInterface]) -> list[JobExecutorInterface]:
         """Take over jobs a killed run left queued, running or finished successfully.
 
-        Snakemake records each submitted job's id with its incomplete outputs. When such
-        a PBS job is still alive (or ended with ``Exit_status`` 0), report it as
-        submitted instead of submitting the work a second time. Returns the jobs that
-        still need submitting.
+        A job the :class:`Journal` shows submitted by a run that never saw it end is
+        asked about (one ``qstat`` for all): while PBS still runs it, or when it ended
+        with ``Exit_status`` 0 and its outputs exist, it is reported as submitted instead
+        of being submitted a second time. Returns the jobs that still need submitting.
         """
-        recorded = {}
-        for job in jobs:
-            ids = self.workflow.persistence.external_jobids(job)
-            if len(ids) == 1 and ids[0]:
-                recorded[job] = ids[0]
+        recorded = {job: self._killed_runs_jobs[outputs_of(job)] for job in jobs
+                    if outputs_of(job) in self._killed_runs_jobs}
         if not recorded:
             return jobs
         self.qstat_calls += 1
         verdicts = pbs.statuses(list(recorded.values()), state_dir=pbs.STATE_DIR,
                                 attempts=self.settings.qstat_attempts, runner=self._runner,
                                 log=self.logger.debug)
-        rest = []
+        rest, given_up = [], []
         for job in jobs:
             jobid = recorded.get(job)
-            if jobid is not None and verdicts.get(jobid) in ("running", "success"):
+            verdict = verdicts.get(jobid)
+            if verdict == "running" or (
+                    verdict == "success" and all(os.path.exists(f) for f in job.output)):
                 self.logger.info(f"Re-attaching job {job.jobid} to PBS job {jobid} of "
                                  "the killed run.")
                 self.run_job_pre(job)
                 self.report_job_submission(SubmittedJobInfo(job, external_jobid=jobid))
             else:
                 rest.append(job)
+                if jobid is not None:
+                    given_up.append({"end": jobid})
+            self._killed_runs_jobs.pop(outputs_of(job), None)
+        self.journal.write(given_up)
         return rest
 
     # ----------------------------------------------------------------- status
@@ -302,6 +357,8 @@ class Executor(RemoteExecutor):
                                     state_dir=pbs.STATE_DIR,
                                     attempts=self.settings.qstat_attempts,
                                     runner=self._runner, log=self.logger.warning)
+        self.journal.write([{"end": j.external_jobid} for j in active_jobs
+                            if verdicts[j.external_jobid] != "running"])
         for job_info in active_jobs:
             verdict = verdicts[job_info.external_jobid]
             if verdict == "success":
@@ -317,6 +374,7 @@ class Executor(RemoteExecutor):
         """``qdel`` every active job; a whole array once (``123[]``), not each sub-job."""
         ids = list(dict.fromkeys(pbs.array_parent(j.external_jobid) for j in active_jobs
                                  if j.external_jobid))
+        self.journal.write([{"end": j.external_jobid} for j in active_jobs if j.external_jobid])
         for start in range(0, len(ids), 100):
             try:
                 subprocess.run(["qdel", *ids[start:start + 100]],
