@@ -25,7 +25,7 @@ from test_pbs_real import pbs as pbs_server  # noqa: F401  (its `pbs` fixture)
 from test_slurm import ROWS, count_rows, declared_jobs, workdir
 from test_workflow import SMALL
 
-pytestmark = [pytest.mark.pbs, pytest.mark.integration]
+pytestmark = [pytest.mark.pbs, pytest.mark.integration, pytest.mark.usefixtures("pbs_server")]
 
 CHEYENNE = str(ROOT / "profiles" / "cheyenne")
 
@@ -50,7 +50,7 @@ def array_ids(log: str) -> list[str]:
     return re.findall(r"as PBS job array (\S+) ", log)
 
 
-def test_render_shards_go_out_as_one_array(pbs_server, tmp_path_factory, sample_nc):
+def test_render_shards_go_out_as_one_array(tmp_path_factory, sample_nc):
     """Four shards through ``--profile profiles/cheyenne``: ONE ``qsub -J 0-3``; every
     sub-job ran the shard its index names in the manifest (its log says which), asked
     for the shard's declared mem_mb, ended with Exit_status 0; the COPY file is exact."""
@@ -97,7 +97,7 @@ rule hog:
 """
 
 
-def test_memory_killed_array_element_is_retried_alone(pbs_server, tmp_path):
+def test_memory_killed_array_element_is_retried_alone(tmp_path):
     """Element 1 of a three-job array allocates 900 MB under a 450 MB request: MoM kills
     it (Exit_status -27); only that job is resubmitted, as a plain job asking for
     1500 MB, and succeeds; elements 0 and 2 ran once."""
@@ -134,7 +134,7 @@ rule slow:
 """
 
 
-def test_kill_and_resume_with_array_in_flight(pbs_server, tmp_path):
+def test_kill_and_resume_with_array_in_flight(tmp_path):
     """SIGKILL snakemake while its array runs; the same command again re-attaches to the
     array's sub-jobs instead of submitting them again: every element ran exactly once,
     one qsub in all, and no job of the killed run is left in qstat."""
