@@ -17,25 +17,11 @@ import pytest
 from conftest import ROOT
 from ncreel import pbs
 from snakemake_executor_plugin_pbs_pro import subjob, write_manifest
+from test_pbs_status import FakeQstat
 
 ARRAYS = ROOT / "tests" / "data" / "qstat_pbspro_arrays"
 RECORDED = (153, (ARRAYS / "array_running_memkilled_plain_exit3.txt").read_text(),
             (ARRAYS / "array_running_memkilled_plain_exit3.stderr").read_text())
-
-
-class FakeQstat:
-    """Replays recorded ``qstat`` results; records each call."""
-
-    def __init__(self, results):
-        self.results = list(results)
-        self.calls = []
-
-    def __call__(self, cmd, timeout=60):
-        self.calls.append(cmd)
-        out = self.results.pop(0) if self.results else (1, "", "pbs_iff: cannot connect")
-        if isinstance(out, BaseException):
-            raise out
-        return subprocess.CompletedProcess(cmd, out[0], out[1], out[2])
 
 
 IDS = ["18[0].vm", "18[1].vm", "18[2].vm", "19.vm", "99999.vm"]

@@ -6,7 +6,7 @@ run it from inside a Snakemake process started with task 1's command line
 (``--target-jobs`` of task 1; only the payload differs). That outer process takes task
 1's job as its own: it waits for task 1's outputs, fails the task with
 MissingOutputException when task 1 is slower than ``--latency-wait``, would remove task
-1's outputs as those of its failed job, and doubles each task's Snakemake memory. The
+1's outputs as those of its failed job, and adds a second Snakemake process. The
 task's failure does not even reach the main run, which reports its job finished.
 
 This test states what arrays would need (every task COMPLETED, every task's log about
