@@ -251,20 +251,25 @@ def main() -> None:
                     help="also run this many shards on the real PBS server (0: skip)")
     args = ap.parse_args()
     results: dict[str, float] = {}
+
+    def report(new: dict) -> None:
+        # Printed as soon as measured, so a later failing part loses nothing.
+        results.update(new)
+        for key, value in new.items():
+            print(f"{key}={value:.3f}" if isinstance(value, float) else f"{key}={value}",
+                  flush=True)
+
     with tempfile.TemporaryDirectory(prefix="ncreel-scale-") as tmp:
         base = Path(tmp)
         for n in (args.baseline, args.shards):
-            results.update(dag(base, n))
-            print(f"dag {n}: {results[f'dag_seconds_{n}']:.1f} s", file=sys.stderr)
-        results["dag_seconds_ratio"] = (results[f"dag_seconds_{args.shards}"]
-                                        / results[f"dag_seconds_{args.baseline}"])
-        results["dag_shards_ratio"] = args.shards / args.baseline
+            report(dag(base, n))
+        report({"dag_seconds_ratio": results[f"dag_seconds_{args.shards}"]
+                / results[f"dag_seconds_{args.baseline}"],
+                "dag_shards_ratio": args.shards / args.baseline})
         for arrays in (True, False):
-            results.update(dry_submissions(base, args.submit_shards, arrays))
+            report(dry_submissions(base, args.submit_shards, arrays))
         if args.pbs_shards:
-            results.update(real_pbs(base, args.pbs_shards))
-    for key, value in results.items():
-        print(f"{key}={value:.3f}" if isinstance(value, float) else f"{key}={value}")
+            report(real_pbs(base, args.pbs_shards))
 
 
 if __name__ == "__main__":

@@ -203,8 +203,6 @@ class Executor(RemoteExecutor):
         if s.array_limit < 2:
             raise WorkflowError("pbs-pro-array-limit must be at least 2 (OpenPBS arrays "
                                 "have 2 or more sub-jobs)")
-        self.qsub_calls = 0
-        self.qstat_calls = 0
         self._runner = _runner
         self.journal = Journal(Path(pbs.STATE_DIR) / "journal.jsonl")
         self._killed_runs_jobs = self.journal.open_jobs()
@@ -223,7 +221,6 @@ class Executor(RemoteExecutor):
                     extra_l=[x for x in (s.extra_l or "").split(",") if x])
 
     def _qsub(self, cmd: list[str]) -> str:
-        self.qsub_calls += 1
         Path(self.settings.log_dir).mkdir(parents=True, exist_ok=True)
         return pbs.run_qsub(cmd, runner=self._runner)
 
@@ -321,7 +318,6 @@ class Executor(RemoteExecutor):
                     if outputs_of(job) in self._killed_runs_jobs}
         if not recorded:
             return jobs
-        self.qstat_calls += 1
         verdicts = pbs.statuses(list(recorded.values()), state_dir=pbs.STATE_DIR,
                                 attempts=self.settings.qstat_attempts, runner=self._runner,
                                 log=self.logger.debug)
@@ -352,7 +348,6 @@ class Executor(RemoteExecutor):
         if not active_jobs:
             return
         async with self.status_rate_limiter:
-            self.qstat_calls += 1
             verdicts = pbs.statuses([j.external_jobid for j in active_jobs],
                                     state_dir=pbs.STATE_DIR,
                                     attempts=self.settings.qstat_attempts,
