@@ -6,7 +6,9 @@
 # see its README.md); OPENPBS_DIR overrides where it is looked for. On top of that, this
 # script adds what ncreel's PBS profiles and tests need (additive and idempotent: existing
 # queues and jobs are never touched):
-#   - a `share` queue, the queue profiles/cheyenne submits to (Cheyenne's shared queue);
+#   - a `share` queue, the queue profiles/cheyenne submits to (Cheyenne's shared queue),
+#     with a per-job memory limit (resources_max.mem 100gb, below the 128 GB of Cheyenne's
+#     shared node), so that qsub rejects a larger request as a site's queue does;
 #   - scheduler_iteration 10 s, so a job freed by another's end starts within seconds
 #     (PBS also schedules at every submit and job end; the shared default is 30 s).
 # PBS commands are in /opt/pbs/bin; Slurm's Torque wrappers own /usr/bin/qsub, so this
@@ -39,5 +41,6 @@ for q in share; do
 	"$QMGR" -c "set queue $q enabled = True"
 	"$QMGR" -c "set queue $q started = True"
 done
+"$QMGR" -c "set queue share resources_max.mem = 100gb"
 "$QMGR" -c "set server scheduler_iteration = 10"
 echo "ncreel .ci/pbs-up.sh: PBS up with queues: $("$QSTAT" -Q | awk 'NR > 2 {print $1}' | tr '\n' ' ')"

@@ -10,10 +10,12 @@ root, the session fixture starts it with ``.ci/pbs-up.sh`` first.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -21,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
-from test_slurm import ROWS, count_rows, declared_jobs, workdir
+from test_slurm import ROWS, _incomplete, count_rows, declared_jobs, workdir
 from test_workflow import SMALL
 
 pytestmark = [pytest.mark.pbs, pytest.mark.integration]
@@ -142,12 +144,18 @@ def check_jobs(log: str, queue: str, expect_rules: dict[str, int]) -> dict[str, 
     return jobs
 
 
-def test_cheyenne_profile_end_to_end(pbs, tmp_path_factory, sample_nc):
+@pytest.fixture(scope="module")
+def cheyenne_demo(pbs, tmp_path_factory, sample_nc) -> tuple[Path, str]:
+    """The demo run once through ``--profile profiles/cheyenne``; (workdir, its log)."""
+    work = workdir(tmp_path_factory, sample_nc, "pbs_cheyenne")
+    return work, snakemake(work, "--profile", "profiles/cheyenne", "--config", *SMALL,
+                           "frames_per_shard=120", PBS_ACCOUNT=ACCOUNT)
+
+
+def test_cheyenne_profile_end_to_end(cheyenne_demo):
     """The demo through ``--profile profiles/cheyenne`` on PBS Pro, nothing overridden:
     the ``share`` queue exists here as on Cheyenne."""
-    work = workdir(tmp_path_factory, sample_nc, "pbs_cheyenne")
-    log = snakemake(work, "--profile", "profiles/cheyenne", "--config", *SMALL,
-                    "frames_per_shard=120", PBS_ACCOUNT=ACCOUNT)
+    work, log = cheyenne_demo
     check_jobs(log, "share", {"statistics": 1, "calibrate_render": 1, "render_shard": 2,
                               "reduce_cells": 1, "encode_movie": 1, "preview": 1})
     assert count_rows(work / "results/demo/cells.copy") == ROWS
@@ -194,3 +202,258 @@ def test_derecho_profile_asks_for_a_whole_node(pbs, tmp_path_factory, sample_nc)
     assert rec["Resource_List"]["ncpus"] == 128 and rec["Resource_List"]["mem"] == "235gb"
     assert "Insufficient amount of resource" in rec["comment"]
     assert wait_finished(jobid)[jobid]["job_state"] == "F"
+
+
+# ------------------------------------------------------------------ how jobs end, for real
+#: name -> (qsub options, job body, verdict of the status command). Submitted directly with
+#: PBS's qsub (no -V, so the recorded documents hold no environment beyond PBS_O_*).
+ENDINGS = {
+    "finished_ok": ([], "exit 0", "success"),
+    "finished_failed": ([], "exit 3", "failed"),
+    # 600 MB touched against mem=100MB: MoM's `$enforce mem` kills it (Exit_status -27).
+    "memory_killed": ([], "python3 -c 'import time; a = bytearray(600 << 20); time.sleep(120)'",
+                      "failed"),
+    "walltime_killed": (["-l", "walltime=00:00:05"], "sleep 120", "failed"),
+    # `qsig -s KILL` once running, as a node's OOM killer would: 256 + SIGKILL.
+    # (`exec`: the signal reaches the job's top process itself, not a shell waiting for it,
+    # which would exit 128 + signal instead.)
+    "killed_sigkill_265": ([], "exec sleep 300", "failed"),
+    "deleted_running_271": ([], "exec sleep 300", "failed"),  # qdel once running: 256 + TERM
+    "deleted_before_run": (["-h"], "sleep 1", "failed"),  # held, then qdel
+    "held": (["-h"], "sleep 1", "running"),
+    # More than the node has: PBS keeps it queued ("Can Never Run").
+    "queued": (["-l", "select=1:ncpus=64:mem=100MB"], "sleep 1", "running"),
+}
+
+
+def pbs_status(jobid: str) -> str:
+    """What the profiles' status command (cluster-generic-status-cmd) prints for `jobid`."""
+    proc = subprocess.run([sys.executable, str(ROOT / "workflow/scripts/ncreel_pbs.py"),
+                           "status", jobid], capture_output=True, text=True, env=pbs_env(),
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+def test_status_command_on_real_job_endings(pbs, tmp_path):
+    """Each way a PBS job ends, for real: the status command's verdict, the Exit_status
+    PBS records and why. With NCREEL_RECORD_QSTAT=<dir> the ``qstat -x -f -F json``
+    documents are written there (tests/data/qstat_pbspro/ was recorded this way)."""
+    ids = {}
+    for name, (opts, body, _) in ENDINGS.items():
+        script = tmp_path / f"{name}.sh"
+        script.write_text(f"#!/bin/bash\n{body}\n")
+        ids[name] = subprocess.run(
+            [QSUB, "-N", f"nc_{name}"[:15], "-A", ACCOUNT, "-j", "oe", "-o", str(tmp_path),
+             "-l", "select=1:ncpus=1:mem=100MB", "-l", "walltime=00:02:00", *opts,
+             str(script)], capture_output=True, text=True, check=True, cwd=tmp_path,
+            env=pbs_env()).stdout.strip()
+    docs = {}
+    deadline = time.time() + 240
+    for name in ("deleted_running_271", "killed_sigkill_265"):
+        while (rec := qstat_jobs(ids[name])[ids[name]])["job_state"] != "R":
+            assert time.time() < deadline, rec
+            time.sleep(0.5)
+    docs["running"] = qstat_doc(ids["deleted_running_271"])
+    subprocess.run([str(PBS_BIN / "qsig"), "-s", "KILL", ids["killed_sigkill_265"]], check=True)
+    while "Can Never Run" not in qstat_jobs(ids["queued"])[ids["queued"]].get("comment", ""):
+        assert time.time() < deadline
+        time.sleep(0.5)
+    for name in ("queued", "held"):
+        docs[name] = qstat_doc(ids[name])
+        assert pbs_status(ids[name]) == "running"
+    subprocess.run([QDEL, ids["deleted_running_271"], ids["deleted_before_run"],
+                    ids["queued"], ids["held"]], check=True)
+    del ids["queued"], ids["held"]
+    final = wait_finished(*ids.values(), timeout=240)
+    verdicts = {name: pbs_status(jobid) for name, jobid in ids.items()}
+    assert verdicts == {name: ENDINGS[name][2] for name in ids}
+    codes = {name: final[jobid].get("Exit_status") for name, jobid in ids.items()}
+    assert codes == {"finished_ok": 0, "finished_failed": 3, "memory_killed": -27,
+                     "walltime_killed": -29, "killed_sigkill_265": 265,
+                     "deleted_running_271": 271, "deleted_before_run": None}
+    assert final[ids["memory_killed"]]["comment"].endswith("exceeded resource mem")
+    assert final[ids["memory_killed"]]["Resource_List"]["mem"] == "100mb"
+    assert final[ids["walltime_killed"]]["comment"].endswith("exceeded resource walltime")
+    unknown = subprocess.run([QSTAT, "-x", "-f", "-F", "json", f"99999999.{pbs}"],
+                             capture_output=True, text=True)
+    assert unknown.returncode == 153 and "Unknown Job Id" in unknown.stderr
+    docs["no_jobs"] = json.loads(unknown.stdout)
+    assert pbs_status(f"99999999.{pbs}") == "failed"
+    record = os.environ.get("NCREEL_RECORD_QSTAT")
+    if record:
+        docs.update({name: qstat_doc(jobid) for name, jobid in ids.items()})
+        for name, doc in docs.items():
+            Path(record, f"{name}.json").write_text(json.dumps(doc, indent=1) + "\n")
+
+
+def test_memory_killed_shard_is_retried_with_more_memory(cheyenne_demo):
+    """Through ``--profile profiles/cheyenne``: shard 00001 (removed after the demo run)
+    declares mem_mb = 250 x attempt, too little the first time. PBS kills it (Exit_status
+    -27, "exceeded resource mem"), the status command says failed, Snakemake resubmits it
+    with 500 MB, and it succeeds with the same rows as before."""
+    work, _ = cheyenne_demo
+    shard_copy = work / "results/demo/cells/00001.copy"
+    rows = count_rows(shard_copy)
+    shard_copy.unlink()
+    log = snakemake(work, "--profile", "profiles/cheyenne", "--config", *SMALL,
+                    "frames_per_shard=120", "--set-resources", "render_shard:mem_mb=250*attempt",
+                    "--", str(shard_copy.relative_to(work)), PBS_ACCOUNT=ACCOUNT)
+    ids = sorted(submitted(log), key=lambda jobid: int(jobid.split(".")[0]))
+    jobs = wait_finished(*ids)
+    shard = [jobs[i] for i in ids]
+    assert [r["Job_Name"] for r in shard] == ["nc_render_shard_00001"] * 2
+    assert [(r["Exit_status"], r["Resource_List"]["mem"]) for r in shard] == \
+        [(-27, "250mb"), (0, "500mb")], [r.get("comment") for r in shard]
+    assert shard[0]["comment"].endswith("exceeded resource mem")
+    assert "JOB_EXEC_KILL_MEM" in log
+    assert count_rows(shard_copy) == rows
+
+
+def _stamp(text: str) -> float:
+    return time.mktime(time.strptime(text, "%a %b %d %H:%M:%S %Y"))
+
+
+def test_kill_snakemake_and_resume_on_pbs(pbs, tmp_path_factory, sample_nc):
+    """SIGKILL the snakemake process while shards are queued/running in PBS, run the same
+    command again: the killed run's jobs are deleted before anything new is submitted (no
+    shard runs twice at once), finished shards are kept, the COPY file has exactly the
+    expected rows, and no job of either run is left in qstat."""
+    work = workdir(tmp_path_factory, sample_nc, "pbs_resume")
+    args = ["--profile", "profiles/cheyenne", "--config", *SMALL, "frames_per_shard=60", "--",
+            "results/demo/cells.copy"]
+    cells = work / "results/demo/cells"
+    first_log = work / "first.out"
+
+    def finished():  # shards Snakemake has seen succeed (no longer marked incomplete)
+        marked = _incomplete(work)
+        return [p for p in cells.glob("*.copy") if f"results/demo/cells/{p.name}" not in marked]
+
+    with open(first_log, "w") as out, subprocess.Popen(
+            [sys.executable, "-m", "snakemake", *FAST, *args], cwd=work, stdout=out,
+            stderr=subprocess.STDOUT, env=pbs_env(PBS_ACCOUNT=ACCOUNT),
+            start_new_session=True) as proc:
+        deadline = time.time() + 600
+        while time.time() < deadline and len(finished()) < 1:
+            assert proc.poll() is None, "snakemake ended before it could be killed"
+            time.sleep(0.5)
+        proc.send_signal(signal.SIGKILL)  # snakemake only: its PBS jobs keep going
+    old = list(submitted(first_log.read_text()))
+    active = [j for j, rec in qstat_jobs(*old).items() if rec["job_state"] != "F"]
+    assert active, "some shards should still be queued or running in PBS"
+    incomplete = _incomplete(work)
+    done = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in cells.glob("*.copy")
+            if f"results/demo/cells/{p.name}" not in incomplete}
+    assert 1 <= len(done) < 4
+    log = snakemake(work, *args, PBS_ACCOUNT=ACCOUNT)  # the same command again
+    assert "removed the stale lock" in log
+    assert count_rows(work / "results/demo/cells.copy") == ROWS
+    for p in done:  # finished shards were not redone
+        assert f"wildcards: shard={p.stem}" not in log, f"shard {p.stem} was redone"
+    assert {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in done} == done
+    assert len(list(cells.glob("*.copy"))) == 4
+    assert not list(work.glob("results/demo/**/*.part"))
+    # Every job of both runs has ended; jobs of one shard never overlapped in time.
+    jobs = wait_finished(*old, *submitted(log), timeout=60)
+    # Sub-jobs of an array share its Job_Name: name them by the shard they ran.
+    shard_of = {}
+    for array, manifest in re.findall(r"as PBS job array (\S+) \(manifest (\S+)\)",
+                                      first_log.read_text() + log):
+        for e in json.loads(Path(manifest).read_text())["jobs"]:
+            shard_of[array.replace("[]", f"[{e['index']}]")] = \
+                f"nc_render_shard_{e['wildcards']['shard']}"
+    spans: dict[str, list] = {}
+    for jobid, rec in jobs.items():
+        if "stime" in rec:
+            spans.setdefault(shard_of.get(jobid, rec["Job_Name"]), []).append(
+                (_stamp(rec["stime"]), _stamp(rec["obittime"])))
+    for name, runs in spans.items():
+        runs.sort()
+        for (_, end), (start, _) in zip(runs, runs[1:], strict=False):
+            assert start >= end, f"{name} ran twice at once: {runs}"
+    for jobid in active:  # deleted itself, or with its whole array (123[].server)
+        deleted = [f"ncreel: deleted PBS job {j} of the killed run"
+                   for j in (jobid, re.sub(r"\[\d+\]", "[]", jobid))]
+        assert any(d in log for d in deleted) or jobs[jobid].get("Exit_status") == 0, \
+            (jobid, jobs[jobid])
+
+
+# ------------------------------------------------------------- peer servers, accounts, errors
+def _jobscript(path: Path, body: str, rule: str) -> Path:
+    """A jobscript as Snakemake writes it (the submit command reads its properties line)."""
+    props = {"type": "single", "rule": rule, "wildcards": {}, "threads": 1,
+             "resources": {"mem_mb": 100, "runtime": 2}, "jobid": 1}
+    path.write_text(f"#!/bin/sh\n# properties = {json.dumps(props)}\n{body}\n")
+    return path
+
+
+#: The cluster-generic commands ncreel still ships (workflow/scripts/ncreel_pbs.py) for
+#: sites that prefer that executor; the profiles use the pbs-pro executor, whose qsub
+#: line and state rules are the same functions (ncreel.pbs).
+GENERIC = {
+    "submit": [sys.executable, "workflow/scripts/ncreel_pbs.py", "submit", "--queue", "share",
+               "--max-walltime", "06:00:00"],
+    "status": [sys.executable, "workflow/scripts/ncreel_pbs.py", "status"],
+    "cancel": ["qdel"],
+}
+
+
+def test_queue_at_server_and_suffixed_job_ids(pbs, tmp_path):
+    """ncreel's cluster-generic submit/status/cancel commands with a ``queue@server``
+    destination (how a job goes to a peer server, as Casper's and Derecho's are): the job
+    id carries the server's suffix, status answers for it (and for the bare number), and
+    the cancel command (qdel) of a running job makes it ``failed``."""
+    env = pbs_env(PBS_ACCOUNT=ACCOUNT, NCREEL_PBS_QUEUE=f"share@{pbs}")
+    (tmp_path / "workflow").symlink_to(ROOT / "workflow")
+
+    def run(*cmd):
+        proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout.strip()
+
+    submit, status = GENERIC["submit"], GENERIC["status"]
+    ok = run(*submit, str(_jobscript(tmp_path / "snakejob.ok.sh", "exit 0", "ok")))
+    long = run(*submit, str(_jobscript(tmp_path / "snakejob.long.sh", "sleep 300", "long")))
+    assert ok.endswith(f".{pbs}") and long.endswith(f".{pbs}")
+    deadline = time.time() + 240
+    while qstat_jobs(long)[long]["job_state"] != "R":
+        assert time.time() < deadline
+        time.sleep(0.5)
+    run(*GENERIC["cancel"], long)
+    jobs = wait_finished(ok, long)
+    assert {j["queue"] for j in jobs.values()} == {"share"}
+    assert {j["Account_Name"] for j in jobs.values()} == {ACCOUNT}
+    assert run(*status, ok) == "success" and run(*status, ok.split(".")[0]) == "success"
+    # 271 = 256 + SIGTERM; 143 = 128 + SIGTERM when the job's shell outlives its child.
+    assert run(*status, long) == "failed" and jobs[long]["Exit_status"] in (143, 271)
+
+
+def test_missing_account_and_unknown_queue_stop_before_any_job(pbs, tmp_path_factory,
+                                                               sample_nc):
+    """No PBS_ACCOUNT, or a queue the server does not have: one ``ncreel: error:`` line
+    naming what to set, before anything is submitted."""
+    work = workdir(tmp_path_factory, sample_nc, "pbs_errors")
+    target = ["--profile", "profiles/cheyenne", "--config", *SMALL, "--",
+              "results/demo/stats.json"]
+    log = snakemake(work, *target, check=False)
+    assert "ncreel: error: PBS_ACCOUNT is unset: export PBS_ACCOUNT=<project code>" in log
+    log2 = snakemake(work, *target, check=False, PBS_ACCOUNT=ACCOUNT,
+                     NCREEL_PBS_QUEUE="nosuch")
+    errors = [ln for ln in log2.splitlines() if ln.startswith("ncreel: error:")]
+    assert errors == [errors[0]] and "PBS queue 'nosuch' does not exist" in errors[0]
+    assert "share" in errors[0]  # lists the queues there are
+    assert not submitted(log + log2) and not (work / "results/demo/stats.json").exists()
+
+
+def test_rejected_resource_request_is_one_line(pbs, tmp_path_factory, sample_nc):
+    """A job asking more memory than the queue allows (share: resources_max.mem 100gb):
+    PBS's qsub rejects it and the run fails naming the reason in one line."""
+    work = workdir(tmp_path_factory, sample_nc, "pbs_rejected")
+    log = snakemake(work, "--profile", "profiles/cheyenne", "--config", *SMALL,
+                    "--set-resources", "statistics:mem_mb=200000", "--",
+                    "results/demo/stats.json", check=False, PBS_ACCOUNT=ACCOUNT)
+    lines = [ln for ln in log.splitlines() if "ncreel-pbs: error:" in ln]
+    assert lines and all("mem=200000MB" in ln for ln in lines), log[-3000:]
+    assert "qsub: Job violates queue and/or server resource limits" in lines[0]
+    assert not submitted(log)

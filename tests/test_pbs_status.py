@@ -5,10 +5,11 @@ Sources of the ``qstat`` text used here:
 - ``tests/data/qstat_torque/*.txt``: **recorded** ``qstat -f`` output of Slurm 22.05's
   Torque wrapper on the CI machine (see the README there). It never shows an exit status.
 - ``tests/data/qstat_pbspro/*.json``: PBS Pro ``qstat -x -f -F json`` documents
-  **constructed** from public OpenPBS sources (no PBS server is reachable here); the README
-  there names each source. Exit codes follow OpenPBS ``src/include/job.h``
-  (JOB_EXEC_KILL_MEM -27, JOB_EXEC_KILL_WALLTIME -29) and "256 + signal" (271 = SIGTERM at
-  the walltime limit).
+  **recorded** from a real OpenPBS 23.06.06 server (``.ci/pbs-up.sh``) by
+  ``tests/test_pbs_real.py::test_status_command_on_real_job_endings`` (all but
+  ``exiting.json``, constructed; see the README there). Exit codes: OpenPBS
+  ``src/include/job.h`` (JOB_EXEC_KILL_MEM -27, JOB_EXEC_KILL_WALLTIME -29) and
+  "256 + signal" (271 = qdel's SIGTERM, 265 = SIGKILL).
 - ``TORQUE_DOC``: the ``qstat -f`` example in Adaptive Computing's TORQUE 3.0.5 manual,
   section 2.7 "Job Exit Status"
   (http://docs.adaptivecomputing.com/torque/3-0-5/2.7jobexitstatus.php).
@@ -120,14 +121,14 @@ def status(jobid, runner, tmp_path, **kw):
     ("finished_ok.json", "success"),
     ("finished_failed.json", "failed"),
     ("walltime_killed.json", "failed"),
-    ("walltime_killed_271.json", "failed"),
     ("memory_killed.json", "failed"),
-    ("memory_killed_oom_265.json", "failed"),
+    ("killed_sigkill_265.json", "failed"),
+    ("deleted_running_271.json", "failed"),
     ("deleted_before_run.json", "failed"),
     ("no_jobs.json", "failed"),
 ])
 def test_pbspro_json(name, expected, tmp_path, monkeypatch):
-    """PBS Pro ``qstat -x -f -F json`` (constructed from OpenPBS sources, see README)."""
+    """PBS Pro ``qstat -x -f -F json`` (recorded from OpenPBS 23.06.06, see README)."""
     monkeypatch.setattr(pbs.time, "sleep", lambda s: None)
     jobid = next(iter(json.loads((PBSPRO / name).read_text()).get("Jobs", {"9.x": 0})))
     runner = json_runner(name)
@@ -135,9 +136,26 @@ def test_pbspro_json(name, expected, tmp_path, monkeypatch):
     assert runner.calls[0][:5] == ["qstat", "-x", "-f", "-F", "json"]
 
 
+def _recorded_id(name: str) -> str:
+    return next(iter(json.loads((PBSPRO / name).read_text())["Jobs"]))
+
+
 def test_pbspro_json_short_id_matches(tmp_path):
-    # The id Snakemake passes is what qsub printed; accept "4127005" for "4127005.desched1".
-    assert status("4127005", json_runner("finished_ok.json"), tmp_path) == "success"
+    # The id Snakemake passes is what qsub printed; accept "67" for "67.vm", and the
+    # server's full name for its short one ("67.vm.example.org").
+    seq, server = _recorded_id("finished_ok.json").split(".", 1)
+    assert status(seq, json_runner("finished_ok.json"), tmp_path) == "success"
+    assert status(f"{seq}.{server}.example.org", json_runner("finished_ok.json"),
+                  tmp_path) == "success"
+
+
+def test_pbspro_json_peer_server_ids_differ(tmp_path, monkeypatch):
+    # Casper and Derecho are separate PBS servers: job 67 of another server is not 67.vm.
+    monkeypatch.setattr(pbs.time, "sleep", lambda s: None)
+    seq = _recorded_id("finished_ok.json").split(".")[0]
+    jobs = pbs.parse_pbs_json((PBSPRO / "finished_ok.json").read_text())
+    assert pbs._lookup(jobs, f"{seq}.casper-pbs") is None
+    assert pbs._lookup(jobs, seq) is not None
 
 
 def test_pbspro_exit_codes_described():
@@ -203,7 +221,7 @@ def test_transient_errors_are_retried(tmp_path):
     busy = (1, "", "qstat: cannot connect to server desched1 (errno=15010)")
     ok = (0, (PBSPRO / "finished_ok.json").read_text(), "")
     runner = FakeQstat([busy, subprocess.TimeoutExpired("qstat", 60), busy, ok])
-    assert status("4127005.desched1", runner, tmp_path, attempts=4) == "success"
+    assert status(_recorded_id("finished_ok.json"), runner, tmp_path, attempts=4) == "success"
     assert len(runner.calls) == 4
 
 

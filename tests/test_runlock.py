@@ -40,3 +40,16 @@ def test_lock_from_another_host_is_kept(tmp_path):
     locks = make_lock(tmp_path, dead_pid(), host="some-other-login-node")
     assert not clear_stale_lock(tmp_path)
     assert list(locks.iterdir())
+
+
+def test_batch_jobscripts_are_not_snakemake_runs():
+    from ncreel.runlock import _runs_snakemake
+
+    def argv(cmd):
+        return [a.encode() for a in cmd.split()]
+
+    assert _runs_snakemake(argv("/venv/bin/python3 -m snakemake --profile profiles/cheyenne"))
+    assert _runs_snakemake(argv("/venv/bin/snakemake -n"))
+    # A PBS job of the killed run: its shell runs the jobscript with cwd = the workdir.
+    assert not _runs_snakemake(argv("/bin/sh /w/.snakemake/tmp.x1/snakejob.render_shard.3.sh"))
+    assert not _runs_snakemake(argv("python3 workflow/scripts/ncreel_pbs.py status 7.vm"))

@@ -123,13 +123,31 @@ def parse_pbs_json(text: str) -> dict[str, dict]:
     return jobs
 
 
+def same_job(a: str, b: str) -> bool:
+    """Whether PBS job ids `a` and `b` name the same job.
+
+    A PBS job id is ``<sequence number>.<server>`` (``4127005.desched1``,
+    ``812.casper-pbs``); the server part may be missing (``4127005``) or fully qualified
+    (``4127005.desched1.hpc.ucar.edu``). Ids match when the sequence numbers are equal and
+    the servers are the same, one is missing, or one is the other's leading labels. Jobs
+    of different servers (NCAR's Casper and Derecho are separate PBS servers) never match.
+    """
+    seq_a, _, srv_a = a.partition(".")
+    seq_b, _, srv_b = b.partition(".")
+    if seq_a != seq_b:
+        return False
+    if not srv_a or not srv_b or srv_a == srv_b:
+        return True
+    short, full = sorted((srv_a, srv_b), key=len)
+    return full.startswith(short + ".")
+
+
 def _lookup(jobs: dict, jobid: str):
-    """Return the record of `jobid` (``123`` matches ``123.server`` and vice versa)."""
+    """Return the record of `jobid` in `jobs` (see :func:`same_job`), or None."""
     if jobid in jobs:
         return jobs[jobid]
-    short = jobid.split(".")[0]
     for key, rec in jobs.items():
-        if key.split(".")[0] == short:
+        if same_job(key, jobid):
             return rec
     return None
 
@@ -556,6 +574,54 @@ def run_qsub(cmd: list[str], runner=_run) -> str:
     if not jobid:
         raise QsubError(f"qsub printed no job id: {shlex.join(cmd)}")
     return jobid
+
+
+# ----------------------------------------------------------------------------- checks
+
+
+def profile_queue(submit_cmd: str, env=None) -> str | None:
+    """Return the queue a PBS profile's submit command sends jobs to.
+
+    ``$NCREEL_PBS_QUEUE`` when set, else the ``--queue`` option of `submit_cmd` (the
+    profile's ``cluster-generic-submit-cmd``); None when neither names one. A queue may
+    name another server: ``queue@server``.
+    """
+    env = os.environ if env is None else env
+    if env.get("NCREEL_PBS_QUEUE"):
+        return env["NCREEL_PBS_QUEUE"]
+    args = shlex.split(submit_cmd or "")
+    for i, arg in enumerate(args):
+        if arg == "--queue" and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith("--queue="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def queue_problem(queue: str, runner=_run) -> str | None:
+    """One line saying that PBS does not know `queue` (``queue`` or ``queue@server``), or None.
+
+    Asks ``qstat -Q <queue>``; only PBS's own "Unknown queue" answer counts, so a missing
+    ``qstat`` or a server that does not answer leaves the verdict to ``qsub``. The message
+    lists the queues the server has.
+    """
+    try:
+        proc = runner(["qstat", "-Q", queue], timeout=60)
+    except (subprocess.TimeoutExpired, OSError):
+        return None
+    if proc.returncode == 0 or "unknown queue" not in (proc.stderr or "").lower():
+        return None
+    _, _, server = queue.partition("@")
+    where = f"on PBS server '{server}'" if server else "on the PBS server"
+    known = ""
+    try:
+        listed = runner(["qstat", "-Q", *([f"@{server}"] if server else [])], timeout=60)
+        names = [ln.split()[0] for ln in listed.stdout.splitlines()[2:] if ln.strip()]
+        known = f" (queues there: {', '.join(names)})" if names else ""
+    except (subprocess.TimeoutExpired, OSError, IndexError):
+        pass
+    return (f"PBS queue '{queue}' does not exist {where}{known}: set NCREEL_PBS_QUEUE="
+            "<queue> or <queue>@<server>, or use the profile of your site")
 
 
 # ----------------------------------------------------------------------------- CLI

@@ -32,6 +32,18 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _runs_snakemake(argv: list[bytes]) -> bool:
+    """Whether `argv` runs Snakemake itself (``snakemake``, ``python -m snakemake``).
+
+    A path under ``.snakemake/`` (a batch job's jobscript, running in the working
+    directory) is not Snakemake and holds no lock.
+    """
+    names = [os.path.basename(a) for a in argv[:3]]
+    main_py = b"__main__.py" in names and any(b"/snakemake/" in a for a in argv[:3])
+    dash_m = any(a == b"-m" and b == b"snakemake" for a, b in zip(argv, argv[1:4], strict=False))
+    return b"snakemake" in names or main_py or dash_m
+
+
 def _other_snakemake_here(workdir: Path, own: set[int]) -> list[int]:
     """PIDs of other snakemake processes on this host whose cwd is `workdir`."""
     found = []
@@ -39,8 +51,8 @@ def _other_snakemake_here(workdir: Path, own: set[int]) -> list[int]:
         if not entry.name.isdigit() or int(entry.name) in own:
             continue
         try:
-            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
-            if b"snakemake" not in cmd or b"--nolock" in cmd:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            if not _runs_snakemake(argv) or b"--nolock" in argv:
                 continue  # job subprocesses run with --nolock and hold no lock
             if Path(os.readlink(entry / "cwd")) == workdir:
                 found.append(int(entry.name))

@@ -15,7 +15,7 @@ from ncreel import resources as res  # noqa: E402
 from ncreel.cells import cells_settings, series_columns  # noqa: E402
 from ncreel.errors import NcreelError  # noqa: E402
 from ncreel.runlock import clear_stale_lock  # noqa: E402
-from ncreel.scheduler import cancel_orphan_slurm_jobs  # noqa: E402
+from ncreel.scheduler import cancel_orphan_pbs_jobs, cancel_orphan_slurm_jobs  # noqa: E402
 from ncreel.shardrender import png_sample  # noqa: E402
 from ncreel.shards import frame_name, plan_shards  # noqa: E402
 from ncreel.source import open_series, resolve_paths  # noqa: E402
@@ -51,6 +51,8 @@ if workflow.is_main_process:
         # Its Slurm jobs still queued or running would redo work this run redoes.
         for _id in cancel_orphan_slurm_jobs("."):
             print(f"ncreel: cancelled Slurm job {_id} of the killed run", file=sys.stderr)
+        for _id in cancel_orphan_pbs_jobs("."):
+            print(f"ncreel: deleted PBS job {_id} of the killed run", file=sys.stderr)
 
 RUN = config["run"]
 OUT = f"results/{RUN}"

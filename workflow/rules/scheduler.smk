@@ -1,6 +1,7 @@
 # Checks for runs through a batch scheduler (profiles/slurm, profiles/cheyenne|derecho|casper).
 import os
 
+from ncreel.pbs import profile_queue, queue_problem  # noqa: E402
 from ncreel.scheduler import slurm_env_problem  # noqa: E402
 
 
@@ -23,3 +24,12 @@ onstart:
                                            "PBS_ACCOUNT"))):
         fail("PBS_ACCOUNT is unset: export PBS_ACCOUNT=<project code> (NCAR: from "
              "`gladequota`/`sam`), then run the same command again")
+    # ...and a queue the server knows (qsub would otherwise fail once per job).
+    if _pbs:
+        if _plugin.name == "pbs-pro":
+            _queue = os.environ.get("NCREEL_PBS_QUEUE") or workflow.executor_settings.queue
+        else:
+            _queue = profile_queue(str(workflow.executor_settings.submit_cmd))
+        _problem = _queue and queue_problem(_queue)
+        if _problem:
+            fail(_problem)

@@ -195,10 +195,6 @@ class Executor(RemoteExecutor):
         self.settings = s
         self.queue = os.environ.get("NCREEL_PBS_QUEUE") or s.queue
         self.account = None if s.no_account else (os.environ.get(s.account_env) or None)
-        if not s.no_account and not self.account:
-            raise WorkflowError(
-                f"{s.account_env} is unset: export {s.account_env}=<project code> (NCAR: "
-                "from `gladequota`/`sam`), then run the same command again")
         self.array_rules = {r.strip() for r in (s.array_rules or "").split(",") if r.strip()}
         if s.array_limit < 2:
             raise WorkflowError("pbs-pro-array-limit must be at least 2 (OpenPBS arrays "
@@ -226,6 +222,15 @@ class Executor(RemoteExecutor):
 
     def run_jobs(self, jobs: list[JobExecutorInterface]):
         """Submit the jobs Snakemake found ready: arrays for array rules, else one each."""
+        s = self.settings
+        if not s.no_account and not self.account:
+            # (ncreel's Snakefile says so once, before any job; other workflows learn here.)
+            for job in jobs:
+                self.report_job_error(SubmittedJobInfo(job), msg=(
+                    f"ncreel-pbs: error: {s.account_env} is unset: export {s.account_env}="
+                    "<project code> (NCAR: from `gladequota`/`sam`), then run the same "
+                    "command again"))
+            return
         jobs = self._reattach(jobs)
         batches: dict[tuple, list] = {}
         for job in jobs:
@@ -256,7 +261,7 @@ class Executor(RemoteExecutor):
             cmd = pbs.build_qsub(props, str(wrapper), **self._qsub_kw())
             jobid = self._qsub(cmd)
         except (pbs.QsubError, ValueError) as err:
-            self.report_job_error(SubmittedJobInfo(job), msg=f"ncreel-pbs: {err}")
+            self.report_job_error(SubmittedJobInfo(job), msg=f"ncreel-pbs: error: {err}")
             return
         self.journal.write([{"submit": jobid, "outputs": list(outputs_of(job))}])
         # Worded as Snakemake's cluster executors word it, so existing log readers work.
@@ -292,7 +297,7 @@ class Executor(RemoteExecutor):
             array_id = self._qsub(cmd)
         except (pbs.QsubError, ValueError) as err:
             for job in jobs:
-                self.report_job_error(SubmittedJobInfo(job), msg=f"ncreel-pbs: {err}")
+                self.report_job_error(SubmittedJobInfo(job), msg=f"ncreel-pbs: error: {err}")
             return
         self.journal.write([{"submit": array_id.replace("[]", f"[{i}]", 1),
                              "outputs": list(outputs_of(job))} for i, job in enumerate(jobs)])
