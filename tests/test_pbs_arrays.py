@@ -169,3 +169,27 @@ def test_kill_and_resume_with_array_in_flight(tmp_path):
                 e["index"] for e in manifests(tmp_path)[0] if e["wildcards"]["i"] == str(i)]]
         assert (tmp_path / f"out/{i}.txt").read_text() == "done\n"
     assert all(r["job_state"] == "F" for r in qstat_text(array_id).values())
+
+
+def test_ctrl_c_deletes_the_whole_array(tmp_path):
+    """Ctrl-C (SIGINT) while an array runs: one ``qdel`` of ``<n>[]`` ends every
+    sub-job, running and queued, within seconds."""
+    (tmp_path / "Snakefile").write_text(SLOW.replace("sleep 15", "sleep 120"))
+    cmd = [sys.executable, "-m", "snakemake", *FAST, "--profile", CHEYENNE,
+           "--pbs-pro-array-rules", "slow"]
+    env = pbs_env(PBS_ACCOUNT=ACCOUNT, NCREEL_PBS_QUEUE="workq")
+    with subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True) as proc:
+        out, deadline = "", time.time() + 120
+        while not array_ids(out):
+            assert time.time() < deadline and proc.poll() is None, out
+            out += proc.stdout.readline()
+        (array_id,) = array_ids(out)
+        time.sleep(3)
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=120)
+    deadline = time.time() + 60
+    while (states := {r["job_state"] for r in qstat_text(array_id).values()}) != {"F"}:
+        assert time.time() < deadline, states
+        time.sleep(1)
+    assert not list(tmp_path.glob("out/*.txt"))
