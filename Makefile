@@ -9,7 +9,7 @@ CORES ?= 2
 SAMPLE := resources/A1B_north_america.nc
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint bench bench-cells bench-render sysdeps venv clean dag report help profiles status report-screenshot
+.PHONY: demo test lint bench bench-cells bench-render bench-scale sysdeps venv clean dag report help profiles status report-screenshot
 help:
 	@echo "make demo   - run ncreel on the sample (results/demo/)"
 	@echo "make test   - run the test suite"
@@ -21,6 +21,7 @@ help:
 	@echo "make profiles - link profiles/* into your Snakemake config dir (--profile cheyenne ...)"
 	@echo "make bench  - bench-render + bench-cells (key=value lines)"
 	@echo "make bench-render - frames/s, end-to-end time and peak RSS vs xmovie and FFMpegWriter"
+	@echo "make bench-scale - 10 000-shard dry run, PBS submissions and status calls per poll"
 
 $(VENV)/.installed: pyproject.toml
 	@PYTHON=$(PYTHON) bash .ci/sysdeps.sh venv
@@ -109,3 +110,10 @@ profiles:
 	  if [ -e "$$dest" ] && [ ! -L "$$dest" ]; then echo "skip $$dest (exists, not a link)"; continue; fi; \
 	  ln -sfn "$(CURDIR)/profiles/$$name" "$$dest" && echo "$$dest -> $(CURDIR)/profiles/$$name"; \
 	done
+
+# Scale benchmark (issue 11): `snakemake -n` on 1 000 and 10 000 shards, qsub calls for
+# 1 000 ready shards (recording qsub/qstat stand-ins); BENCH_SCALE_ARGS="--pbs-shards 200"
+# adds a real 200-shard array run on the local PBS server. Ends with key=value lines.
+BENCH_SCALE_ARGS ?=
+bench-scale: $(VENV)/.installed
+	$(PY) bench/scale_bench.py $(BENCH_SCALE_ARGS)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 import sys
@@ -11,6 +12,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow"))
+# Snakemake started by tests finds ncreel's executor plugin (workflow/
+# snakemake_executor_plugin_pbs_pro) here, as `pip install -e .` makes it findable.
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [str(ROOT / "workflow"), *filter(None, [os.environ.get("PYTHONPATH")])])
 
 
 def _text(stream) -> str:

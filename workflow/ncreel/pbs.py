@@ -256,6 +256,15 @@ def marker_path(jobid: str, state_dir: str | os.PathLike = STATE_DIR) -> Path:
     return Path(state_dir) / f"{safe_name(jobid)}.exit"
 
 
+def write_marker(jobid: str, status: int, state_dir: str | os.PathLike = STATE_DIR) -> None:
+    """Record `status` as the exit status of `jobid` (atomically: temporary name, rename)."""
+    path = marker_path(jobid, state_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(f"{status}\n")
+    tmp.replace(path)
+
+
 def read_marker(jobid: str, state_dir: str | os.PathLike = STATE_DIR) -> int | None:
     """Return the recorded exit status of `jobid`, or None if the job did not record one."""
     path = marker_path(jobid, state_dir)
@@ -285,18 +294,13 @@ def sacct_status(jobid: str, runner=_run) -> str | None:
     return "failed" if state else None
 
 
-def status(jobid: str, *, state_dir: str | os.PathLike = STATE_DIR, qstat: str = "qstat",
-           attempts: int = 4, delay: float = 2.0, runner=_run, log=None) -> str:
-    """Return ``running``, ``success`` or ``failed`` for `jobid` (see the module docstring)."""
-    log = log or (lambda msg: print(f"ncreel-pbs: {msg}", file=sys.stderr))
-    try:
-        fmt, rec = query(jobid, qstat=qstat, attempts=attempts, delay=delay, runner=runner)
-    except QstatError as err:
-        marker = read_marker(jobid, state_dir)
-        if marker is not None:
-            return "success" if marker == 0 else "failed"
-        log(f"qstat keeps failing for job {jobid} ({err}); reporting it as running")
-        return "running"
+def _verdict(jobid: str, rec: dict | None, *, state_dir, runner, log, waits=(0, 2),
+             accounting=True) -> str:
+    """Decide one job from its ``qstat`` record.
+
+    Without a record, or without an exit status in it: from the exit status its wrapper
+    recorded, then (`accounting`) Slurm's; else ``failed``.
+    """
     if rec is not None:
         verdict = classify(rec)
         if verdict is not None:
@@ -305,17 +309,116 @@ def status(jobid: str, *, state_dir: str | os.PathLike = STATE_DIR, qstat: str =
                 log(f"job {jobid} failed: {describe_exit(code)}; {rec.get('comment', '')}")
             return verdict
     # Finished without an exit status (Torque wrapper) or no longer known to qstat.
-    for wait in (0, 2):
+    for wait in waits:
         time.sleep(wait)
         marker = read_marker(jobid, state_dir)
         if marker is not None:
             return "success" if marker == 0 else "failed"
-    accounted = sacct_status(jobid, runner=runner)
+    accounted = sacct_status(jobid, runner=runner) if accounting else None
     if accounted in ("success", "failed"):
         return accounted
     log(f"job {jobid} ended without recording an exit status (killed for memory or "
         "walltime, or cancelled): failed")
     return "failed"
+
+
+def _log_stderr(msg: str) -> None:
+    print(f"ncreel-pbs: {msg}", file=sys.stderr)
+
+
+def status(jobid: str, *, state_dir: str | os.PathLike = STATE_DIR, qstat: str = "qstat",
+           attempts: int = 4, delay: float = 2.0, runner=_run, log=None) -> str:
+    """Return ``running``, ``success`` or ``failed`` for `jobid` (see the module docstring)."""
+    log = log or _log_stderr
+    try:
+        fmt, rec = query(jobid, qstat=qstat, attempts=attempts, delay=delay, runner=runner)
+    except QstatError as err:
+        marker = read_marker(jobid, state_dir)
+        if marker is not None:
+            return "success" if marker == 0 else "failed"
+        log(f"qstat keeps failing for job {jobid} ({err}); reporting it as running")
+        return "running"
+    return _verdict(jobid, rec, state_dir=state_dir, runner=runner, log=log)
+
+
+def array_parent(jobid: str) -> str:
+    """Return the whole-array id (``123[].server``) of a sub-job id (``123[4].server``).
+
+    Other ids are returned unchanged.
+    """
+    return re.sub(r"^(\d+)\[\d*\]", r"\1[]", jobid)
+
+
+def query_many(jobids: list[str], *, qstat: str = "qstat", attempts: int = 4,
+               delay: float = 2.0, runner=_run) -> dict[str, dict | None]:
+    """Ask ONE ``qstat -x -f -t`` call about all `jobids`.
+
+    The text form (:func:`parse_torque`) is read, not ``-F json``: with several job ids,
+    OpenPBS 23.06.06 prints only the first job's JSON document (openpbs/openpbs issue
+    #2672; seen on the CI server), while the text form lists them all, with the same
+    ``job_state`` and ``Exit_status``. Sub-job ids (``123[4].server``) are asked for
+    through their array (``123[].server``; ``-t`` lists its sub-jobs), each array once.
+
+    Returns
+    -------
+    dict
+        Every id of `jobids` -> its record, or None when PBS no longer knows it (purged
+        from the history: ``qstat: Unknown Job Id``, exit status 153, the other jobs
+        are still printed).
+
+    Raises
+    ------
+    QstatError
+        When ``qstat`` keeps failing otherwise (server busy, timeout) after `attempts`
+        tries with growing delays.
+    """
+    asked = list(dict.fromkeys(array_parent(j) for j in jobids))
+    cmd = [qstat, "-x", "-f", "-t", *asked]
+    last = ""
+    for attempt in range(attempts):
+        if attempt:
+            time.sleep(delay * attempt)
+        try:
+            proc = runner(cmd)
+        except (subprocess.TimeoutExpired, OSError) as err:
+            last = f"{cmd[0]}: {err}"
+            continue
+        unknown = re.search(r"Unknown Job Id", proc.stderr or "", re.I)
+        if proc.returncode != 0 and not (unknown and proc.returncode == UNKNOWN_JOB_RC):
+            last = f"{cmd[0]}: exit {proc.returncode}: {(proc.stderr or '').strip()[:300]}"
+            continue
+        jobs = parse_torque(proc.stdout)
+        return {j: _lookup(jobs, j) for j in jobids}
+    raise QstatError(last or "qstat failed")
+
+
+def statuses(jobids: list[str], *, state_dir: str | os.PathLike = STATE_DIR,
+             qstat: str = "qstat", attempts: int = 4, delay: float = 2.0, runner=_run,
+             log=None) -> dict[str, str]:
+    """``running``/``success``/``failed`` for every id of `jobids`, from ONE ``qstat``.
+
+    The same rules as :func:`status` (PBS Pro only, :func:`query_many`): ``Exit_status`` 0 is
+    ``success``, anything else (−27, −29, 265, 271, a script's own status) ``failed``;
+    a purged job is decided by the exit status its wrapper recorded; when ``qstat``
+    keeps failing, jobs with a recorded exit status are decided by it and the others
+    stay ``running`` (asked again at the next poll).
+    """
+    log = log or _log_stderr
+    if not jobids:
+        return {}
+    try:
+        recs = query_many(jobids, qstat=qstat, attempts=attempts, delay=delay, runner=runner)
+    except QstatError as err:
+        out = {}
+        for j in jobids:
+            marker = read_marker(j, state_dir)
+            out[j] = "running" if marker is None else ("success" if marker == 0 else "failed")
+        log(f"qstat keeps failing ({err}); jobs without a recorded exit status stay running")
+        return out
+    # PBS Pro ids are not Slurm ids: no sacct fallback here.
+    return {j: _verdict(j, recs[j], state_dir=state_dir, runner=runner, log=log, waits=(0,),
+                        accounting=False)
+            for j in jobids}
 
 
 # ----------------------------------------------------------------------------- submit
@@ -360,13 +463,16 @@ def build_qsub(props: dict, jobscript: str, *, queue: str | None, account: str |
                log_dir: str, max_walltime: str | None = None, node_cores: int | None = None,
                node_mem_gb: int | None = None, default_mem_mb: int = 1000,
                default_runtime: int = 30, extra_l: list[str] | None = None,
-               prefix: str = "nc") -> list[str]:
+               prefix: str = "nc", array_size: int | None = None,
+               log_tag: str | None = None) -> list[str]:
     """Return the ``qsub`` argument list for one Snakemake job (no shell involved).
 
     One ``-l select=1:ncpus=N:mem=XMB,walltime=HH:MM:SS`` (Slurm's Torque wrapper keeps
     only the last ``-l``, PBS Pro accepts the combined form). With `node_cores` the job
     asks for a whole node (``ncpus=node_cores:mem=node_mem_gbGB``): for queues that
-    charge whole nodes anyway (Derecho ``main``).
+    charge whole nodes anyway (Derecho ``main``). With `array_size` N (>= 2, OpenPBS
+    refuses smaller ranges) the job is an array ``-J 0-(N-1)`` whose sub-jobs all get
+    these resources, each its own log ``<name>.<log_tag>.<index>.log``.
     """
     res = props.get("resources") or {}
     threads = max(1, int(props.get("threads") or 1))
@@ -383,8 +489,16 @@ def build_qsub(props: dict, jobscript: str, *, queue: str | None, account: str |
         chunk = f"select=1:ncpus={threads}:mem={mem_mb}MB"
     limits = ",".join([chunk, f"walltime={walltime(minutes)}", *(extra_l or [])])
     name = job_name(props, prefix)
-    log = Path(log_dir) / f"{name}.{props.get('jobid', 'x')}.log"
+    tag = log_tag or props.get("jobid", "x")
+    if array_size is not None:
+        if array_size < 2:
+            raise ValueError(f"a PBS job array needs at least 2 sub-jobs, got {array_size}")
+        log = Path(log_dir) / f"{name}.{tag}.^array_index^.log"
+    else:
+        log = Path(log_dir) / f"{name}.{tag}.log"
     cmd = ["qsub", "-N", name, "-j", "oe", "-o", str(log), "-V", "-l", limits]
+    if array_size is not None:
+        cmd += ["-J", f"0-{array_size - 1}"]
     if account:
         cmd += ["-A", account]
     if queue:
@@ -429,15 +543,36 @@ def submit(jobscript: str, *, queue: str | None, account: str | None, log_dir: s
     Path(log_dir).mkdir(parents=True, exist_ok=True)
     wrapper = write_wrapper(jobscript, state_dir)
     cmd = build_qsub(props, str(wrapper), queue=queue, account=account, log_dir=log_dir, **kw)
-    # Next to the job's log: the exact qsub command (what was asked for, for post-mortems).
-    Path(cmd[cmd.index("-o") + 1]).with_suffix(".qsub").write_text(shlex.join(cmd) + "\n")
+    try:
+        return run_qsub(cmd, runner=runner)
+    except QsubError as err:
+        raise SystemExit(f"ncreel-pbs: error: {err}") from None
+
+
+class QsubError(RuntimeError):
+    """``qsub`` refused a job (its message says why: unknown queue, bad resources...)."""
+
+
+def run_qsub(cmd: list[str], runner=_run) -> str:
+    """Run the ``qsub`` argument list `cmd` (no shell); return the job id it printed.
+
+    The exact command is saved next to the job's log (``-o`` path, suffix ``.qsub``)
+    for post-mortems.
+
+    Raises
+    ------
+    QsubError
+        If ``qsub`` fails or prints no job id.
+    """
+    log = cmd[cmd.index("-o") + 1].replace(".^array_index^", "")
+    Path(log).with_suffix(".qsub").write_text(shlex.join(cmd) + "\n")
     proc = runner(cmd, timeout=120)
     if proc.returncode != 0:
-        raise SystemExit(f"ncreel-pbs: error: {shlex.join(cmd)} failed "
-                         f"(exit {proc.returncode}): {proc.stderr.strip()}")
+        raise QsubError(f"{shlex.join(cmd)} failed (exit {proc.returncode}): "
+                        f"{proc.stderr.strip()}")
     jobid = proc.stdout.strip().splitlines()[0].strip() if proc.stdout.strip() else ""
     if not jobid:
-        raise SystemExit(f"ncreel-pbs: error: qsub printed no job id: {shlex.join(cmd)}")
+        raise QsubError(f"qsub printed no job id: {shlex.join(cmd)}")
     return jobid
 
 

@@ -1,6 +1,7 @@
 # Parse-time set-up: validate the config, read the input's header. The shard plan is read
 # from the calibrate_render checkpoint's output (see shard_plan()).
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -146,9 +147,19 @@ def shard_plan():
     (configured, or what fills ``target_shard_minutes`` at the measured speed) and stored
     in its calibration.json, so rerunning the same command reads back the same plan.
     """
-    with open(checkpoints.calibrate_render.get().output.calibration) as fh:
-        frames_per_shard = json.load(fh)["frames_per_shard"]
-    return {s.name: s for s in plan_shards(GRID["n_time"], frames_per_shard)}
+    path = checkpoints.calibrate_render.get().output.calibration
+    # Called for every shard job's params and resources: built once per calibration.json
+    # (keyed by its mtime), or a 10 000-shard DAG would build the plan 10 000s of times.
+    stamp = (path, os.stat(path).st_mtime_ns)
+    if _PLAN_CACHE.get("stamp") != stamp:
+        with open(path) as fh:
+            frames_per_shard = json.load(fh)["frames_per_shard"]
+        plan = {s.name: s for s in plan_shards(GRID["n_time"], frames_per_shard)}
+        _PLAN_CACHE.update(stamp=stamp, plan=plan)
+    return _PLAN_CACHE["plan"]
+
+
+_PLAN_CACHE = {}
 
 
 def plan_shard(name):

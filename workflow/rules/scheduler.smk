@@ -13,17 +13,23 @@ onstart:
         _problem = slurm_env_problem()
         if _problem:
             fail(_problem)
-    # PBS profiles (cluster-generic + ncreel_pbs submit): a project account is required by
-    # NCAR's qsub; say so once, before the first submission, not once per failed job.
-    if (_plugin is not None and _plugin.name == "cluster-generic"
-            and "ncreel_pbs" in str(workflow.executor_settings.submit_cmd)
-            and not os.environ.get("PBS_ACCOUNT")):
+    # PBS profiles (the pbs-pro executor, or cluster-generic + ncreel_pbs submit): a
+    # project account is required by NCAR's qsub; say so once, before the first
+    # submission, not once per failed job.
+    _pbs = _plugin is not None and (_plugin.name == "pbs-pro" or (
+        _plugin.name == "cluster-generic"
+        and "ncreel_pbs" in str(workflow.executor_settings.submit_cmd)))
+    if (_pbs and not getattr(workflow.executor_settings, "no_account", False)
+            and not os.environ.get(getattr(workflow.executor_settings, "account_env",
+                                           "PBS_ACCOUNT"))):
         fail("PBS_ACCOUNT is unset: export PBS_ACCOUNT=<project code> (NCAR: from "
              "`gladequota`/`sam`), then run the same command again")
     # ...and a queue the server knows (qsub would otherwise fail once per job).
-    if _plugin is not None and _plugin.name == "cluster-generic" and "ncreel_pbs" in str(
-            workflow.executor_settings.submit_cmd):
-        _queue = profile_queue(str(workflow.executor_settings.submit_cmd))
+    if _pbs:
+        if _plugin.name == "pbs-pro":
+            _queue = os.environ.get("NCREEL_PBS_QUEUE") or workflow.executor_settings.queue
+        else:
+            _queue = profile_queue(str(workflow.executor_settings.submit_cmd))
         _problem = _queue and queue_problem(_queue)
         if _problem:
             fail(_problem)

@@ -1,0 +1,139 @@
+"""The PBS Pro executor plugin (``--executor pbs-pro``): batched status, arrays, sub-jobs.
+
+Unit tests read ``qstat`` output RECORDED on the CI machine's real OpenPBS 23.06.06
+(``tests/data/qstat_pbspro_arrays/``); the sub-job runner runs for real. The tests on the
+real PBS server are in ``tests/test_pbs_real.py``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT
+from ncreel import pbs
+from snakemake_executor_plugin_pbs_pro import subjob, write_manifest
+from test_pbs_status import FakeQstat
+
+ARRAYS = ROOT / "tests" / "data" / "qstat_pbspro_arrays"
+RECORDED = (153, (ARRAYS / "array_running_memkilled_plain_exit3.txt").read_text(),
+            (ARRAYS / "array_running_memkilled_plain_exit3.stderr").read_text())
+
+
+IDS = ["18[0].vm", "18[1].vm", "18[2].vm", "19.vm", "99999.vm"]
+
+
+def test_one_qstat_for_all_jobs_and_sub_jobs(tmp_path):
+    """Five jobs (three sub-jobs of one array, a plain job, a purged job): ONE qstat,
+    each array asked for once; X with 0 is success, -27 failed, R running, a purged job
+    without a recorded exit status failed."""
+    runner = FakeQstat([RECORDED])
+    got = pbs.statuses(IDS, state_dir=tmp_path, runner=runner, delay=0, log=lambda m: None)
+    assert runner.calls == [["qstat", "-x", "-f", "-t", "18[].vm", "19.vm", "99999.vm"]]
+    assert got == {"18[0].vm": "success", "18[1].vm": "failed", "18[2].vm": "running",
+                   "19.vm": "failed", "99999.vm": "failed"}
+
+
+def test_purged_job_decided_by_recorded_exit_status(tmp_path):
+    pbs.write_marker("99999.vm", 0, tmp_path)
+    got = pbs.statuses(IDS, state_dir=tmp_path, runner=FakeQstat([RECORDED]), delay=0,
+                       log=lambda m: None)
+    assert got["99999.vm"] == "success"
+
+
+def test_qstat_hiccup_retried_then_answered(tmp_path):
+    runner = FakeQstat([(1, "", "pbs_iff: cannot connect to host"),
+                        subprocess.TimeoutExpired("qstat", 60), RECORDED])
+    got = pbs.statuses(IDS, state_dir=tmp_path, runner=runner, delay=0, log=lambda m: None)
+    assert len(runner.calls) == 3 and got["18[1].vm"] == "failed"
+
+
+def test_qstat_down_keeps_jobs_running_unless_recorded(tmp_path):
+    pbs.write_marker("19.vm", 3, tmp_path)
+    runner = FakeQstat([])
+    got = pbs.statuses(["18[2].vm", "19.vm"], state_dir=tmp_path, runner=runner,
+                       attempts=3, delay=0, log=lambda m: None)
+    assert len(runner.calls) == 3
+    assert got == {"18[2].vm": "running", "19.vm": "failed"}
+
+
+def test_array_parent():
+    assert pbs.array_parent("123[4].desched1") == "123[].desched1"
+    assert pbs.array_parent("123[].casper") == "123[].casper"
+    assert pbs.array_parent("123.casper") == "123.casper"
+
+
+def props(**kw):
+    base = {"type": "single", "rule": "render_shard", "wildcards": {}, "jobid": 7,
+            "threads": 2, "resources": {"mem_mb": 1500, "runtime": 12}}
+    return {**base, **kw}
+
+
+def test_array_qsub_line():
+    cmd = pbs.build_qsub(props(), "/w/a.sh", queue="casper@casper-pbs", account="UABC0001",
+                         log_dir="logs/pbs", array_size=4, log_tag="abc")
+    assert cmd == ["qsub", "-N", "nc_render_shard", "-j", "oe", "-o",
+                   "logs/pbs/nc_render_shard.abc.^array_index^.log", "-V", "-l",
+                   "select=1:ncpus=2:mem=1500MB,walltime=00:12:00", "-J", "0-3",
+                   "-A", "UABC0001", "-q", "casper@casper-pbs", "/w/a.sh"]
+    with pytest.raises(ValueError, match="at least 2"):
+        pbs.build_qsub(props(), "a.sh", queue=None, account=None, log_dir="l", array_size=1)
+
+
+# ----------------------------------------------------------------------------- sub-jobs
+
+
+@pytest.fixture
+def manifest(tmp_path):
+    """A manifest of three entries whose jobscripts write their shard into a file."""
+    entries = []
+    for i in range(3):
+        script = tmp_path / f"job{i}.sh"
+        script.write_text(f"echo shard{i} > {tmp_path}/ran{i}\nexit {i}\n")
+        entries.append({"index": i, "jobid": 10 + i, "rule": "render_shard",
+                        "wildcards": {"shard": f"{i:05d}"}, "jobscript": str(script),
+                        "sha256": hashlib.sha256(script.read_bytes()).hexdigest()})
+    arrays = tmp_path / ".snakemake" / "ncreel-pbs" / "arrays"
+    return write_manifest(arrays / "m.json", entries)
+
+
+def run_subjob(manifest, **env):
+    e = {k: v for k, v in os.environ.items() if not k.startswith("PBS_")}
+    e["PYTHONPATH"] = str(ROOT / "workflow")
+    e.update(env)
+    return subprocess.run([sys.executable, "-m", "snakemake_executor_plugin_pbs_pro.subjob",
+                           str(manifest)], env=e, capture_output=True, text=True)
+
+
+def test_subjob_runs_its_own_entry_and_records_status(manifest, tmp_path):
+    proc = run_subjob(manifest, PBS_ARRAY_INDEX="1", PBS_JOBID="55[1].vm")
+    assert proc.returncode == 1, proc.stderr
+    assert "runs Snakemake job 11 (render_shard" in proc.stdout
+    assert (tmp_path / "ran1").read_text() == "shard1\n"
+    assert not (tmp_path / "ran0").exists() and not (tmp_path / "ran2").exists()
+    assert pbs.read_marker("55[1].vm", manifest.parent.parent) == 1
+
+
+@pytest.mark.parametrize("env, why", [
+    ({"PBS_JOBID": "55[1].vm"}, "PBS_ARRAY_INDEX"),
+    ({"PBS_ARRAY_INDEX": "1", "PBS_JOBID": "55[2].vm"}, "not sub-job 1"),
+    ({"PBS_ARRAY_INDEX": "1", "PBS_JOBID": "55.vm"}, "not sub-job 1"),
+    ({"PBS_ARRAY_INDEX": "3", "PBS_JOBID": "55[3].vm"}, "no entry 3"),
+    ({"PBS_ARRAY_INDEX": "-1", "PBS_JOBID": "55[-1].vm"}, "PBS_ARRAY_INDEX"),
+])
+def test_subjob_refuses_anything_but_its_own_entry(manifest, tmp_path, env, why):
+    proc = run_subjob(manifest, **env)
+    assert proc.returncode == subjob.REFUSED and why in proc.stderr
+    assert not list(tmp_path.glob("ran*"))
+
+
+def test_subjob_refuses_a_changed_jobscript(manifest, tmp_path):
+    entry = json.loads(manifest.read_text())["jobs"][0]
+    with open(entry["jobscript"], "a") as fh:
+        fh.write("echo injected\n")
+    with pytest.raises(subjob.Refused, match="changed"):
+        subjob.own_entry(manifest, {"PBS_ARRAY_INDEX": "0", "PBS_JOBID": "55[0].vm"})
