@@ -158,8 +158,8 @@ def test_kill_and_disk_full_then_rerun_is_exact(tmp_path, sample_nc, pg_server, 
                 _resize(results, _used(results) + shards // 2)
                 # Only the reduce: other pending jobs (the report's pictures) would take
                 # the space first.
-                r = subprocess.run([*cmd, f"results/{RUN}/cells.copy"], cwd=work,
-                                   capture_output=True, text=True)
+                r = subprocess.run([*cmd[:3], f"results/{RUN}/cells.copy", *cmd[3:]],
+                                   cwd=work, capture_output=True, text=True)
                 assert r.returncode != 0
                 assert "No space left on device" in (
                     work / f"logs/{RUN}/reduce_cells.log").read_text(), r.stderr
