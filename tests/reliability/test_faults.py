@@ -102,7 +102,7 @@ class Chain:
 
 def _copy_columns(sql: str) -> list[str]:
     line = next(ln for ln in sql.splitlines() if ln.lstrip().lower().startswith("\\copy"))
-    return [c.strip() for c in line.split("(", 1)[1].split(")", 1)[0].split(",")]
+    return [c.strip().strip('"') for c in line.split("(", 1)[1].split(")", 1)[0].split(",")]
 
 
 def test_kill_and_disk_full_then_rerun_is_exact(tmp_path, sample_nc, pg_server, pg_conn):
