@@ -269,10 +269,13 @@ def test_status_command_on_real_job_endings(pbs, tmp_path):
     verdicts = {name: pbs_status(jobid) for name, jobid in ids.items()}
     assert verdicts == {name: ENDINGS[name][2] for name in ids}
     codes = {name: final[jobid].get("Exit_status") for name, jobid in ids.items()}
+    # A signal that ends the job's top shell is 256 + signal; one that ends the command it
+    # runs while the shell lives on is the shell's 128 + signal. Which process the signal
+    # reaches first varies from run to run here, so both are right (and both are failed).
     assert codes.pop("deleted_running_271") in (271, 143)
+    assert codes.pop("killed_sigkill_265") in (265, 137)
     assert codes == {"finished_ok": 0, "finished_failed": 3, "memory_killed": -27,
-                     "walltime_killed": -29, "killed_sigkill_265": 265,
-                     "deleted_before_run": None}
+                     "walltime_killed": -29, "deleted_before_run": None}
     assert final[ids["memory_killed"]]["comment"].endswith("exceeded resource mem")
     assert final[ids["memory_killed"]]["Resource_List"]["mem"] == "100mb"
     assert final[ids["walltime_killed"]]["comment"].endswith("exceeded resource walltime")

@@ -315,13 +315,15 @@ def test_submit_calls_qsub_with_argument_list(tmp_path):
     assert pbs.read_marker(jobid, state) == 3
 
 
-def test_profile_queue_reads_the_profiles_submit_command():
+def test_profile_queue_reads_the_profiles_queue():
     import yaml
 
     for profile, queue in (("cheyenne", "share"), ("derecho", "main"), ("casper", "casper")):
-        cmd = yaml.safe_load((ROOT / "profiles" / profile / "config.yaml").read_text())[
-            "cluster-generic-submit-cmd"]
-        assert pbs.profile_queue(cmd, env={}) == queue
-        assert pbs.profile_queue(cmd, env={"NCREEL_PBS_QUEUE": "develop@desched1"}) == \
-            "develop@desched1"
+        settings = yaml.safe_load((ROOT / "profiles" / profile / "config.yaml").read_text())
+        assert settings["executor"] == "pbs-pro" and settings["pbs-pro-queue"] == queue
+    # Sites that keep cluster-generic + ncreel_pbs.py: the queue is in the submit command.
+    cmd = "python3 workflow/scripts/ncreel_pbs.py submit --queue share"
+    assert pbs.profile_queue(cmd, env={}) == "share"
+    assert pbs.profile_queue(cmd, env={"NCREEL_PBS_QUEUE": "develop@desched1"}) == \
+        "develop@desched1"
     assert pbs.profile_queue("python3 x.py submit", env={}) is None
