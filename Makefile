@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 help:
 	@echo "make demo   - run ncreel on the sample (results/demo/)"
 	@echo "make test   - run the test suite"
-	@echo "make lint   - ruff + snakemake --lint"
+	@echo "make lint   - ruff, snakefmt --check (.smk), snakemake --lint (also a test)"
 	@echo "make dag    - results/demo/rulegraph.svg and dag.svg (graphviz)"
 	@echo "make report - results/demo/report.html (runs what is missing first)"
 	@echo "make status - which shards of RUN (default demo) are done/running/failed/to do"
@@ -52,6 +52,7 @@ test: $(VENV)/.installed $(SAMPLE) sysdeps
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check workflow tests bench
+	$(VENV)/bin/snakefmt --check Snakefile workflow/rules
 	$(SNAKEMAKE) --lint
 
 # Not a timed test: several minutes on 2 cores. Prints key=value lines at the end.

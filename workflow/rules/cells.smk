@@ -19,25 +19,27 @@ rule reduce_cells:
     # Join the shards' COPY files in time order into one file (streamed, constant
     # memory) and write the psql script that creates the table and loads it.
     input:
-        rows=lambda wc: [f"{OUT}/cells/{name}{CELLS['suffix']}" for name in shard_plan()],
+        rows=lambda wc: [
+            f"{OUT}/cells/{name}{CELLS['suffix']}" for name in shard_plan()
+        ],
     output:
         table=COPY_FILE,
         sql=f"{OUT}/cells.sql",
-    params:
-        columns=CELL_COLUMNS,
-        table=TABLE,
-        run=RUN,
-        note=CELL_NOTE,
-    threads: 1
-    resources:
-        mem_mb=lambda wc, attempt: 500 * attempt,  # incl. ~250 MB of Snakemake's job processes
-        runtime=lambda wc, attempt: 30 * attempt,
     log:
         f"{LOGS}/reduce_cells.log",
     benchmark:
         f"{OUT}/benchmarks/reduce_cells.tsv"
     conda:
         "../../envs/ncreel.yaml"
+    threads: 1
+    resources:
+        mem_mb=lambda wc, attempt: 500 * attempt,  # incl. ~250 MB of Snakemake's job processes
+        runtime=lambda wc, attempt: 30 * attempt,
+    params:
+        columns=CELL_COLUMNS,
+        table=TABLE,
+        run=RUN,
+        note=CELL_NOTE,
     script:
         "../scripts/reduce_cells.py"
 
@@ -50,25 +52,28 @@ rule load_database:
     input:
         table=COPY_FILE,
         # Only parallel loads read the shard files (one connection streams the joined file).
-        rows=lambda wc: [f"{OUT}/cells/{name}{CELLS['suffix']}" for name in shard_plan()]
-        if DATABASE["jobs"] > 1 else [],
+        rows=lambda wc: (
+            [f"{OUT}/cells/{name}{CELLS['suffix']}" for name in shard_plan()]
+            if DATABASE["jobs"] > 1
+            else []
+        ),
     output:
         summary=f"{OUT}/load.json",
-    params:
-        conninfo=lambda wc: CONNINFO,
-        table=TABLE,
-        run=RUN,
-        columns=CELL_COLUMNS,
-        jobs=DATABASE["jobs"],
-    threads: 1
-    resources:
-        mem_mb=lambda wc, attempt: 400 * attempt,  # incl. ~250 MB of Snakemake's job processes
-        runtime=lambda wc, attempt: 60 * attempt,
     log:
         f"{LOGS}/load_database.log",
     benchmark:
         f"{OUT}/benchmarks/load_database.tsv"
     conda:
         "../../envs/ncreel.yaml"
+    threads: 1
+    resources:
+        mem_mb=lambda wc, attempt: 400 * attempt,  # incl. ~250 MB of Snakemake's job processes
+        runtime=lambda wc, attempt: 60 * attempt,
+    params:
+        conninfo=lambda wc: CONNINFO,
+        table=TABLE,
+        run=RUN,
+        columns=CELL_COLUMNS,
+        jobs=DATABASE["jobs"],
     script:
         "../scripts/load_database.py"

@@ -14,7 +14,11 @@ sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 
 from ncreel import resources as res  # noqa: E402
 from ncreel.cells import cells_settings, series_columns  # noqa: E402
-from ncreel.configcheck import check_database, check_names, schema_error_message  # noqa: E402
+from ncreel.configcheck import (
+    check_database,
+    check_names,
+    schema_error_message,
+)  # noqa: E402
 from ncreel.errors import NcreelError  # noqa: E402
 from ncreel.inputcheck import (  # noqa: E402
     check_input_sizes,
@@ -22,7 +26,10 @@ from ncreel.inputcheck import (  # noqa: E402
     check_time_steps,
 )
 from ncreel.runlock import clear_stale_lock, hold_run_lock  # noqa: E402
-from ncreel.scheduler import cancel_orphan_pbs_jobs, cancel_orphan_slurm_jobs  # noqa: E402
+from ncreel.scheduler import (
+    cancel_orphan_pbs_jobs,
+    cancel_orphan_slurm_jobs,
+)  # noqa: E402
 from ncreel.shardrender import png_sample  # noqa: E402
 from ncreel.shards import frame_name, plan_shards  # noqa: E402
 from ncreel.soil import check_run, needs_prepass  # noqa: E402
@@ -56,8 +63,11 @@ try:
 except Exception as err:  # WorkflowError wrapping jsonschema's ValidationError
     _cause = err.__cause__ or err.__context__
     _cause = _cause if hasattr(_cause, "absolute_path") else None
-    fail(schema_error_message(_cause) if _cause is not None
-         else "config: does not match workflow/schemas/config.schema.yaml")
+    fail(
+        schema_error_message(_cause)
+        if _cause is not None
+        else "config: does not match workflow/schemas/config.schema.yaml"
+    )
 try:
     TABLE = check_names(config)
 except NcreelError as err:
@@ -79,9 +89,15 @@ try:
     INPUTS = resolve_paths(config["input"])
     check_input_sizes(INPUTS)
     check_time_steps(INPUTS, config["variable"], config["time_dim"])
-    with open_series(INPUTS, config["variable"], time_dim=config["time_dim"],
-                     select=config["select"], lat=config.get("lat"), lon=config.get("lon"),
-                     time=config.get("time")) as _series:
+    with open_series(
+        INPUTS,
+        config["variable"],
+        time_dim=config["time_dim"],
+        select=config["select"],
+        lat=config.get("lat"),
+        lon=config.get("lon"),
+        time=config.get("time"),
+    ) as _series:
         # Reopened by every job exactly as detected here (files in time order).
         SERIES = _series.spec()
         GRID = {"n_time": _series.n_time, "ny": _series.ny, "nx": _series.nx}
@@ -95,11 +111,19 @@ try:
         check_run(_series, CELLS)
         _time = _series.time_axis()
         CELL_NOTE = f"'{_series.variable}' from {', '.join(_series.paths)}" + (
-            "" if not _time.note else
-            f"\ntime could not be decoded ({_time.note}); column time is NULL" if not _time.decoded
-            else f"\ntime not decoded for some steps ({_time.note}); column time is NULL there")
+            ""
+            if not _time.note
+            else (
+                f"\ntime could not be decoded ({_time.note}); column time is NULL"
+                if not _time.decoded
+                else f"\ntime not decoded for some steps ({_time.note}); column time is NULL there"
+            )
+        )
         if _time.note and workflow.is_main_process:
-            print(f"ncreel: note: {_time.note}; column time is NULL there", file=sys.stderr)
+            print(
+                f"ncreel: note: {_time.note}; column time is NULL there",
+                file=sys.stderr,
+            )
 except NcreelError as err:
     fail(err)
 
@@ -114,10 +138,14 @@ if workflow.is_main_process:
     # A run killed with kill -9 leaves Snakemake's lock behind; remove it only when that
     # run is certainly dead, so that running the same command again resumes.
     if clear_stale_lock("."):
-        print("ncreel: removed the stale lock of a killed run; resuming", file=sys.stderr)
+        print(
+            "ncreel: removed the stale lock of a killed run; resuming", file=sys.stderr
+        )
         # Its Slurm jobs still queued or running would redo work this run redoes.
         for _id in cancel_orphan_slurm_jobs("."):
-            print(f"ncreel: cancelled Slurm job {_id} of the killed run", file=sys.stderr)
+            print(
+                f"ncreel: cancelled Slurm job {_id} of the killed run", file=sys.stderr
+            )
         for _id in cancel_orphan_pbs_jobs("."):
             print(f"ncreel: deleted PBS job {_id} of the killed run", file=sys.stderr)
 
@@ -167,9 +195,11 @@ def plan_shard(name):
     plan = shard_plan()
     if name not in plan:
         names = list(plan)
-        fail(f"shard {name} is not in the plan of run '{RUN}': it has {len(names)} shard(s), "
-             f"{names[0]}..{names[-1]} ({next(iter(plan.values())).n_frames} frames each, "
-             f"from {OUT}/calibration.json); ask for one of those")
+        fail(
+            f"shard {name} is not in the plan of run '{RUN}': it has {len(names)} shard(s), "
+            f"{names[0]}..{names[-1]} ({next(iter(plan.values())).n_frames} frames each, "
+            f"from {OUT}/calibration.json); ask for one of those"
+        )
     return plan[name]
 
 
@@ -212,9 +242,17 @@ def report_jobs():
             continue
         for shard in shards:
             wc = {"shard": shard} if shard else {}
-            bench = apply_wildcards(str(rule_.benchmark), wc) if rule_.benchmark else None
-            jobs.append({"rule": rule_.name, "job": shard or rule_.name, "benchmark": bench,
-                         "log": apply_wildcards(str(rule_.log[0]), wc)})
+            bench = (
+                apply_wildcards(str(rule_.benchmark), wc) if rule_.benchmark else None
+            )
+            jobs.append(
+                {
+                    "rule": rule_.name,
+                    "job": shard or rule_.name,
+                    "benchmark": bench,
+                    "log": apply_wildcards(str(rule_.log[0]), wc),
+                }
+            )
     return jobs
 
 

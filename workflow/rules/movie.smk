@@ -6,18 +6,18 @@ rule encode_movie:
         segments=lambda wc: [f"{OUT}/segments/{name}.mp4" for name in shard_plan()],
     output:
         movie=report(MOVIE, caption="../report/movie.rst", category="Movie"),
-    params:
-        segments=lambda wc: [f"{OUT}/segments/{name}.mp4" for name in shard_plan()],
-    threads: 1
-    resources:
-        mem_mb=lambda wc, attempt: 400 * attempt,  # incl. ~250 MB of Snakemake's job processes
-        runtime=lambda wc, attempt: 10 * attempt,
     log:
         f"{LOGS}/encode_movie.log",
     benchmark:
         f"{OUT}/benchmarks/encode_movie.tsv"
     conda:
         "../../envs/ffmpeg.yaml"
+    threads: 1
+    resources:
+        mem_mb=lambda wc, attempt: 400 * attempt,  # incl. ~250 MB of Snakemake's job processes
+        runtime=lambda wc, attempt: 10 * attempt,
+    params:
+        segments=lambda wc: [f"{OUT}/segments/{name}.mp4" for name in shard_plan()],
     script:
         "../scripts/encode_movie.py"
 
@@ -28,19 +28,19 @@ rule preview:
         frames=lambda wc: f"{OUT}/frames/{mid_shard()}",
     output:
         report(PREVIEW, caption="../report/preview.rst", category="Movie"),
-    params:
-        frame=lambda wc: f"{OUT}/frames/{mid_shard()}/{frame_name(MID_T)}",
-    threads: 1
-    resources:
-        # Under a scheduler the job's memory also counts Snakemake's own job processes
-        # (~250 MB): 100 MB was always killed by Slurm/PBS memory enforcement.
-        mem_mb=lambda wc, attempt: 400 * attempt,
-        runtime=5,
     log:
         f"{LOGS}/preview.log",
     benchmark:
         f"{OUT}/benchmarks/preview.tsv"
     conda:
         "../../envs/ncreel.yaml"
+    threads: 1
+    resources:
+        # Under a scheduler the job's memory also counts Snakemake's own job processes
+        # (~250 MB): 100 MB was always killed by Slurm/PBS memory enforcement.
+        mem_mb=lambda wc, attempt: 400 * attempt,
+        runtime=5,
+    params:
+        frame=lambda wc: f"{OUT}/frames/{mid_shard()}/{frame_name(MID_T)}",
     script:
         "../scripts/preview.py"

@@ -9,6 +9,17 @@ checkpoint calibrate_render:
         stats=rules.statistics.output.stats,
     output:
         calibration=f"{OUT}/calibration.json",
+    log:
+        f"{LOGS}/calibrate_render.log",
+    benchmark:
+        f"{OUT}/benchmarks/calibrate_render.tsv"
+    conda:
+        "../../envs/ncreel.yaml"
+    threads: 1
+    resources:
+        # Unknown until measured: a generous bound for one worker and its encoder.
+        mem_mb=lambda wc, attempt: 2000 * attempt,
+        runtime=lambda wc, attempt: 10 * attempt,
     params:
         series=SERIES,
         render=RENDER,
@@ -18,17 +29,6 @@ checkpoint calibrate_render:
         target_minutes=config["target_shard_minutes"],
         frames_per_shard=config["frames_per_shard"],
         workers=RENDER_THREADS,
-    threads: 1
-    resources:
-        # Unknown until measured: a generous bound for one worker and its encoder.
-        mem_mb=lambda wc, attempt: 2000 * attempt,
-        runtime=lambda wc, attempt: 10 * attempt,
-    log:
-        f"{LOGS}/calibrate_render.log",
-    benchmark:
-        f"{OUT}/benchmarks/calibrate_render.tsv"
-    conda:
-        "../../envs/ncreel.yaml"
     script:
         "../scripts/calibrate_render.py"
 
@@ -43,28 +43,32 @@ rule degradation_state:
     output:
         state=f"{OUT}/degradation_state.npy",
         meta=f"{OUT}/degradation_state.json",
-    params:
-        series=SERIES,
-        cells=CELLS,
-        starts=lambda wc: [s.start for s in shard_plan().values()],
-    threads: 1
-    resources:
-        mem_mb=lambda wc, attempt: res.statistics_mem_mb(ny=GRID["ny"], nx=GRID["nx"], attempt=attempt),
-        runtime=lambda wc, attempt: res.runtime_minutes(GRID["n_time"], 0.05, attempt),
     log:
         f"{LOGS}/degradation_state.log",
     benchmark:
         f"{OUT}/benchmarks/degradation_state.tsv"
     conda:
         "../../envs/ncreel.yaml"
+    threads: 1
+    resources:
+        mem_mb=lambda wc, attempt: res.statistics_mem_mb(
+            ny=GRID["ny"], nx=GRID["nx"], attempt=attempt
+        ),
+        runtime=lambda wc, attempt: res.runtime_minutes(GRID["n_time"], 0.05, attempt),
+    params:
+        series=SERIES,
+        cells=CELLS,
+        starts=lambda wc: [s.start for s in shard_plan().values()],
     script:
         "../scripts/degradation_state.py"
 
 
 # etr_risk with a temperature variable: each shard starts from the pre-pass's state.
 DEGRADATION_INPUT = (
-    {"degradation": rules.degradation_state.output.state,
-     "degradation_meta": rules.degradation_state.output.meta}
+    {
+        "degradation": rules.degradation_state.output.state,
+        "degradation_meta": rules.degradation_state.output.meta,
+    }
     if needs_prepass(CELLS)
     else {}
 )
@@ -77,14 +81,38 @@ rule render_shard:
     # calibration and scales with `attempt` so that a job killed for memory gets more.
     input:
         INPUTS,
+        **DEGRADATION_INPUT,
         stats=rules.statistics.output.stats,
         cell_mean=rules.statistics.output.cell_mean,
         calibration=rules.calibrate_render.output.calibration,
-        **DEGRADATION_INPUT,
     output:
         frames=directory(f"{OUT}/frames/{{shard}}"),
         segment=f"{OUT}/segments/{{shard}}.mp4",
         rows=f"{OUT}/cells/{{shard}}{CELLS['suffix']}",
+    log:
+        f"{LOGS}/render_shard/{{shard}}.log",
+    benchmark:
+        f"{OUT}/benchmarks/render_shard/{{shard}}.tsv"
+    conda:
+        "../../envs/ncreel.yaml"
+    threads: RENDER_THREADS
+    resources:
+        mem_mb=lambda wc, input, threads, attempt: res.render_mem_mb_calibrated(
+            res.read_json(input.calibration),
+            ny=GRID["ny"],
+            nx=GRID["nx"],
+            n_frames=plan_shard(wc.shard).n_frames,
+            workers=threads,
+            attempt=attempt,
+            n_columns=len(CELL_COLUMNS),
+        )
+        + job_overhead_mb(),
+        runtime=lambda wc, input, threads, attempt: res.render_runtime_calibrated(
+            res.read_json(input.calibration),
+            n_frames=plan_shard(wc.shard).n_frames,
+            workers=threads,
+            attempt=attempt,
+        ),
     params:
         series=SERIES,
         start=lambda wc: plan_shard(wc.shard).start,
@@ -93,21 +121,5 @@ rule render_shard:
         render=RENDER,
         encode=ENCODE,
         cells=CELLS,
-    threads: RENDER_THREADS
-    resources:
-        mem_mb=lambda wc, input, threads, attempt: res.render_mem_mb_calibrated(
-            res.read_json(input.calibration), ny=GRID["ny"], nx=GRID["nx"],
-            n_frames=plan_shard(wc.shard).n_frames, workers=threads, attempt=attempt,
-            n_columns=len(CELL_COLUMNS))
-        + job_overhead_mb(),
-        runtime=lambda wc, input, threads, attempt: res.render_runtime_calibrated(
-            res.read_json(input.calibration), n_frames=plan_shard(wc.shard).n_frames,
-            workers=threads, attempt=attempt),
-    log:
-        f"{LOGS}/render_shard/{{shard}}.log",
-    benchmark:
-        f"{OUT}/benchmarks/render_shard/{{shard}}.tsv"
-    conda:
-        "../../envs/ncreel.yaml"
     script:
         "../scripts/render_shard.py"

@@ -3,6 +3,7 @@
 # attempts record are complete once its outputs exist. They only read small files and draw
 # one figure, so under a scheduler they run where Snakemake runs instead of waiting in a queue.
 
+
 localrules:
     resources_report,
     contact_sheet,
@@ -21,23 +22,35 @@ rule resources_report:
         # the checkpoint like every other job that depends on the plan.
         segments=lambda wc: [f"{OUT}/segments/{name}.mp4" for name in shard_plan()],
     output:
-        figure=report(f"{OUT}/report/resources.png", caption="../report/resources.rst",
-                      category="Resources", subcategory="Per job"),
-        page=report(f"{OUT}/report/resources.html", caption="../report/resources.rst",
-                    category="Resources", subcategory="Per job"),
-        table=report(f"{OUT}/report/resources.csv", caption="../report/resources.rst",
-                     category="Resources", subcategory="Per job"),
-    params:
-        jobs=lambda wc: report_jobs(),
-        run=RUN,
-    threads: 1
-    resources:
-        mem_mb=lambda wc, attempt: 400 * attempt,  # incl. ~250 MB of Snakemake's job processes
-        runtime=5,
+        figure=report(
+            f"{OUT}/report/resources.png",
+            caption="../report/resources.rst",
+            category="Resources",
+            subcategory="Per job",
+        ),
+        page=report(
+            f"{OUT}/report/resources.html",
+            caption="../report/resources.rst",
+            category="Resources",
+            subcategory="Per job",
+        ),
+        table=report(
+            f"{OUT}/report/resources.csv",
+            caption="../report/resources.rst",
+            category="Resources",
+            subcategory="Per job",
+        ),
     log:
         f"{LOGS}/resources_report.log",
     conda:
         "../../envs/ncreel.yaml"
+    threads: 1
+    resources:
+        mem_mb=lambda wc, attempt: 400 * attempt,  # incl. ~250 MB of Snakemake's job processes
+        runtime=5,
+    params:
+        jobs=lambda wc: report_jobs(),
+        run=RUN,
     script:
         "../scripts/resources_report.py"
 
@@ -48,27 +61,37 @@ rule contact_sheet:
         stats=rules.statistics.output.stats,
         calibration=rules.calibrate_render.output.calibration,
     output:
-        sheet=report(f"{OUT}/report/contact_sheet.png", caption="../report/contact_sheet.rst",
-                     category="Frames", subcategory="Contact sheet"),
-        plan=report(f"{OUT}/report/plan.html", caption="../report/plan.rst",
-                    category="Frames", subcategory="Run plan"),
-    params:
-        series=SERIES,
-        vmin=config["vmin"],
-        vmax=config["vmax"],
-        shards=lambda wc: [{"shard": n, "start": s.start, "stop": s.stop, "frames": s.n_frames}
-                           for n, s in shard_plan().items()],
-        shard_logs=lambda wc: shard_attempt_logs(),
-        run=RUN,
-    threads: 1
-    resources:
-        mem_mb=lambda wc, attempt: 500 * attempt,  # incl. ~250 MB of Snakemake's job processes
-        runtime=5,
+        sheet=report(
+            f"{OUT}/report/contact_sheet.png",
+            caption="../report/contact_sheet.rst",
+            category="Frames",
+            subcategory="Contact sheet",
+        ),
+        plan=report(
+            f"{OUT}/report/plan.html",
+            caption="../report/plan.rst",
+            category="Frames",
+            subcategory="Run plan",
+        ),
     log:
         f"{LOGS}/contact_sheet.log",
     benchmark:
         f"{OUT}/benchmarks/contact_sheet.tsv"
     conda:
         "../../envs/ncreel.yaml"
+    threads: 1
+    resources:
+        mem_mb=lambda wc, attempt: 500 * attempt,  # incl. ~250 MB of Snakemake's job processes
+        runtime=5,
+    params:
+        series=SERIES,
+        vmin=config["vmin"],
+        vmax=config["vmax"],
+        shards=lambda wc: [
+            {"shard": n, "start": s.start, "stop": s.stop, "frames": s.n_frames}
+            for n, s in shard_plan().items()
+        ],
+        shard_logs=lambda wc: shard_attempt_logs(),
+        run=RUN,
     script:
         "../scripts/contact_sheet.py"

@@ -6,19 +6,21 @@ rule statistics:
     output:
         stats=f"{OUT}/stats.json",
         cell_mean=f"{OUT}/cell_mean.npy",
-    params:
-        series=SERIES,
-        vmin=config["vmin"],
-        vmax=config["vmax"],
-    threads: 1
-    resources:
-        mem_mb=lambda wc, attempt: res.statistics_mem_mb(ny=GRID["ny"], nx=GRID["nx"], attempt=attempt),
-        runtime=lambda wc, attempt: res.runtime_minutes(GRID["n_time"], 0.05, attempt),
     log:
         f"{LOGS}/statistics.log",
     benchmark:
         f"{OUT}/benchmarks/statistics.tsv"
     conda:
         "../../envs/ncreel.yaml"
+    threads: 1
+    resources:
+        mem_mb=lambda wc, attempt: res.statistics_mem_mb(
+            ny=GRID["ny"], nx=GRID["nx"], attempt=attempt
+        ),
+        runtime=lambda wc, attempt: res.runtime_minutes(GRID["n_time"], 0.05, attempt),
+    params:
+        series=SERIES,
+        vmin=config["vmin"],
+        vmax=config["vmax"],
     script:
         "../scripts/statistics.py"
