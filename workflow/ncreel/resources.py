@@ -6,8 +6,10 @@ Estimates are deliberately simple, explicit formulas; each grows linearly with S
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Mapping
 
 #: Calibrated memory is multiplied by this: the calibration measures the same code on the
 #: same input, so the margin only has to cover frame-to-frame variation (text extents,
@@ -123,3 +125,44 @@ def read_json(path) -> dict:
 
     with open(path) as fh:
         return json.load(fh)
+
+
+_OVER_CAP: set[str] = set()
+
+
+def said_over_cap(rule: str, func: Callable, cap_mb: Callable[[], float | None]) -> Callable:
+    """Wrap a rule's ``mem_mb`` function so that asking above the cap is said, once per rule.
+
+    Snakemake silently lowers a job's ``mem_mb`` to ``--resources mem_mb`` (a profile's
+    limit); a job that then gets less than it declared could be killed for memory with no
+    word why. The wrapper returns `func`'s value unchanged and, the first time it exceeds
+    ``cap_mb()``, prints one ``ncreel: warning:`` line on stderr.
+
+    Parameters
+    ----------
+    rule : str
+        The rule's name, for the message.
+    func : callable
+        The rule's ``mem_mb`` function (MB); its signature is kept (``functools.wraps``), so
+        Snakemake passes it the same arguments (wildcards, input, threads, attempt).
+    cap_mb : callable
+        Returns the cap in MB, or None for no cap.
+
+    Returns
+    -------
+    callable
+    """
+
+    @functools.wraps(func)
+    def mem_mb(*args, **kwargs):
+        value = func(*args, **kwargs)
+        cap = cap_mb()
+        if cap is not None and value > cap and rule not in _OVER_CAP:
+            _OVER_CAP.add(rule)
+            print(f"ncreel: warning: {rule} declares mem_mb={int(value)}, above the mem_mb "
+                  f"limit {int(cap)} (--resources mem_mb or the profile's resources), which "
+                  "Snakemake gives it instead: if it is killed for memory, raise the limit "
+                  "or run on a bigger node", file=sys.stderr)
+        return value
+
+    return mem_mb

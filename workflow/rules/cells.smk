@@ -33,7 +33,8 @@ rule reduce_cells:
         "../../envs/ncreel.yaml"
     threads: 1
     resources:
-        mem_mb=lambda wc, attempt: 500 * attempt,  # incl. ~250 MB of Snakemake's job processes
+        # incl. ~250 MB of Snakemake's job processes
+        mem_mb=mem_mb_said("reduce_cells", lambda wc, attempt: 500 * attempt),
         runtime=lambda wc, attempt: 30 * attempt,
     params:
         columns=CELL_COLUMNS,
@@ -67,7 +68,8 @@ rule load_database:
         "../../envs/ncreel.yaml"
     threads: 1
     resources:
-        mem_mb=lambda wc, attempt: 400 * attempt,  # incl. ~250 MB of Snakemake's job processes
+        # incl. ~250 MB of Snakemake's job processes
+        mem_mb=mem_mb_said("load_database", lambda wc, attempt: 400 * attempt),
         runtime=lambda wc, attempt: 60 * attempt,
     params:
         conninfo=lambda wc: CONNINFO,

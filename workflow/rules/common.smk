@@ -81,6 +81,11 @@ def mem_cap_mb():
     return cap if isinstance(cap, int | float) else None
 
 
+def mem_mb_said(rule, func):
+    """`func`, a rule's mem_mb function, saying once when it asks above the cap."""
+    return res.said_over_cap(rule, func, mem_cap_mb)
+
+
 RUN = config["run"]
 OUT = f"results/{RUN}"
 LOGS = f"logs/{RUN}"

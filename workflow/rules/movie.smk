@@ -14,7 +14,8 @@ rule encode_movie:
         "../../envs/ffmpeg.yaml"
     threads: 1
     resources:
-        mem_mb=lambda wc, attempt: 400 * attempt,  # incl. ~250 MB of Snakemake's job processes
+        # incl. ~250 MB of Snakemake's job processes
+        mem_mb=mem_mb_said("encode_movie", lambda wc, attempt: 400 * attempt),
         runtime=lambda wc, attempt: 10 * attempt,
     params:
         segments=lambda wc: [f"{OUT}/segments/{name}.mp4" for name in shard_plan()],
@@ -38,7 +39,7 @@ rule preview:
     resources:
         # Under a scheduler the job's memory also counts Snakemake's own job processes
         # (~250 MB): 100 MB was always killed by Slurm/PBS memory enforcement.
-        mem_mb=lambda wc, attempt: 400 * attempt,
+        mem_mb=mem_mb_said("preview", lambda wc, attempt: 400 * attempt),
         runtime=5,
     params:
         frame=lambda wc: f"{OUT}/frames/{mid_shard()}/{frame_name(MID_T)}",

@@ -18,7 +18,7 @@ checkpoint calibrate_render:
     threads: 1
     resources:
         # Unknown until measured: a generous bound for one worker and its encoder.
-        mem_mb=lambda wc, attempt: 2000 * attempt,
+        mem_mb=mem_mb_said("calibrate_render", lambda wc, attempt: 2000 * attempt),
         runtime=lambda wc, attempt: 10 * attempt,
     params:
         series=SERIES,
@@ -51,8 +51,11 @@ rule degradation_state:
         "../../envs/ncreel.yaml"
     threads: 1
     resources:
-        mem_mb=lambda wc, attempt: res.statistics_mem_mb(
-            ny=GRID["ny"], nx=GRID["nx"], attempt=attempt
+        mem_mb=mem_mb_said(
+            "degradation_state",
+            lambda wc, attempt: res.statistics_mem_mb(
+                ny=GRID["ny"], nx=GRID["nx"], attempt=attempt
+            ),
         ),
         runtime=lambda wc, attempt: res.runtime_minutes(GRID["n_time"], 0.05, attempt),
     params:
@@ -97,16 +100,19 @@ rule render_shard:
         "../../envs/ncreel.yaml"
     threads: RENDER_THREADS
     resources:
-        mem_mb=lambda wc, input, threads, attempt: res.render_mem_mb_calibrated(
-            res.read_json(input.calibration),
-            ny=GRID["ny"],
-            nx=GRID["nx"],
-            n_frames=plan_shard(wc.shard).n_frames,
-            workers=threads,
-            attempt=attempt,
-            n_columns=len(CELL_COLUMNS),
-        )
-        + job_overhead_mb(),
+        mem_mb=mem_mb_said(
+            "render_shard",
+            lambda wc, input, threads, attempt: res.render_mem_mb_calibrated(
+                res.read_json(input.calibration),
+                ny=GRID["ny"],
+                nx=GRID["nx"],
+                n_frames=plan_shard(wc.shard).n_frames,
+                workers=threads,
+                attempt=attempt,
+                n_columns=len(CELL_COLUMNS),
+            )
+            + job_overhead_mb(),
+        ),
         runtime=lambda wc, input, threads, attempt: res.render_runtime_calibrated(
             res.read_json(input.calibration),
             n_frames=plan_shard(wc.shard).n_frames,

@@ -46,7 +46,8 @@ rule resources_report:
         "../../envs/ncreel.yaml"
     threads: 1
     resources:
-        mem_mb=lambda wc, attempt: 400 * attempt,  # incl. ~250 MB of Snakemake's job processes
+        # incl. ~250 MB of Snakemake's job processes
+        mem_mb=mem_mb_said("resources_report", lambda wc, attempt: 400 * attempt),
         runtime=5,
     params:
         jobs=lambda wc: report_jobs(),
@@ -81,7 +82,8 @@ rule contact_sheet:
         "../../envs/ncreel.yaml"
     threads: 1
     resources:
-        mem_mb=lambda wc, attempt: 500 * attempt,  # incl. ~250 MB of Snakemake's job processes
+        # incl. ~250 MB of Snakemake's job processes
+        mem_mb=mem_mb_said("contact_sheet", lambda wc, attempt: 500 * attempt),
         runtime=5,
     params:
         series=SERIES,

@@ -14,8 +14,11 @@ rule statistics:
         "../../envs/ncreel.yaml"
     threads: 1
     resources:
-        mem_mb=lambda wc, attempt: res.statistics_mem_mb(
-            ny=GRID["ny"], nx=GRID["nx"], attempt=attempt
+        mem_mb=mem_mb_said(
+            "statistics",
+            lambda wc, attempt: res.statistics_mem_mb(
+                ny=GRID["ny"], nx=GRID["nx"], attempt=attempt
+            ),
         ),
         runtime=lambda wc, attempt: res.runtime_minutes(GRID["n_time"], 0.05, attempt),
     params:
