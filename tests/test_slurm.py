@@ -188,15 +188,30 @@ def test_memory_killed_shard_is_retried_with_more_memory(slurm, tmp_path_factory
     assert "exceeded memory limit" in killed.read_text()
 
 
-def test_cheyenne_profile_through_pbs_wrappers(slurm, tmp_path_factory, sample_nc):
-    """``--profile profiles/cheyenne`` end to end against Slurm's Torque/PBS wrappers:
-    submit through ``qsub -l select=...`` (the wrapper turns it into sbatch), status
-    through ``qstat -f`` (Torque style, no exit status) plus the recorded exit status.
-    Only the queue is overridden (NCREEL_PBS_QUEUE): there is no ``share`` queue here."""
+# The PBS profiles use ncreel's pbs-pro executor (tested on a real PBS Pro server in
+# test_pbs_real.py / test_pbs_arrays.py). Sites without it keep Snakemake's cluster-generic
+# executor with ncreel_pbs.py's submit/status commands, which also read Torque-style qstat.
+CLUSTER_GENERIC_PBS = [
+    "--executor", "cluster-generic",
+    "--cluster-generic-submit-cmd",
+    "python3 workflow/scripts/ncreel_pbs.py submit --queue share --max-walltime 06:00:00",
+    "--cluster-generic-status-cmd", "python3 workflow/scripts/ncreel_pbs.py status",
+    "--cluster-generic-cancel-cmd", "qdel",
+]
+
+
+def test_cluster_generic_pbs_commands_through_torque_wrappers(slurm, tmp_path_factory,
+                                                              sample_nc):
+    """``--profile profiles/cheyenne`` with the cluster-generic executor and ncreel_pbs.py,
+    end to end against Slurm's Torque/PBS wrappers: submit through ``qsub -l select=...``
+    (the wrapper turns it into sbatch), status through ``qstat -f`` (Torque style, no exit
+    status) plus the recorded exit status. Only the queue is overridden
+    (NCREEL_PBS_QUEUE): there is no ``share`` queue here."""
     work = workdir(tmp_path_factory, sample_nc, "pbs_demo")
     since = now()
-    log = run_snakemake(work, "--profile", "profiles/cheyenne", "--config", *SMALL,
-                        "frames_per_shard=120", PBS_ACCOUNT=ACCOUNT, NCREEL_PBS_QUEUE=PARTITION)
+    log = run_snakemake(work, "--profile", "profiles/cheyenne", *CLUSTER_GENERIC_PBS,
+                        "--config", *SMALL, "frames_per_shard=120", PBS_ACCOUNT=ACCOUNT,
+                        NCREEL_PBS_QUEUE=PARTITION)
     assert count_rows(work / "results/demo/cells.copy") == ROWS
     assert (work / "results/demo/movie.mp4").stat().st_size > 0
     rows = sacct(work, since)
