@@ -149,7 +149,10 @@ def test_kill_and_disk_full_then_rerun_is_exact(tmp_path, sample_nc, pg_server, 
                 assert r.returncode != 0
                 assert any("No space left on device" in p.read_text(errors="replace") for p in
                            (work / "logs" / RUN / "render_shard").glob("*.log")), r.stderr
-                assert not list((results / RUN / "cells").glob("*.copy.part"))
+                # Nothing partial under a final name: a shard's COPY file, if there, is whole
+                # (a job stopped mid-write may leave a .part, which the rerun removes).
+                for done in (results / RUN / "cells").glob("*.copy"):
+                    assert len(done.read_bytes().splitlines()) == 4 * NY * NX, done
                 full.append("render_shard")
                 _resize(results, big)
                 chain.start()
@@ -204,6 +207,7 @@ def test_kill_and_disk_full_then_rerun_is_exact(tmp_path, sample_nc, pg_server, 
         final = subprocess.run(cmd, cwd=work, capture_output=True, text=True)
         assert final.returncode == 0, final.stderr[-3000:]
         out = results / RUN
+        assert not list(results.rglob("*.part")), "a .part file outlived the rerun"
         # The COPY file: every cell and step exactly once, values exact.
         names = _copy_columns((out / "cells.sql").read_text())
         ti, ci, vi = (names.index(c) for c in ("time_index", "cell_id", "value"))
