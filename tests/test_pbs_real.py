@@ -429,8 +429,9 @@ def test_queue_at_server_and_suffixed_job_ids(pbs, tmp_path):
     assert {j["queue"] for j in jobs.values()} == {"share"}
     assert {j["Account_Name"] for j in jobs.values()} == {ACCOUNT}
     assert run(*status, ok) == "success" and run(*status, ok.split(".")[0]) == "success"
-    # 271 = 256 + SIGTERM; 143 = 128 + SIGTERM when the job's shell outlives its child.
-    assert run(*status, long) == "failed" and jobs[long]["Exit_status"] in (143, 271)
+    # 271 = 256 + SIGTERM; 143 = 128 + SIGTERM when the job's shell outlives its child;
+    # 265 = 256 + SIGKILL when the job outlives qdel's SIGTERM and kill_delay.
+    assert run(*status, long) == "failed" and jobs[long]["Exit_status"] in (143, 265, 271)
 
 
 def test_missing_account_and_unknown_queue_stop_before_any_job(pbs, tmp_path_factory,

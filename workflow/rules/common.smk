@@ -132,6 +132,13 @@ try:
 except NcreelError as err:
     fail(err)
 
+try:  # a wrong projection name or parameter stops the run before any job or file
+    from ncreel.maps import map_projection  # noqa: E402
+
+    map_projection(config["map"]["projection"], config["map"]["projection_params"])
+except ValueError as err:
+    fail(f"config: {err}")
+
 if workflow.is_main_process:
     # One run at a time per run, whatever happens to Snakemake's own locks (another run
     # finishing removes them all): taken before Snakemake builds the DAG, which removes
@@ -155,12 +162,6 @@ if workflow.is_main_process:
             print(f"ncreel: deleted PBS job {_id} of the killed run", file=sys.stderr)
 
 RENDER = {k: config[k] for k in ("width", "height", "dpi", "cmap", "map")}
-try:  # a wrong projection name or parameter stops the run before any job
-    from ncreel.maps import map_projection  # noqa: E402
-
-    map_projection(config["map"]["projection"], config["map"]["projection_params"])
-except ValueError as err:
-    fail(f"config: {err}")
 ENCODE = {k: config[k] for k in ("fps", "crf", "preset")}
 RENDER_THREADS = config["render_threads"]
 MID_T = GRID["n_time"] // 2
