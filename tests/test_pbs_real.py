@@ -293,22 +293,28 @@ def test_status_command_on_real_job_endings(pbs, tmp_path):
 
 def test_memory_killed_shard_is_retried_with_more_memory(cheyenne_demo):
     """Through ``--profile profiles/cheyenne``: shard 00001 (removed after the demo run)
-    declares mem_mb = 250 x attempt, too little the first time. PBS kills it (Exit_status
-    -27, "exceeded resource mem"), the status command says failed, Snakemake resubmits it
-    with 500 MB, and it succeeds with the same rows as before."""
+    declares mem_mb = 100 x attempt², too little the first time: the job's own Snakemake
+    process alone is above it for the job's whole life, so MoM's periodic check (every
+    2-10 s) always sees it. PBS kills it (Exit_status -27, "exceeded resource mem"), the
+    status command says failed, Snakemake resubmits it with more memory until it succeeds
+    (400, then 900 MB), with the same rows as before."""
     work, _ = cheyenne_demo
     shard_copy = work / "results/demo/cells/00001.copy"
     rows = count_rows(shard_copy)
     shard_copy.unlink()
     log = snakemake(work, "--profile", "profiles/cheyenne", "--config", *SMALL,
-                    "frames_per_shard=120", "--set-resources", "render_shard:mem_mb=250*attempt",
+                    "frames_per_shard=120", "--set-resources",
+                    "render_shard:mem_mb=100*attempt*attempt",
                     "--", str(shard_copy.relative_to(work)), PBS_ACCOUNT=ACCOUNT)
     ids = sorted(submitted(log), key=lambda jobid: int(jobid.split(".")[0]))
     jobs = wait_finished(*ids)
     shard = [jobs[i] for i in ids]
-    assert [r["Job_Name"] for r in shard] == ["nc_render_shard_00001"] * 2
-    assert [(r["Exit_status"], r["Resource_List"]["mem"]) for r in shard] == \
-        [(-27, "250mb"), (0, "500mb")], [r.get("comment") for r in shard]
+    assert [r["Job_Name"] for r in shard] == ["nc_render_shard_00001"] * len(shard)
+    got = [(r["Exit_status"], r["Resource_List"]["mem"]) for r in shard]
+    # The first attempt is always killed; the second's 400 MB may or may not hold.
+    assert got in ([(-27, "100mb"), (0, "400mb")],
+                   [(-27, "100mb"), (-27, "400mb"), (0, "900mb")]), \
+        [r.get("comment") for r in shard]
     assert shard[0]["comment"].endswith("exceeded resource mem")
     assert "JOB_EXEC_KILL_MEM" in log
     assert count_rows(shard_copy) == rows
