@@ -251,14 +251,15 @@ def _fake_jobscript(path: Path, body: str, mem_mb: int, rule: str = "probe") -> 
     ("oom", "python3 -c \"a = b'x' * (400 * 2**20); import time; time.sleep(15)\"", 100,
      "failed"),
 ])
-def test_pbs_status_on_real_wrapper_jobs(case, body, mem, expected, slurm, tmp_path):
+def test_pbs_status_on_real_wrapper_jobs(case, body, mem, expected, slurm, tmp_path,
+                                        monkeypatch):
     """ncreel.pbs submit/status against the real qsub/qstat wrappers: success, a non-zero
     exit and a memory kill (the job never records an exit status) are told apart."""
     sys.path.insert(0, str(ROOT / "workflow"))
     from ncreel import pbs
 
     script = _fake_jobscript(tmp_path / f"snakejob.{case}.sh", body, mem, rule=case)
-    os.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path)  # restored after the test: later tests use relative paths
     jobid = pbs.submit(str(script), queue=PARTITION, account=ACCOUNT, log_dir="logs",
                        state_dir="state")
     assert re.fullmatch(r"\d+", jobid)
