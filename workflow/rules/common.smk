@@ -13,7 +13,11 @@ from snakemake.utils import validate
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 
 from ncreel import resources as res  # noqa: E402
-from ncreel.cells import cells_settings, series_columns  # noqa: E402
+from ncreel.cells import (  # noqa: E402
+    cells_settings,
+    series_columns,
+    upgrade_cells_config,
+)
 from ncreel.configcheck import (
     check_database,
     check_names,
@@ -52,6 +56,15 @@ try:
     check_database(config.get("database"))
 except NcreelError as err:
     fail(err)
+# Model parameters have one key, cells.params; the deprecated cells.etr is moved into it
+# before validation, so the schema checks and completes etr_risk's parameters there.
+if isinstance(config.get("cells"), dict):
+    try:
+        config["cells"], _note = upgrade_cells_config(config["cells"])
+    except NcreelError as err:
+        fail(err)
+    if _note and workflow.is_main_process:
+        print(f"ncreel: note: {_note}", file=sys.stderr)
 # `--config select={level: 0}` arrives with string values; indices are integers.
 if isinstance(config.get("select"), dict):
     config["select"] = {
