@@ -35,6 +35,7 @@ import numpy as np
 
 from ncreel.errors import NcreelError
 from ncreel.io import atomic_path
+from ncreel.source import MAX_BLOCK_CELLS
 
 #: Molar gas constant R, J/(mol K) (CODATA 2018, exact).
 GAS_CONSTANT_J_MOL_K = 8.314462618
@@ -308,7 +309,7 @@ class DegradationClock:
 def degradation_prepass(factor: Callable[[int, int], np.ndarray], days: np.ndarray,
                         app_days: np.ndarray, starts: Sequence[int], *, n_cells: int,
                         out: np.ndarray | None = None,
-                        max_block_cells: int = 1_000_000) -> dict:
+                        max_block_cells: int = MAX_BLOCK_CELLS) -> dict:
     """Stream the series once; record ``τ`` at `starts`, at the applications and at the end.
 
     Memory: one block of factors and one ``(n_cells,)`` accumulator; the results go to

@@ -33,9 +33,8 @@ rule reduce_cells:
         "../../envs/ncreel.yaml"
     threads: 1
     resources:
-        # incl. ~250 MB of Snakemake's job processes
-        mem_mb=mem_mb_said("reduce_cells", lambda wc, attempt: 500 * attempt),
-        runtime=lambda wc, attempt: 30 * attempt,
+        mem_mb=rule_mem_mb("reduce_cells"),
+        runtime=rule_runtime("reduce_cells"),
     params:
         columns=CELL_COLUMNS,
         table=TABLE,
@@ -68,9 +67,8 @@ rule load_database:
         "../../envs/ncreel.yaml"
     threads: 1
     resources:
-        # incl. ~250 MB of Snakemake's job processes
-        mem_mb=mem_mb_said("load_database", lambda wc, attempt: 400 * attempt),
-        runtime=lambda wc, attempt: 60 * attempt,
+        mem_mb=rule_mem_mb("load_database"),
+        runtime=rule_runtime("load_database"),
     params:
         conninfo=lambda wc: CONNINFO,
         table=TABLE,

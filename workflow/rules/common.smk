@@ -94,9 +94,29 @@ def mem_cap_mb():
     return cap if isinstance(cap, int | float) else None
 
 
-def mem_mb_said(rule, func):
-    """`func`, a rule's mem_mb function, saying once when it asks above the cap."""
-    return res.said_over_cap(rule, func, mem_cap_mb)
+def separate_job(rule_name):
+    """Whether jobs of `rule_name` run as their own scheduler job (Snakemake's processes around
+    the rule's own then count against the job's memory); False locally and for localrules."""
+    plugin = workflow.executor_plugin
+    remote = plugin is not None and plugin.common_settings.non_local_exec
+    # Inside the scheduler job Snakemake evaluates resources again: the job must see (and
+    # record, see ncreel.jobrecord) the mem_mb the scheduler was asked for.
+    return (remote or workflow.remote_exec) and rule_name not in workflow._localrules
+
+
+def rule_mem_mb(rule_name, func=None):
+    """The mem_mb of `rule_name`: its own process's (`func`, else ncreel.resources.FIXED_MEM_MB)
+    plus Snakemake's per-job overhead where it exists, saying once when above the cap."""
+    if func is None:
+        func = lambda wc, attempt: res.fixed_mem_mb(rule_name, attempt)
+    return res.said_over_cap(
+        rule_name, res.with_job_overhead(func, lambda: separate_job(rule_name)), mem_cap_mb
+    )
+
+
+def rule_runtime(rule_name):
+    """The runtime of `rule_name` (minutes), from ncreel.resources.FIXED_RUNTIME_MIN."""
+    return lambda wc, attempt: res.fixed_runtime(rule_name, attempt)
 
 
 RUN = config["run"]
@@ -232,15 +252,6 @@ def shard_pngs(shard):
 def mid_shard():
     """Name of the shard holding the run's middle frame."""
     return next(n for n, s in shard_plan().items() if s.start <= MID_T < s.stop)
-
-
-def job_overhead_mb():
-    """Extra mem_mb for Snakemake's own processes when a job runs under a scheduler."""
-    plugin = workflow.executor_plugin
-    remote = plugin is not None and plugin.common_settings.non_local_exec
-    # Inside the scheduler job Snakemake evaluates resources again: the job must see (and
-    # record, see ncreel.jobrecord) the mem_mb the scheduler was asked for.
-    return res.SCHEDULER_JOB_OVERHEAD_MB if remote or workflow.remote_exec else 0
 
 
 def report_jobs():

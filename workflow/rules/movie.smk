@@ -14,9 +14,8 @@ rule encode_movie:
         "../../envs/ffmpeg.yaml"
     threads: 1
     resources:
-        # incl. ~250 MB of Snakemake's job processes
-        mem_mb=mem_mb_said("encode_movie", lambda wc, attempt: 400 * attempt),
-        runtime=lambda wc, attempt: 10 * attempt,
+        mem_mb=rule_mem_mb("encode_movie"),
+        runtime=rule_runtime("encode_movie"),
     params:
         segments=lambda wc: [f"{OUT}/segments/{name}.mp4" for name in shard_plan()],
     script:
@@ -37,10 +36,8 @@ rule preview:
         "../../envs/ncreel.yaml"
     threads: 1
     resources:
-        # Under a scheduler the job's memory also counts Snakemake's own job processes
-        # (~250 MB): 100 MB was always killed by Slurm/PBS memory enforcement.
-        mem_mb=mem_mb_said("preview", lambda wc, attempt: 400 * attempt),
-        runtime=5,
+        mem_mb=rule_mem_mb("preview"),
+        runtime=rule_runtime("preview"),
     params:
         frame=lambda wc: f"{OUT}/frames/{mid_shard()}/{frame_name(MID_T)}",
     script:

@@ -17,9 +17,8 @@ checkpoint calibrate_render:
         "../../envs/ncreel.yaml"
     threads: 1
     resources:
-        # Unknown until measured: a generous bound for one worker and its encoder.
-        mem_mb=mem_mb_said("calibrate_render", lambda wc, attempt: 2000 * attempt),
-        runtime=lambda wc, attempt: 10 * attempt,
+        mem_mb=rule_mem_mb("calibrate_render"),
+        runtime=rule_runtime("calibrate_render"),
     params:
         series=SERIES,
         render=RENDER,
@@ -51,13 +50,13 @@ rule degradation_state:
         "../../envs/ncreel.yaml"
     threads: 1
     resources:
-        mem_mb=mem_mb_said(
+        mem_mb=rule_mem_mb(
             "degradation_state",
             lambda wc, attempt: res.statistics_mem_mb(
                 ny=GRID["ny"], nx=GRID["nx"], attempt=attempt
             ),
         ),
-        runtime=lambda wc, attempt: res.runtime_minutes(GRID["n_time"], 0.05, attempt),
+        runtime=lambda wc, attempt: res.series_pass_runtime(GRID["n_time"], attempt),
     params:
         series=SERIES,
         cells=CELLS,
@@ -100,7 +99,7 @@ rule render_shard:
         "../../envs/ncreel.yaml"
     threads: RENDER_THREADS
     resources:
-        mem_mb=mem_mb_said(
+        mem_mb=rule_mem_mb(
             "render_shard",
             lambda wc, input, threads, attempt: res.render_mem_mb_calibrated(
                 res.read_json(input.calibration),
@@ -110,8 +109,7 @@ rule render_shard:
                 workers=threads,
                 attempt=attempt,
                 n_columns=len(CELL_COLUMNS),
-            )
-            + job_overhead_mb(),
+            ),
         ),
         runtime=lambda wc, input, threads, attempt: res.render_runtime_calibrated(
             res.read_json(input.calibration),
