@@ -11,7 +11,7 @@ rule encode_movie:
     benchmark:
         f"{OUT}/benchmarks/encode_movie.tsv"
     conda:
-        "../../envs/ffmpeg.yaml"
+        "../envs/ffmpeg.yaml"
     threads: 1
     resources:
         mem_mb=rule_mem_mb("encode_movie"),
@@ -33,7 +33,7 @@ rule preview:
     benchmark:
         f"{OUT}/benchmarks/preview.tsv"
     conda:
-        "../../envs/ncreel.yaml"
+        "../envs/ncreel.yaml"
     threads: 1
     resources:
         mem_mb=rule_mem_mb("preview"),
