@@ -290,8 +290,11 @@ def test_walltime_format():
 def test_submit_needs_account(tmp_path):
     script = tmp_path / "snakejob.sh"
     script.write_text(f"#!/bin/sh\n# properties = {json.dumps(props())}\necho hi\n")
-    with pytest.raises(SystemExit, match="PBS_ACCOUNT"):
+    with pytest.raises(pbs.SubmitError, match="^PBS_ACCOUNT is unset: export PBS_ACCOUNT="):
         pbs.submit(str(script), queue="q", account=None, log_dir=str(tmp_path))
+    # Only the CLI exits: one error line, exit status 1, no traceback.
+    assert pbs.main(["submit", str(script), "--account-env", "NCREEL_NO_SUCH_ACCOUNT_VAR",
+                     "--log-dir", str(tmp_path)]) == 1
 
 
 def test_submit_calls_qsub_with_argument_list(tmp_path):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
+from ncreel.errors import NcreelError
 from ncreel.scheduler import cancel_orphan_slurm_jobs, slurm_env_problem
 from test_workflow import SMALL, make_workdir
 
@@ -108,6 +109,17 @@ def test_shard_memory_scales_with_attempt(repo, tmp_path):
     for name in PROFILES:
         text = (ROOT / f"profiles/{name}/config.yaml").read_text()
         assert re.search(r"^retries: [1-9]", text, re.M), name
+
+
+def test_job_scheduler_is_declared_not_guessed():
+    from ncreel.scheduler import job_scheduler
+
+    assert job_scheduler("slurm") == "slurm" and job_scheduler("pbs-pro") == "pbs"
+    assert job_scheduler("cluster-generic") is None
+    assert job_scheduler("cluster-generic", "pbs") == "pbs"
+    assert job_scheduler(None, "pbs") is None  # a local run submits nothing
+    with pytest.raises(NcreelError, match="the pbs-pro executor submits to PBS Pro"):
+        job_scheduler("pbs-pro", "slurm")
 
 
 def test_slurm_env_problem_messages():

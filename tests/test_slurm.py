@@ -210,7 +210,8 @@ def test_cluster_generic_pbs_commands_through_torque_wrappers(slurm, tmp_path_fa
     work = workdir(tmp_path_factory, sample_nc, "pbs_demo")
     since = now()
     log = run_snakemake(work, "--profile", "profiles/cheyenne", *CLUSTER_GENERIC_PBS,
-                        "--config", *SMALL, "frames_per_shard=120", PBS_ACCOUNT=ACCOUNT,
+                        "--config", *SMALL, "frames_per_shard=120", "scheduler=pbs",
+                        PBS_ACCOUNT=ACCOUNT,
                         NCREEL_PBS_QUEUE=PARTITION)
     assert count_rows(work / "results/demo/cells.copy") == ROWS
     assert (work / "results/demo/movie.mp4").stat().st_size > 0

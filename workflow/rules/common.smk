@@ -30,10 +30,6 @@ from ncreel.inputcheck import (  # noqa: E402
     check_time_steps,
 )
 from ncreel.runlock import clear_stale_lock, hold_run_lock  # noqa: E402
-from ncreel.scheduler import (
-    cancel_orphan_pbs_jobs,
-    cancel_orphan_slurm_jobs,
-)  # noqa: E402
 from ncreel.shardrender import png_sample  # noqa: E402
 from ncreel.shards import frame_name, plan_shards  # noqa: E402
 from ncreel.soil import check_run, needs_prepass  # noqa: E402
@@ -96,7 +92,8 @@ def mem_cap_mb():
 
 def separate_job(rule_name):
     """Whether jobs of `rule_name` run as their own scheduler job (Snakemake's processes around
-    the rule's own then count against the job's memory); False locally and for localrules."""
+    the rule's own then count against the job's memory); False locally and for localrules.
+    """
     plugin = workflow.executor_plugin
     remote = plugin is not None and plugin.common_settings.non_local_exec
     # Inside the scheduler job Snakemake evaluates resources again: the job must see (and
@@ -106,11 +103,14 @@ def separate_job(rule_name):
 
 def rule_mem_mb(rule_name, func=None):
     """The mem_mb of `rule_name`: its own process's (`func`, else ncreel.resources.FIXED_MEM_MB)
-    plus Snakemake's per-job overhead where it exists, saying once when above the cap."""
+    plus Snakemake's per-job overhead where it exists, saying once when above the cap.
+    """
     if func is None:
         func = lambda wc, attempt: res.fixed_mem_mb(rule_name, attempt)
     return res.said_over_cap(
-        rule_name, res.with_job_overhead(func, lambda: separate_job(rule_name)), mem_cap_mb
+        rule_name,
+        res.with_job_overhead(func, lambda: separate_job(rule_name)),
+        mem_cap_mb,
     )
 
 
@@ -172,6 +172,7 @@ try:  # a wrong projection name or parameter stops the run before any job or fil
 except ValueError as err:
     fail(f"config: {err}")
 
+STALE_LOCK_CLEARED = False
 if workflow.is_main_process:
     # One run at a time per run, whatever happens to Snakemake's own locks (another run
     # finishing removes them all): taken before Snakemake builds the DAG, which removes
@@ -182,17 +183,12 @@ if workflow.is_main_process:
         fail(err)
     # A run killed with kill -9 leaves Snakemake's lock behind; remove it only when that
     # run is certainly dead, so that running the same command again resumes.
-    if clear_stale_lock("."):
+    # (Its scheduler jobs still queued are cancelled in scheduler.smk.)
+    STALE_LOCK_CLEARED = clear_stale_lock(".")
+    if STALE_LOCK_CLEARED:
         print(
             "ncreel: removed the stale lock of a killed run; resuming", file=sys.stderr
         )
-        # Its Slurm jobs still queued or running would redo work this run redoes.
-        for _id in cancel_orphan_slurm_jobs("."):
-            print(
-                f"ncreel: cancelled Slurm job {_id} of the killed run", file=sys.stderr
-            )
-        for _id in cancel_orphan_pbs_jobs("."):
-            print(f"ncreel: deleted PBS job {_id} of the killed run", file=sys.stderr)
 
 RENDER = {k: config[k] for k in ("width", "height", "dpi", "cmap", "map")}
 ENCODE = {k: config[k] for k in ("fps", "crf", "preset")}

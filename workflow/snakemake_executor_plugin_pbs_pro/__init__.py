@@ -227,9 +227,7 @@ class Executor(RemoteExecutor):
             # (ncreel's Snakefile says so once, before any job; other workflows learn here.)
             for job in jobs:
                 self.report_job_error(SubmittedJobInfo(job), msg=(
-                    f"ncreel-pbs: error: {s.account_env} is unset: export {s.account_env}="
-                    "<project code> (NCAR: from `gladequota`/`sam`), then run the same "
-                    "command again"))
+                    f"ncreel-pbs: error: {pbs.account_problem(s.account_env, {})}"))
             return
         jobs = self._reattach(jobs)
         batches: dict[tuple, list] = {}
