@@ -6,9 +6,16 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 from ncreel.cells import ETR_DEFAULTS
-from ncreel.configcheck import load_schema, schema_defaults
+from ncreel.configcheck import (
+    RENAMED_KEYS,
+    load_schema,
+    schema_defaults,
+    upgrade_renamed_keys,
+)
+from ncreel.errors import NcreelError
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = load_schema()
@@ -124,3 +131,15 @@ def test_no_schema_default_is_written_in_code():
             if src.suffix != ".py" and m:
                 found.append(f"{src.relative_to(ROOT)}:{n} {m.group(0)}")
     assert not found, f"schema defaults written again: {found}"
+
+
+def test_renamed_key_still_works_with_one_note():
+    config = {"render_threads": 2, "run": "r"}
+    assert upgrade_renamed_keys(config) == [
+        "config key 'render_threads' is deprecated: call it 'render_processes'"]
+    assert config == {"render_processes": 2, "run": "r"}
+    assert upgrade_renamed_keys(config) == []  # once: the key is gone
+    with pytest.raises(NcreelError, match="both set"):
+        upgrade_renamed_keys({"render_threads": 2, "render_processes": 3})
+    assert set(RENAMED_KEYS.values()) <= set(SCHEMA["properties"])
+    assert not set(RENAMED_KEYS) & set(SCHEMA["properties"])

@@ -11,7 +11,8 @@ Three concerns, each checked before Snakemake sees the value in a job:
   with the limits of the later steps (:func:`check_names`): Python's and JSON schema's
   ``$`` also match before a final newline, so ``run: "x\\n"`` would pass a ``^…$`` pattern.
 
-It also reads the schema's defaults (:func:`schema_defaults`), the only place they live.
+It also reads the schema's defaults (:func:`schema_defaults`), the only place they live,
+and moves renamed keys to their new names (:func:`upgrade_renamed_keys`).
 """
 
 from __future__ import annotations
@@ -193,3 +194,40 @@ def schema_defaults(*pointer: str) -> dict:
         node = node[key]
     return {name: copy.deepcopy(sub["default"])
             for name, sub in node["properties"].items() if "default" in sub}
+
+
+#: Top-level config keys that were renamed: old name -> new name. The old one still works.
+RENAMED_KEYS = {
+    # Worker processes, not threads (spawned, each with its own figure and encoder).
+    "render_threads": "render_processes",
+}
+
+
+def upgrade_renamed_keys(config: dict) -> list[str]:
+    """Move renamed top-level keys of `config` (in place) to their new names.
+
+    Parameters
+    ----------
+    config : dict
+        The config as given, before schema validation.
+
+    Returns
+    -------
+    list of str
+        One deprecation note per old key found, to be shown once.
+
+    Raises
+    ------
+    NcreelError
+        When a key is given under both its old and its new name.
+    """
+    notes = []
+    for old, new in RENAMED_KEYS.items():
+        if old not in config:
+            continue
+        if new in config:
+            raise NcreelError(f"config keys '{old}' and '{new}' are both set: '{old}' is the "
+                              f"old name of '{new}'; give only {new}")
+        config[new] = config.pop(old)
+        notes.append(f"config key '{old}' is deprecated: call it '{new}'")
+    return notes

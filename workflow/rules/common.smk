@@ -18,11 +18,12 @@ from ncreel.cells import (  # noqa: E402
     series_columns,
     upgrade_cells_config,
 )
-from ncreel.configcheck import (
+from ncreel.configcheck import (  # noqa: E402
     check_database,
     check_names,
     schema_error_message,
-)  # noqa: E402
+    upgrade_renamed_keys,
+)
 from ncreel.errors import NcreelError  # noqa: E402
 from ncreel.inputcheck import (  # noqa: E402
     check_input_sizes,
@@ -43,6 +44,12 @@ def fail(message):
     sys.exit(f"ncreel: error: {message}")
 
 
+try:
+    for _note in upgrade_renamed_keys(config):
+        if workflow.is_main_process:
+            print(f"ncreel: note: {_note}", file=sys.stderr)
+except NcreelError as err:
+    fail(err)
 _known = yaml.safe_load(SCHEMA.read_text())["properties"]
 for _key in config:
     if _key not in _known:
@@ -192,7 +199,7 @@ if workflow.is_main_process:
 
 RENDER = {k: config[k] for k in ("width", "height", "dpi", "cmap", "map")}
 ENCODE = {k: config[k] for k in ("fps", "crf", "preset")}
-RENDER_THREADS = config["render_threads"]
+RENDER_PROCESSES = config["render_processes"]
 MID_T = GRID["n_time"] // 2
 MOVIE = f"{OUT}/movie.mp4"
 COPY_FILE = f"{OUT}/cells{CELLS['suffix']}"

@@ -27,7 +27,7 @@ checkpoint calibrate_render:
         probe_frames=config["calibration_frames"],
         target_minutes=config["target_shard_minutes"],
         frames_per_shard=config["frames_per_shard"],
-        workers=RENDER_THREADS,
+        workers=RENDER_PROCESSES,
     script:
         "../scripts/calibrate_render.py"
 
@@ -97,7 +97,7 @@ rule render_shard:
         f"{OUT}/benchmarks/render_shard/{{shard}}.tsv"
     conda:
         "../envs/ncreel.yaml"
-    threads: RENDER_THREADS
+    threads: RENDER_PROCESSES
     resources:
         mem_mb=rule_mem_mb(
             "render_shard",
