@@ -38,7 +38,7 @@ FIXED_MEM_MB = {
     "calibrate_render": 2000,  # unknown until measured: one worker and its encoder
     "reduce_cells": BASE_MB,
     "load_database": 150,
-    "encode_movie": 150,
+    "concat_segments": 150,
     "preview": 150,
     "resources_report": 150,
     "contact_sheet": BASE_MB,
@@ -48,7 +48,7 @@ FIXED_RUNTIME_MIN = {
     "calibrate_render": 10,
     "reduce_cells": 30,
     "load_database": 60,
-    "encode_movie": 10,
+    "concat_segments": 10,
     "preview": 5,
     "resources_report": 5,
     "contact_sheet": 5,
@@ -160,7 +160,7 @@ def _rows_mb(*, ny: int, nx: int, n_frames: int, max_block_cells: int = MAX_BLOC
 
 
 def rows_step_mem_mb(*, ny: int, nx: int) -> int:
-    """Least ``mem_mb`` of a ``render_shard`` job: a process whose rows pass holds one step.
+    """Least ``mem_mb`` of a ``process_shard`` job: a process whose rows pass holds one step.
 
     A lower bound known before calibration, used to refuse a grid no job can hold.
     """
@@ -169,7 +169,7 @@ def rows_step_mem_mb(*, ny: int, nx: int) -> int:
 
 def render_mem_mb_calibrated(calibration: Mapping, *, ny: int, nx: int, n_frames: int,
                              workers: int = 1, attempt: int = 1, n_columns: int = 8) -> int:
-    """``mem_mb`` of one ``render_shard`` job, from the ``calibrate_render`` measurement.
+    """``mem_mb`` of one ``process_shard`` job, from the ``calibrate_render`` measurement.
 
     One worker's peak is what calibration measured: its process (interpreter, libraries,
     figure, canvas, one block) plus its ffmpeg. A shard job renders first and then streams
@@ -211,7 +211,7 @@ def render_mem_mb_calibrated(calibration: Mapping, *, ny: int, nx: int, n_frames
 
 def render_runtime_calibrated(calibration: Mapping, *, n_frames: int, workers: int = 1,
                               attempt: int = 1) -> int:
-    """``runtime`` (minutes) of one ``render_shard`` job from the calibrated seconds per frame.
+    """``runtime`` (minutes) of one ``process_shard`` job from the calibrated seconds per frame.
 
     Start-up plus ``n_frames`` frames at the calibrated rate (divided among `workers`),
     times :data:`RUNTIME_SAFETY` and `attempt`, with a 5-minute floor (schedulers bill and

@@ -291,4 +291,4 @@ def report_jobs():
 
 def shard_attempt_logs():
     """Shard name -> its job's log file (the attempts record is next to it)."""
-    return {j["job"]: j["log"] for j in report_jobs() if j["rule"] == "render_shard"}
+    return {j["job"]: j["log"] for j in report_jobs() if j["rule"] == "process_shard"}

@@ -1,4 +1,4 @@
-rule encode_movie:
+rule concat_segments:
     # Join the shards' H.264 segments (same codec settings, size and fps) with ffmpeg's
     # concat demuxer and -c copy, from an explicit ordered list, failing if any is
     # missing; +faststart.
@@ -7,19 +7,19 @@ rule encode_movie:
     output:
         movie=report(MOVIE, caption="../report/movie.rst", category="Movie"),
     log:
-        f"{LOGS}/encode_movie.log",
+        f"{LOGS}/concat_segments.log",
     benchmark:
-        f"{OUT}/benchmarks/encode_movie.tsv"
+        f"{OUT}/benchmarks/concat_segments.tsv"
     conda:
         "../envs/ffmpeg.yaml"
     threads: 1
     resources:
-        mem_mb=rule_mem_mb("encode_movie"),
-        runtime=rule_runtime("encode_movie"),
+        mem_mb=rule_mem_mb("concat_segments"),
+        runtime=rule_runtime("concat_segments"),
     params:
         segments=lambda wc: [f"{OUT}/segments/{name}.mp4" for name in shard_plan()],
     script:
-        "../scripts/encode_movie.py"
+        "../scripts/concat_segments.py"
 
 
 rule preview:

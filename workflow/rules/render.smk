@@ -1,6 +1,6 @@
 checkpoint calibrate_render:
     # Render and encode a few probe frames exactly as a shard job does; record peak memory
-    # (process + ffmpeg) and seconds per frame. render_shard's mem_mb and runtime derive
+    # (process + ffmpeg) and seconds per frame. process_shard's mem_mb and runtime derive
     # from it, and so does frames_per_shard when it is null. A checkpoint, because the
     # number of shards (the DAG) depends on the measured speed; its JSON keeps the plan, so
     # a rerun of the same command reuses it.
@@ -76,7 +76,7 @@ DEGRADATION_INPUT = (
 )
 
 
-rule render_shard:
+rule process_shard:
     # One job per shard of consecutive time steps: its COPY rows, its H.264 segment and
     # a PNG sample of its frames. `threads` worker processes render contiguous parts.
     # Memory does not grow with the shard's length (streamed blocks); it comes from the
@@ -92,15 +92,15 @@ rule render_shard:
         segment=f"{OUT}/segments/{{shard}}.mp4",
         rows=f"{OUT}/cells/{{shard}}{CELLS['suffix']}",
     log:
-        f"{LOGS}/render_shard/{{shard}}.log",
+        f"{LOGS}/process_shard/{{shard}}.log",
     benchmark:
-        f"{OUT}/benchmarks/render_shard/{{shard}}.tsv"
+        f"{OUT}/benchmarks/process_shard/{{shard}}.tsv"
     conda:
         "../envs/ncreel.yaml"
     threads: RENDER_PROCESSES
     resources:
         mem_mb=rule_mem_mb(
-            "render_shard",
+            "process_shard",
             lambda wc, input, threads, attempt: res.render_mem_mb_calibrated(
                 res.read_json(input.calibration),
                 ny=GRID["ny"],
@@ -126,4 +126,4 @@ rule render_shard:
         encode=ENCODE,
         cells=CELLS,
     script:
-        "../scripts/render_shard.py"
+        "../scripts/process_shard.py"

@@ -89,7 +89,7 @@ class ExecutorSettings(ExecutorSettingsBase):
     array_rules: Optional[str] = field(
         default=None,
         metadata={"help": "Comma-separated rules whose ready jobs go out as PBS job "
-                  "arrays (qsub -J), e.g. render_shard.", "env_var": False,
+                  "arrays (qsub -J), e.g. process_shard.", "env_var": False,
                   "required": False})
     array_limit: int = field(
         default=500,
