@@ -217,8 +217,9 @@ def test_cluster_generic_pbs_commands_through_torque_wrappers(slurm, tmp_path_fa
     assert (work / "results/demo/movie.mp4").stat().st_size > 0
     rows = sacct(work, since)
     names = sorted(r["JobName"] for r in rows)
-    assert names == ["nc_calibrate_render", "nc_concat_segments", "nc_preview", "nc_reduce_cells",
-                     "nc_process_shard_00000", "nc_process_shard_00001", "nc_statistics"]
+    assert names == sorted(["nc_calibrate_render", "nc_concat_segments", "nc_preview",
+                            "nc_reduce_cells", "nc_process_shard_00000",
+                            "nc_process_shard_00001", "nc_statistics"])
     declared = declared_jobs(log)
     submitted = re.findall(r"Submitted job (\d+) with external jobid '(\d+)'", log)
     ids = {sl: sm for sm, sl in submitted}
