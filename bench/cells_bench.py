@@ -5,7 +5,7 @@ In one run (``make bench-cells``):
 1. COPY writer: rows/s of :func:`ncreel.pgcopy.write_copy_rows` vs ``pandas.DataFrame.to_csv``
    (tab-separated) vs a per-cell Python loop building one string (the original job's
    approach), on the same ``field``-model rows, each in its own process (peak RSS each);
-2. a synthetic 1 000 000-cell x 100-step run of the real workflow; every render_shard job's
+2. a synthetic 1 000 000-cell x 100-step run of the real workflow; every process_shard job's
    ``max_rss`` (Snakemake benchmark file) against the ``mem_mb`` it declared;
 3. reduce: :func:`ncreel.pgcopy.concatenate` vs ``cat`` on that run's shard files (GB);
 4. load: :func:`ncreel.load.load_copy` with 1 and 2 connections vs ``psql \\copy`` of the
@@ -258,12 +258,12 @@ def big_run(work: Path, n_time: int, ny: int, nx: int, frames_per_shard: int) ->
         raise SystemExit(r.stderr[-4000:])
     # Declared mem_mb per job, from Snakemake's own job listing.
     declared = {}
-    for m in re.finditer(r"rule render_shard:.*?wildcards: shard=(\d+).*?mem_mb=(\d+)",
+    for m in re.finditer(r"rule process_shard:.*?wildcards: shard=(\d+).*?mem_mb=(\d+)",
                          r.stderr + r.stdout, re.S):
         declared[m.group(1)] = int(m.group(2))
     over = []
     worst = 0.0
-    for tsv in sorted((ROOT / f"results/{run}/benchmarks/render_shard").glob("*.tsv")):
+    for tsv in sorted((ROOT / f"results/{run}/benchmarks/process_shard").glob("*.tsv")):
         shard = tsv.stem
         head, vals = tsv.read_text().splitlines()[:2]
         row = dict(zip(head.split("\t"), vals.split("\t"), strict=True))

@@ -383,7 +383,7 @@ def case_big_shard(nc, n, tmp):
 
 
 def case_big_calibrate(nc, n, tmp):
-    """calibrate_render on the 0.25 degree file: the mem_mb a render_shard job declares."""
+    """calibrate_render on the 0.25 degree file: the mem_mb a process_shard job declares."""
     from ncreel.calibrate import calibrate_render
     from ncreel.resources import render_mem_mb_calibrated
 
@@ -552,7 +552,7 @@ def main(argv=None):
         f"render_rss_mb_0p25deg_{m['big_shard_long']['frames']}":
             m["big_shard_long"]["info"]["maxrss_mb"],
     })
-    # A render_shard job of the big grid (ultrafast preset, as the shards here) declares
+    # A process_shard job of the big grid (ultrafast preset, as the shards here) declares
     # mem_mb from calibrate_render; it must cover the shard's measured worker + ffmpeg peak.
     peak = max(v["info"]["maxrss_mb"] + v["info"]["encoder_maxrss_mb"]
                for v in (m["big_shard_short"], m["big_shard_long"]))

@@ -18,7 +18,7 @@ Prints ``key=value`` lines at the end:
   (most ``qstat`` calls within one poll, counted by a pass-through shim that logs and
   runs the real ``qstat``), ``pbs_max_ids_per_status_call`` and
   ``pbs_overhead_s_per_shard`` (PBS ``resources_used.walltime`` of each sub-job minus
-  the seconds its render_shard benchmark measured, averaged).
+  the seconds its process_shard benchmark measured, averaged).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def env(**extra) -> dict:
 
 def copy_workflow(work: Path) -> Path:
     work.mkdir(parents=True)
-    for name in ("Snakefile", "config", "workflow", "profiles", "envs"):
+    for name in ("Snakefile", "config", "workflow", "profiles"):
         src = ROOT / name
         if src.is_dir():
             shutil.copytree(src, work / name, ignore=shutil.ignore_patterns("__pycache__"))
@@ -85,7 +85,7 @@ def dag(base: Path, n_shards: int) -> dict:
         wall, rss, text = measure([*smk, "-n"])
     finally:
         os.chdir(cwd)
-    m = re.search(r"^render_shard\s+(\d+)", text, re.M)
+    m = re.search(r"^process_shard\s+(\d+)", text, re.M)
     if not m or int(m.group(1)) != n_shards:
         raise SystemExit(f"dry run did not plan {n_shards} shards:\n{text[-3000:]}")
     return {f"dag_seconds_{n_shards}": wall, f"dag_rss_mb_{n_shards}": rss}
@@ -232,7 +232,7 @@ def real_pbs(base: Path, n_shards: int, poll: int = 10) -> dict:
         for ent in entries:
             rec = recs[array_id.replace("[]", f"[{ent['index']}]")]
             shard = ent["wildcards"]["shard"]
-            tsv = (work / f"results/scale/benchmarks/render_shard/{shard}.tsv").read_text()
+            tsv = (work / f"results/scale/benchmarks/process_shard/{shard}.tsv").read_text()
             head, vals = tsv.splitlines()[:2]
             render_s = float(dict(zip(head.split("\t"), vals.split("\t"), strict=True))["s"])
             overheads.append(walltime_s(rec["resources_used.walltime"]) - render_s)

@@ -193,7 +193,7 @@ def test_geometry_from_cf_bounds_and_midpoints(tmp_path):
 def test_shard_rows_with_geometry_and_interception_variable(tmp_path, pg_conn):
     path = write_risk_nc(tmp_path / "r.nc")
     cells = cells_settings({"model": "etr_risk", "geometry": "text",
-                            "etr": {"interception_variable": "intercept"}})
+                            "params": {"interception_variable": "intercept"}})
     with open_series(str(path), "tas") as s:
         rows = ShardRows.for_series(s, cell_mean=np.zeros((s.ny, s.nx)), cells=cells)
         decl = series_columns(s, cells)

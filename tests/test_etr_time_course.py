@@ -178,7 +178,7 @@ def _reference_arrhenius_pec(soil_t, days, app_days, pec0, k):
 @pytest.mark.parametrize("starts", [[0], [0, 2, 5, 7]])
 def test_arrhenius_shards_match_one_pass(tmp_path, starts):
     path, soil_t = _temperature_nc(tmp_path / "t.nc")
-    cells = cells_settings({"model": "etr_risk", "etr": {
+    cells = cells_settings({"model": "etr_risk", "params": {
         "applications": [{"date": "2000-01-16"}, {"date": "2000-03-11", "rate_g_ha": 500.0}],
         "dt50_days": 30.0, "temperature_variable": "soil_t", "twa_windows_days": [7]}})
     got = {}
@@ -214,20 +214,23 @@ def test_arrhenius_shards_match_one_pass(tmp_path, starts):
     assert len(got) == 9 * 12 - 1  # the missing tas cell at step 1 gives no row
 
 
-def test_settings_checks_and_params_deprecation(tmp_path, caplog):
+def test_settings_checks_and_etr_deprecation(tmp_path, caplog):
     with caplog.at_level(logging.WARNING):
-        c = cells_settings({"model": "etr_risk", "params": {"ec50_mg_kg": 2.0}})
-    assert c["params"]["ec50_mg_kg"] == 2.0 and "deprecated" in caplog.text
+        c = cells_settings({"model": "etr_risk", "etr": {"ec50_mg_kg": 2.0}})
+    assert c["params"]["ec50_mg_kg"] == 2.0
+    assert "'cells.etr' is deprecated: move ec50_mg_kg to cells.params" in caplog.text
     with pytest.raises(NcreelError, match="both set ec50_mg_kg"):
-        cells_settings({"model": "etr_risk", "params": {"ec50_mg_kg": 2.0},
-                        "etr": {"ec50_mg_kg": 3.0}})
+        cells_settings({"model": "etr_risk", "etr": {"ec50_mg_kg": 2.0},
+                        "params": {"ec50_mg_kg": 3.0}})
+    with pytest.raises(NcreelError, match="cells.model is 'field'"):
+        cells_settings({"model": "field", "etr": {"ec50_mg_kg": 2.0}})
     with pytest.raises(NcreelError, match="unknown setting"):
         cells_settings({"model": "etr_risk", "params": {"ec_50": 2.0}})
-    with pytest.raises(NcreelError, match="'cells.etr.dt50_days': must be > 0"):
-        cells_settings({"model": "etr_risk", "etr": {"first_application": "2000-01-02",
+    with pytest.raises(NcreelError, match="'cells.params.dt50_days': must be > 0"):
+        cells_settings({"model": "etr_risk", "params": {"first_application": "2000-01-02",
                                                      "dt50_days": 0}})
     with pytest.raises(NcreelError, match="plateau_years.*needs dt50_days"):
-        cells_settings({"model": "etr_risk", "etr": {"first_application": "2000-01-02",
+        cells_settings({"model": "etr_risk", "params": {"first_application": "2000-01-02",
                                                      "plateau_years": math.inf}})
     path, _ = _temperature_nc(tmp_path / "t.nc", n_time=3)
     with open_series(str(path), "tas") as s:
@@ -241,10 +244,10 @@ def test_settings_checks_and_params_deprecation(tmp_path, caplog):
             ({"interception_variable": "icpt"}, "no variable 'icpt'"),
         ]:
             with pytest.raises(NcreelError, match=match):
-                soil.check_run(s, cells_settings({"model": "etr_risk", "etr": etr}))
+                soil.check_run(s, cells_settings({"model": "etr_risk", "params": etr}))
         # 360_day has 2000-02-30.
         soil.check_run(s, cells_settings({"model": "etr_risk",
-                                          "etr": {"first_application": "2000-02-30"}}))
+                                          "params": {"first_application": "2000-02-30"}}))
 
 
 @pytest.mark.integration
@@ -261,12 +264,12 @@ def test_workflow_runs_prepass_and_independent_shards(tmp_path, pg_server):
     (work / "etr.yaml").write_text(json.dumps({
         "input": "t.nc", "variable": "tas", "run": "etr", "width": 160, "height": 96,
         "dpi": 40, "preset": "ultrafast", "frames_per_shard": 3, "calibration_frames": 2,
-        "cells": {"model": "etr_risk", "etr": etr}}))
+        "cells": {"model": "etr_risk", "params": etr}}))
     snakemake(work, "--configfile", "etr.yaml")
     res = work / "results/etr"
     assert json.loads((res / "degradation_state.json").read_text())["steps"] == [0, 3, 6]
     with open_series(str(path), "tas") as s:
-        cells = cells_settings({"model": "etr_risk", "etr": etr})
+        cells = cells_settings({"model": "etr_risk", "params": etr})
         rows = ShardRows.for_series(s, cell_mean=np.zeros((3, 4)), cells=cells)
         buf = io.BytesIO()
         rows.write(buf, 0, s.read(0, s.n_time))  # one block, pre-pass in-process

@@ -117,7 +117,7 @@ def test_workflow_etr_risk_zstd_geometry_load(pg_server, pg_conn, tmp_path):
     cfg = {"input": str(nc), "variable": "tas", "run": "etrtest", "frames_per_shard": 3,
            "width": 64, "height": 48, "dpi": 20, "table": "etr_cells",
            "cells": {"model": "etr_risk", "geometry": "text", "compression": "zstd",
-                     "etr": {"interception_variable": "intercept", "ec50_mg_kg": 0.5}},
+                     "params": {"interception_variable": "intercept", "ec50_mg_kg": 0.5}},
            "database": {"url": url}}
     (tmp_path / "run.yaml").write_text(json.dumps(cfg))  # JSON is YAML
     shutil.copytree(ROOT / "config", tmp_path / "config")

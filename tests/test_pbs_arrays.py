@@ -62,7 +62,7 @@ def test_render_shards_go_out_as_one_array(tmp_path_factory, sample_nc):
     assert sum(count_rows(work / s) for s in shards) == ROWS
     arrays = [q for q in qsub_lines(work) if " -J " in q]
     assert len(arrays) == 1 and " -J 0-3 " in arrays[0], arrays
-    assert not [q for q in qsub_lines(work) if "nc_render_shard_" in q]  # no single shards
+    assert not [q for q in qsub_lines(work) if "nc_process_shard_" in q]  # no single shards
     (array_id,) = array_ids(log)
     (entries,) = manifests(work)
     assert sorted(e["wildcards"]["shard"] for e in entries) == [f"{i:05d}" for i in range(4)]
@@ -74,9 +74,9 @@ def test_render_shards_go_out_as_one_array(tmp_path_factory, sample_nc):
         rec = recs[sub]
         assert rec["job_state"] == "F" and rec["Exit_status"] == "0", (sub, rec.get("comment"))
         assert rec["Resource_List.mem"] == f"{declared[str(e['jobid'])][-1]['mem_mb']}mb"
-        sublog = (work / f"logs/pbs/nc_render_shard.{tag}.{e['index']}.log").read_text()
+        sublog = (work / f"logs/pbs/nc_process_shard.{tag}.{e['index']}.log").read_text()
         shard = e["wildcards"]["shard"]
-        assert f"sub-job {sub} runs Snakemake job {e['jobid']} (render_shard " \
+        assert f"sub-job {sub} runs Snakemake job {e['jobid']} (process_shard " \
                f"{{\"shard\": \"{shard}\"}})" in sublog
         assert (work / f"results/demo/segments/{shard}.mp4").stat().st_size > 0
 

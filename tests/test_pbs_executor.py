@@ -68,7 +68,7 @@ def test_array_parent():
 
 
 def props(**kw):
-    base = {"type": "single", "rule": "render_shard", "wildcards": {}, "jobid": 7,
+    base = {"type": "single", "rule": "process_shard", "wildcards": {}, "jobid": 7,
             "threads": 2, "resources": {"mem_mb": 1500, "runtime": 12}}
     return {**base, **kw}
 
@@ -76,8 +76,8 @@ def props(**kw):
 def test_array_qsub_line():
     cmd = pbs.build_qsub(props(), "/w/a.sh", queue="casper@casper-pbs", account="UABC0001",
                          log_dir="logs/pbs", array_size=4, log_tag="abc")
-    assert cmd == ["qsub", "-N", "nc_render_shard", "-j", "oe", "-o",
-                   "logs/pbs/nc_render_shard.abc.^array_index^.log", "-V", "-l",
+    assert cmd == ["qsub", "-N", "nc_process_shard", "-j", "oe", "-o",
+                   "logs/pbs/nc_process_shard.abc.^array_index^.log", "-V", "-l",
                    "select=1:ncpus=2:mem=1500MB,walltime=00:12:00", "-J", "0-3",
                    "-A", "UABC0001", "-q", "casper@casper-pbs", "/w/a.sh"]
     with pytest.raises(ValueError, match="at least 2"):
@@ -94,7 +94,7 @@ def manifest(tmp_path):
     for i in range(3):
         script = tmp_path / f"job{i}.sh"
         script.write_text(f"echo shard{i} > {tmp_path}/ran{i}\nexit {i}\n")
-        entries.append({"index": i, "jobid": 10 + i, "rule": "render_shard",
+        entries.append({"index": i, "jobid": 10 + i, "rule": "process_shard",
                         "wildcards": {"shard": f"{i:05d}"}, "jobscript": str(script),
                         "sha256": hashlib.sha256(script.read_bytes()).hexdigest()})
     arrays = tmp_path / ".snakemake" / "ncreel-pbs" / "arrays"
@@ -112,7 +112,7 @@ def run_subjob(manifest, **env):
 def test_subjob_runs_its_own_entry_and_records_status(manifest, tmp_path):
     proc = run_subjob(manifest, PBS_ARRAY_INDEX="1", PBS_JOBID="55[1].vm")
     assert proc.returncode == 1, proc.stderr
-    assert "runs Snakemake job 11 (render_shard" in proc.stdout
+    assert "runs Snakemake job 11 (process_shard" in proc.stdout
     assert (tmp_path / "ran1").read_text() == "shard1\n"
     assert not (tmp_path / "ran0").exists() and not (tmp_path / "ran2").exists()
     assert pbs.read_marker("55[1].vm", manifest.parent.parent) == 1

@@ -156,8 +156,8 @@ def test_cheyenne_profile_end_to_end(cheyenne_demo):
     """The demo through ``--profile profiles/cheyenne`` on PBS Pro, nothing overridden:
     the ``share`` queue exists here as on Cheyenne."""
     work, log = cheyenne_demo
-    check_jobs(log, "share", {"statistics": 1, "calibrate_render": 1, "render_shard": 2,
-                              "reduce_cells": 1, "encode_movie": 1, "preview": 1})
+    check_jobs(log, "share", {"statistics": 1, "calibrate_render": 1, "process_shard": 2,
+                              "reduce_cells": 1, "concat_segments": 1, "preview": 1})
     assert count_rows(work / "results/demo/cells.copy") == ROWS
     assert frame_count(work / "results/demo/movie.mp4") == FRAMES
     assert not list(work.glob("results/demo/**/*.part"))
@@ -304,12 +304,12 @@ def test_memory_killed_shard_is_retried_with_more_memory(cheyenne_demo):
     shard_copy.unlink()
     log = snakemake(work, "--profile", "profiles/cheyenne", "--config", *SMALL,
                     "frames_per_shard=120", "--set-resources",
-                    "render_shard:mem_mb=100*attempt*attempt",
+                    "process_shard:mem_mb=100*attempt*attempt",
                     "--", str(shard_copy.relative_to(work)), PBS_ACCOUNT=ACCOUNT)
     ids = sorted(submitted(log), key=lambda jobid: int(jobid.split(".")[0]))
     jobs = wait_finished(*ids)
     shard = [jobs[i] for i in ids]
-    assert [r["Job_Name"] for r in shard] == ["nc_render_shard_00001"] * len(shard)
+    assert [r["Job_Name"] for r in shard] == ["nc_process_shard_00001"] * len(shard)
     got = [(r["Exit_status"], r["Resource_List"]["mem"]) for r in shard]
     # The first attempt is always killed; the second's 400 MB may or may not hold.
     assert got in ([(-27, "100mb"), (0, "400mb")],
@@ -371,7 +371,7 @@ def test_kill_snakemake_and_resume_on_pbs(pbs, tmp_path_factory, sample_nc):
                                       first_log.read_text() + log):
         for e in json.loads(Path(manifest).read_text())["jobs"]:
             shard_of[array.replace("[]", f"[{e['index']}]")] = \
-                f"nc_render_shard_{e['wildcards']['shard']}"
+                f"nc_process_shard_{e['wildcards']['shard']}"
     spans: dict[str, list] = {}
     for jobid, rec in jobs.items():
         if "stime" in rec:

@@ -246,7 +246,7 @@ def test_cli_prints_exactly_one_word(tmp_path):
 
 
 def props(**kw):
-    base = {"type": "single", "rule": "render_shard", "wildcards": {"shard": "00001"},
+    base = {"type": "single", "rule": "process_shard", "wildcards": {"shard": "00001"},
             "threads": 1, "resources": {"mem_mb": 700, "runtime": 95}, "jobid": 7}
     base.update(kw)
     return base
@@ -255,8 +255,8 @@ def props(**kw):
 def test_qsub_line_from_declared_resources():
     cmd = pbs.build_qsub(props(), "/w/job.sh", queue="casper", account="UABC0001",
                          log_dir="logs/pbs")
-    assert cmd == ["qsub", "-N", "nc_render_shard_00001", "-j", "oe", "-o",
-                   "logs/pbs/nc_render_shard_00001.7.log", "-V", "-l",
+    assert cmd == ["qsub", "-N", "nc_process_shard_00001", "-j", "oe", "-o",
+                   "logs/pbs/nc_process_shard_00001.7.log", "-V", "-l",
                    "select=1:ncpus=1:mem=700MB,walltime=01:35:00", "-A", "UABC0001",
                    "-q", "casper", "/w/job.sh"]
 
@@ -290,12 +290,15 @@ def test_walltime_format():
 def test_submit_needs_account(tmp_path):
     script = tmp_path / "snakejob.sh"
     script.write_text(f"#!/bin/sh\n# properties = {json.dumps(props())}\necho hi\n")
-    with pytest.raises(SystemExit, match="PBS_ACCOUNT"):
+    with pytest.raises(pbs.SubmitError, match="^PBS_ACCOUNT is unset: export PBS_ACCOUNT="):
         pbs.submit(str(script), queue="q", account=None, log_dir=str(tmp_path))
+    # Only the CLI exits: one error line, exit status 1, no traceback.
+    assert pbs.main(["submit", str(script), "--account-env", "NCREEL_NO_SUCH_ACCOUNT_VAR",
+                     "--log-dir", str(tmp_path)]) == 1
 
 
 def test_submit_calls_qsub_with_argument_list(tmp_path):
-    script = tmp_path / "snakejob.render_shard.7.sh"
+    script = tmp_path / "snakejob.process_shard.7.sh"
     script.write_text(f"#!/bin/sh\n# properties = {json.dumps(props())}\nexit 3\n")
     seen = []
 

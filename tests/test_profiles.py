@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
+from ncreel.errors import NcreelError
 from ncreel.scheduler import cancel_orphan_slurm_jobs, slurm_env_problem
 from test_workflow import SMALL, make_workdir
 
@@ -26,7 +27,7 @@ def repo(tmp_path_factory, sample_nc):
     shutil.copy(ROOT / "Makefile", work / "Makefile")
     (work / "resources").mkdir()
     shutil.copy(sample_nc, work / "resources" / "A1B_north_america.nc")
-    # The shard plan and render_shard's mem_mb come from the calibrate_render checkpoint;
+    # The shard plan and process_shard's mem_mb come from the calibrate_render checkpoint;
     # run it (locally, as a user's first run would) so dry runs show every shard job.
     subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "--config", *SMALL,
                     "--", "results/demo/calibration.json"], cwd=work, check=True,
@@ -60,7 +61,7 @@ def test_make_profiles_then_named_profile_works(repo, tmp_path):
     # Idempotent.
     subprocess.run(["make", "-s", "profiles"], cwd=repo, env=e, check=True, capture_output=True)
     out = dry_run(repo, e, "--profile", "cheyenne")
-    assert re.search(r"Using profiles? cheyenne", out) and "render_shard" in out
+    assert re.search(r"Using profiles? cheyenne", out) and "process_shard" in out
     # Without the link, the same command fails: the step is what makes it work.
     shutil.rmtree(linked)
     proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--profile", "cheyenne"],
@@ -71,7 +72,7 @@ def test_make_profiles_then_named_profile_works(repo, tmp_path):
 @pytest.mark.parametrize("profile", PROFILES)
 def test_each_profile_dry_runs(profile, repo, tmp_path):
     out = dry_run(repo, env(tmp_path), "--profile", f"profiles/{profile}")
-    assert "render_shard" in out
+    assert "process_shard" in out
 
 
 def _resources(out: str, rule: str) -> str:
@@ -86,16 +87,16 @@ def test_login_node_mode_only_without_profile(repo, tmp_path):
     # With a profile, that profile's keys win: its Slurm account from SBATCH_ACCOUNT.
     out = dry_run(repo, env(tmp_path, SBATCH_ACCOUNT="proj01", SBATCH_PARTITION="cpu"),
                   "--profile", "profiles/slurm")
-    res = _resources(out, "render_shard")
+    res = _resources(out, "process_shard")
     assert "slurm_account=proj01" in res and "slurm_partition=cpu" in res
     # Unset: no account/partition is passed (sbatch's own defaults apply).
-    res = _resources(dry_run(repo, env(tmp_path), "--profile", "profiles/slurm"), "render_shard")
+    res = _resources(dry_run(repo, env(tmp_path), "--profile", "profiles/slurm"), "process_shard")
     assert "slurm_account" not in res and "slurm_partition" not in res
 
 
 def test_shard_memory_scales_with_attempt(repo, tmp_path):
     first = dry_run(repo, env(tmp_path), "--profile", "profiles/slurm")
-    mem1 = int(re.search(r"mem_mb=(\d+)", _resources(first, "render_shard")).group(1))
+    mem1 = int(re.search(r"mem_mb=(\d+)", _resources(first, "process_shard")).group(1))
     assert mem1 > 0
     # Snakemake evaluates the rule's mem_mb with `attempt`; the profiles retry twice.
     sys.path.insert(0, str(ROOT / "workflow"))
@@ -108,6 +109,17 @@ def test_shard_memory_scales_with_attempt(repo, tmp_path):
     for name in PROFILES:
         text = (ROOT / f"profiles/{name}/config.yaml").read_text()
         assert re.search(r"^retries: [1-9]", text, re.M), name
+
+
+def test_job_scheduler_is_declared_not_guessed():
+    from ncreel.scheduler import job_scheduler
+
+    assert job_scheduler("slurm") == "slurm" and job_scheduler("pbs-pro") == "pbs"
+    assert job_scheduler("cluster-generic") is None
+    assert job_scheduler("cluster-generic", "pbs") == "pbs"
+    assert job_scheduler(None, "pbs") is None  # a local run submits nothing
+    with pytest.raises(NcreelError, match="the pbs-pro executor submits to PBS Pro"):
+        job_scheduler("pbs-pro", "slurm")
 
 
 def test_slurm_env_problem_messages():
@@ -129,10 +141,10 @@ def test_slurm_env_problem_messages():
 def test_orphan_cancel_only_touches_this_workdirs_snakemake_jobs(tmp_path):
     other = tmp_path / "other"
     other.mkdir()
-    squeue = (f"41|{tmp_path}|rule_render_shard_wildcards_00001\n"
-              f"42_3|{tmp_path}|rule_render_shard_wildcards_00002\n"
+    squeue = (f"41|{tmp_path}|rule_process_shard_wildcards_00001\n"
+              f"42_3|{tmp_path}|rule_process_shard_wildcards_00002\n"
               f"43|{tmp_path}|(null)\n"
-              f"44|{other}|rule_render_shard_wildcards_00001\n")
+              f"44|{other}|rule_process_shard_wildcards_00001\n")
     cancelled = []
     ids = cancel_orphan_slurm_jobs(tmp_path, run=lambda c: squeue, cancel=cancelled.extend)
     assert ids == cancelled == ["41", "42_3"]

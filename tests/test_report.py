@@ -102,8 +102,8 @@ def killed_run(tmp_path_factory, sample_nc):
     cmd = [sys.executable, "-m", "snakemake", "--cores", "2", "--config", *CONFIG]
     proc = subprocess.Popen(cmd, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
-    record = work / "logs/demo/render_shard/00000.log.attempts.jsonl"
-    job_log = work / "logs/demo/render_shard/00000.log"
+    record = work / "logs/demo/process_shard/00000.log.attempts.jsonl"
+    job_log = work / "logs/demo/process_shard/00000.log"
 
     def rendering():
         # Kill while frames are being drawn (a progress line is in the job log).
@@ -124,7 +124,7 @@ def killed_run(tmp_path_factory, sample_nc):
 
 def test_progress_in_job_log_not_in_snakemake_output(killed_run):
     work, out = killed_run
-    log = (work / "logs/demo/render_shard/00001.log").read_text()
+    log = (work / "logs/demo/process_shard/00001.log").read_text()
     lines = [x for x in log.splitlines() if "ncreel.progress" in x]
     frames = [x for x in lines if "frames 120..239:" in x]
     # 10 % steps of 120 frames (or 30 s apart): about 10 lines, the last one complete.
@@ -139,13 +139,13 @@ def test_resources_page_counts_the_retry(killed_run):
     work, _ = killed_run
     rows = {(r["rule"], r["job"]): r for r in
             csv.DictReader(io.StringIO((work / "results/demo/report/resources.csv").read_text()))}
-    killed, other = rows[("render_shard", "00000")], rows[("render_shard", "00001")]
+    killed, other = rows[("process_shard", "00000")], rows[("process_shard", "00001")]
     assert (killed["attempts"], killed["failed_attempts"]) == ("2", "1")
     assert (other["attempts"], other["failed_attempts"]) == ("1", "0")
     # Attempt 2 declares twice its base memory (mem_mb = base x attempt).
     assert int(killed["mem_mb"]) == 2 * int(other["mem_mb"])
-    assert {r for r, _ in rows} >= {"statistics", "calibrate_render", "render_shard",
-                                    "reduce_cells", "encode_movie", "preview"}
+    assert {r for r, _ in rows} >= {"statistics", "calibrate_render", "process_shard",
+                                    "reduce_cells", "concat_segments", "preview"}
 
 
 def test_report_data_match_benchmarks(killed_run):
@@ -159,7 +159,7 @@ def test_report_data_match_benchmarks(killed_run):
     table = list(csv.DictReader(io.StringIO(files["resources.csv"].decode())))
     assert len(plotted) == len(table) == 7  # 2 shards + 5 other jobs
     for fig, row in zip(plotted, table, strict=True):
-        name = "render_shard/" + fig["job"] if fig["rule"] == "render_shard" else fig["rule"]
+        name = "process_shard/" + fig["job"] if fig["rule"] == "process_shard" else fig["rule"]
         bench = read_benchmark(work / f"results/demo/benchmarks/{name}.tsv")
         assert fig["max_rss_mb"] == pytest.approx(bench["max_rss"])
         assert fig["wall_s"] == pytest.approx(bench["s"], abs=0.01)

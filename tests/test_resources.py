@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import inspect
+import re
 import shutil
 
 import pytest
-from ncreel.resources import said_over_cap
+from conftest import ROOT
+from ncreel import resources, source, stats
+from ncreel.resources import (
+    SCHEDULER_JOB_OVERHEAD_MB,
+    job_overhead_mb,
+    said_over_cap,
+    with_job_overhead,
+)
 from test_workflow import make_workdir, snakemake
 
 
@@ -38,3 +46,48 @@ def test_rule_asking_above_the_cap_is_said_before_it_runs(tmp_path, sample_nc):
     said = [ln for ln in proc.stderr.splitlines() if ln.startswith("ncreel: warning:")]
     assert any("calibrate_render declares mem_mb=2000, above the mem_mb limit 1000" in ln
                for ln in said), proc.stderr[-3000:]
+
+
+RULES = sorted((ROOT / "workflow/rules").glob("*.smk"))
+
+
+def test_every_rule_takes_mem_mb_and_runtime_from_resources_py():
+    """No rule writes a number: mem_mb goes through rule_mem_mb (ncreel.resources plus the
+    per-job overhead), runtime through rule_runtime or a ncreel.resources function."""
+    found = {"mem_mb": 0, "runtime": 0}
+    for path in RULES:
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            m = re.match(r"\s+(mem_mb|mem_mib|mem|runtime)\s*=\s*(.*)$", line)
+            if not m:
+                continue
+            key, value = m.groups()
+            found[key] = found.get(key, 0) + 1
+            ok = value.startswith("rule_mem_mb(") if key == "mem_mb" else (
+                value.startswith("rule_runtime(") or re.match(r"lambda [^:]*: res\.\w+\(", value))
+            assert ok, f"{path.name}:{n}: {key} not from ncreel.resources: {line.strip()}"
+    assert found["mem_mb"] == found["runtime"] >= 9
+
+
+def test_job_overhead_added_only_for_separate_jobs():
+    def mem(wildcards, input, threads, attempt):
+        return 100 * attempt
+
+    remote = []
+    wrapped = with_job_overhead(mem, lambda: bool(remote))
+    assert list(inspect.signature(wrapped).parameters) == ["wildcards", "input", "threads",
+                                                           "attempt"]
+    assert wrapped(None, None, 1, 2) == 200
+    remote.append(True)  # asked at each call: the scheduler job re-evaluates resources
+    assert wrapped(None, None, 1, 2) == 200 + SCHEDULER_JOB_OVERHEAD_MB
+    assert job_overhead_mb(False) == 0
+
+
+def test_memory_model_uses_the_block_sizes_it_models():
+    src = (ROOT / "workflow/ncreel/resources.py").read_text()
+    assert not re.search(r"1_000_000|\d\s*\*\s*2\s*\*\*\s*20", src), "copy of a block size"
+    sig = inspect.signature(resources._rows_mb).parameters
+    assert sig["max_block_cells"].default is source.MAX_BLOCK_CELLS
+    assert inspect.signature(resources.statistics_mem_mb).parameters[
+        "max_block_bytes"].default is source.BLOCK_BYTES
+    assert inspect.signature(stats.series_statistics).parameters[
+        "max_block_bytes"].default is source.BLOCK_BYTES

@@ -112,5 +112,5 @@ def test_batch_jobscripts_are_not_snakemake_runs():
     assert _runs_snakemake(argv("/venv/bin/python3 -m snakemake --profile profiles/cheyenne"))
     assert _runs_snakemake(argv("/venv/bin/snakemake -n"))
     # A PBS job of the killed run: its shell runs the jobscript with cwd = the workdir.
-    assert not _runs_snakemake(argv("/bin/sh /w/.snakemake/tmp.x1/snakejob.render_shard.3.sh"))
+    assert not _runs_snakemake(argv("/bin/sh /w/.snakemake/tmp.x1/snakejob.process_shard.3.sh"))
     assert not _runs_snakemake(argv("python3 workflow/scripts/ncreel_pbs.py status 7.vm"))

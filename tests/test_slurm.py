@@ -156,8 +156,8 @@ def test_demo_through_slurm_profile(slurm, tmp_path_factory, sample_nc):
         # Array tasks get the plugin's small "memory fudge" for the encoded payload (<= a few MB).
         assert want["mem_mb"] <= got <= want["mem_mb"] + 8, (r, want)
         assert int(r["ReqCPUS"]) == want["threads"], (r, want)
-    assert seen_rules == {"statistics": 1, "calibrate_render": 1, "render_shard": 4,
-                          "reduce_cells": 1, "encode_movie": 1, "preview": 1}
+    assert seen_rules == {"statistics": 1, "calibrate_render": 1, "process_shard": 4,
+                          "reduce_cells": 1, "concat_segments": 1, "preview": 1}
     # Each shard ran exactly once, as its own job (arrays are off: see profiles/slurm).
     assert not [r for r in rows if "_" in r["JobID"]]
 
@@ -170,13 +170,13 @@ def test_memory_killed_shard_is_retried_with_more_memory(slurm, tmp_path_factory
     log = run_snakemake(
         work, "--profile", "profiles/slurm", "--config", *SMALL, "frames_per_shard=60",
         "--set-resources",
-        "render_shard:mem_mb=150 if attempt == 1 else 1200", "--",
+        "process_shard:mem_mb=150 if attempt == 1 else 1200", "--",
         "results/demo/cells/00001.copy", **SLURM_ENV)
     assert (work / "results/demo/cells/00001.copy").stat().st_size > 0
     ids = slurm_ids(log)
     declared = declared_jobs(log)
     shard = [r for r in sacct(work, since)
-             if declared[ids[r["JobID"]]][0]["rule"] == "render_shard"]
+             if declared[ids[r["JobID"]]][0]["rule"] == "process_shard"]
     assert len(shard) == 2, shard
     first, second = sorted(shard, key=lambda r: int(r["JobID"].split("_")[0]))
     assert first["State"] in ("FAILED", "OUT_OF_MEMORY"), first
@@ -184,7 +184,7 @@ def test_memory_killed_shard_is_retried_with_more_memory(slurm, tmp_path_factory
     assert second["State"] == "COMPLETED", second
     assert mem_mb(first["ReqMem"]) == 150 and mem_mb(second["ReqMem"]) >= 1200
     # Slurm's own log of the killed attempt says why.
-    killed = work / "logs/slurm/rule_render_shard/00001" / f"{first['JobID']}.log"
+    killed = work / "logs/slurm/rule_process_shard/00001" / f"{first['JobID']}.log"
     assert "exceeded memory limit" in killed.read_text()
 
 
@@ -210,14 +210,16 @@ def test_cluster_generic_pbs_commands_through_torque_wrappers(slurm, tmp_path_fa
     work = workdir(tmp_path_factory, sample_nc, "pbs_demo")
     since = now()
     log = run_snakemake(work, "--profile", "profiles/cheyenne", *CLUSTER_GENERIC_PBS,
-                        "--config", *SMALL, "frames_per_shard=120", PBS_ACCOUNT=ACCOUNT,
+                        "--config", *SMALL, "frames_per_shard=120", "scheduler=pbs",
+                        PBS_ACCOUNT=ACCOUNT,
                         NCREEL_PBS_QUEUE=PARTITION)
     assert count_rows(work / "results/demo/cells.copy") == ROWS
     assert (work / "results/demo/movie.mp4").stat().st_size > 0
     rows = sacct(work, since)
     names = sorted(r["JobName"] for r in rows)
-    assert names == ["nc_calibrate_render", "nc_encode_movie", "nc_preview", "nc_reduce_cells",
-                     "nc_render_shard_00000", "nc_render_shard_00001", "nc_statistics"]
+    assert names == sorted(["nc_calibrate_render", "nc_concat_segments", "nc_preview",
+                            "nc_reduce_cells", "nc_process_shard_00000",
+                            "nc_process_shard_00001", "nc_statistics"])
     declared = declared_jobs(log)
     submitted = re.findall(r"Submitted job (\d+) with external jobid '(\d+)'", log)
     ids = {sl: sm for sm, sl in submitted}
@@ -233,7 +235,7 @@ def test_cluster_generic_pbs_commands_through_torque_wrappers(slurm, tmp_path_fa
         assert mem_mb(r["ReqMem"]) == want["mem_mb"], (r, want)
         assert int(r["ReqCPUS"]) == 1, r
     # Each job's joined log is where the profile put it; each recorded its exit status 0.
-    assert len(list((work / "logs/pbs").glob("nc_render_shard_0000*.log"))) == 2
+    assert len(list((work / "logs/pbs").glob("nc_process_shard_0000*.log"))) == 2
     markers = list((work / ".snakemake/ncreel-pbs").glob("*.exit"))
     assert len(markers) == 7 and {m.read_text().strip() for m in markers} == {"0"}
 

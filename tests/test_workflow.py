@@ -28,7 +28,7 @@ SMALL = ["width=160", "height=96", "dpi=40", "preset=ultrafast"]
 
 def make_workdir(path: Path) -> Path:
     """A copy of the repository's workflow files, as a user's clone would have them."""
-    for name in ("Snakefile", "config", "workflow", "profiles", "envs"):
+    for name in ("Snakefile", "config", "workflow", "profiles"):
         src = ROOT / name
         if src.is_dir():
             shutil.copytree(src, path / name,
@@ -107,10 +107,10 @@ def test_demo_rules_declare_and_measure(demo_run):
     # frames_per_shard is null: the calibration chose the shard length (and stored it).
     calibration = json.loads((work / "results/demo/calibration.json").read_text())
     n_shards = -(-240 // calibration["frames_per_shard"])
-    bench = list((work / "results/demo/benchmarks/render_shard").glob("*.tsv"))
+    bench = list((work / "results/demo/benchmarks/process_shard").glob("*.tsv"))
     assert len(bench) == n_shards
     assert len(list((work / "results/demo/segments").glob("*.mp4"))) == n_shards
-    for name in ("statistics", "calibrate_render", "reduce_cells", "encode_movie"):
+    for name in ("statistics", "calibrate_render", "reduce_cells", "concat_segments"):
         assert (work / f"results/demo/benchmarks/{name}.tsv").is_file()
         assert (work / f"logs/demo/{name}.log").is_file()
 
@@ -127,7 +127,7 @@ def test_changed_setting_reruns_render(demo_run):
     # Shard jobs encode their own segments, so the preset reruns calibration, shards and
     # the join; the statistics stay.
     out = proc.stdout
-    assert "calibrate_render" in out and "encode_movie" in out and "statistics" not in out
+    assert "calibrate_render" in out and "concat_segments" in out and "statistics" not in out
 
 
 def test_dag_and_report(demo_run):
@@ -136,7 +136,7 @@ def test_dag_and_report(demo_run):
         dot = snakemake(work, flag, "--config", *SMALL).stdout
         svg = subprocess.run(["dot", "-Tsvg"], input=dot[dot.index("digraph"):],
                              capture_output=True, text=True, check=True).stdout
-        assert "render_shard" in svg
+        assert "process_shard" in svg
     snakemake(work, "--report", "report.html", "--config", *SMALL)
     html = (work / "report.html").read_text(errors="replace")
     assert "movie.mp4" in html and "preview.png" in html

@@ -4,7 +4,7 @@ One working directory goes through a chain of runs of the same command. Each see
 episode starts it and kills the whole process group (snakemake and its jobs, no clean-up)
 at a seeded delay after a job of the episode's rule has started; two episodes fill the
 file system holding results/ (a tmpfs mounted by the test, so it needs root) during a
-render_shard and during reduce_cells. A last run of the same command must then leave the
+process_shard and during reduce_cells. A last run of the same command must then leave the
 movie, the COPY file and the database holding exactly the input's content.
 """
 
@@ -27,10 +27,10 @@ from test_workflow import make_workdir
 pytestmark = [pytest.mark.integration, pytest.mark.reliability]
 
 #: Rules in the order their jobs first become runnable; three seeds each (21 kills).
-RULES = ["statistics", "calibrate_render", "render_shard", "preview", "reduce_cells",
-         "load_database", "encode_movie"]
+RULES = ["statistics", "calibrate_render", "process_shard", "preview", "reduce_cells",
+         "load_database", "concat_segments"]
 SEEDS = range(21)
-LONG_RULES = {"statistics", "calibrate_render", "render_shard"}
+LONG_RULES = {"statistics", "calibrate_render", "process_shard"}
 N_TIME, NY, NX = 16, 6, 8
 RUN, TABLE = "faults", "fault_cells"
 
@@ -140,7 +140,7 @@ def test_kill_and_disk_full_then_rerun_is_exact(tmp_path, sample_nc, pg_server, 
             # Short jobs (a copy, a join, a load of a few rows) end within a second: their
             # kills land in the first 0.3 s of the job, the others' anywhere in the first 1 s.
             delay = random.Random(seed).uniform(0.0, 1.0 if rule in LONG_RULES else 0.3)
-            if rule == "render_shard" and "render_shard" not in full:
+            if rule == "process_shard" and "process_shard" not in full:
                 chain.kill()  # calibration done, shards pending: fill the disk while one writes
                 subprocess.run([*cmd, "--until", "calibrate_render"], cwd=work, check=True,
                                capture_output=True)
@@ -148,17 +148,17 @@ def test_kill_and_disk_full_then_rerun_is_exact(tmp_path, sample_nc, pg_server, 
                 r = subprocess.run(cmd, cwd=work, capture_output=True, text=True)
                 assert r.returncode != 0
                 assert any("No space left on device" in p.read_text(errors="replace") for p in
-                           (work / "logs" / RUN / "render_shard").glob("*.log")), r.stderr
+                           (work / "logs" / RUN / "process_shard").glob("*.log")), r.stderr
                 # Nothing partial under a final name: a shard's COPY file, if there, is whole
                 # (a job stopped mid-write may leave a .part, which the rerun removes).
                 for done in (results / RUN / "cells").glob("*.copy"):
                     assert len(done.read_bytes().splitlines()) == 4 * NY * NX, done
-                full.append("render_shard")
+                full.append("process_shard")
                 _resize(results, big)
                 chain.start()
             if rule == "reduce_cells" and "reduce_cells" not in full:
                 chain.kill()  # all shards done, reduce pending: fill the disk during it
-                subprocess.run([*cmd, "--until", "render_shard", "preview"], cwd=work,
+                subprocess.run([*cmd, "--until", "process_shard", "preview"], cwd=work,
                                check=True, capture_output=True)
                 shards = sum(p.stat().st_size for p in (results / RUN / "cells").glob("*.copy"))
                 # A joined file of an earlier reduce would be freed by the forced rerun.
@@ -241,4 +241,4 @@ def test_kill_and_disk_full_then_rerun_is_exact(tmp_path, sample_nc, pg_server, 
     print(f"reliability: kills={injected} disk_full={len(full)} starts={chain.starts} "
           f"rules={hits}")
     assert injected >= 20 and all(hits.values()), hits
-    assert full == ["render_shard", "reduce_cells"]
+    assert full == ["process_shard", "reduce_cells"]

@@ -2,7 +2,7 @@
 
 The ``calibrate_render`` job renders and encodes a few probe frames of the real input,
 exactly as a shard job does, and records its peak resident memory (itself and its ffmpeg)
-and seconds per frame. From those, :mod:`ncreel.resources` derives every ``render_shard``
+and seconds per frame. From those, :mod:`ncreel.resources` derives every ``process_shard``
 job's ``mem_mb`` and ``runtime``, and, when ``frames_per_shard`` is not configured, how many
 frames fill the target job runtime. Measuring beats a formula here: the encoder's memory
 alone (libx264 keeps ~40 look-ahead frames) depends on frame size and preset in ways no
@@ -37,7 +37,7 @@ def calibrate_render(spec: Mapping, *, n_time: int, probe_frames: int = PROBE_FR
                      workers: int = 1) -> dict:
     """Render and encode `probe_frames` frames of the input; measure memory and speed.
 
-    Runs in the calling process, which should be a job like ``render_shard`` (same
+    Runs in the calling process, which should be a job like ``process_shard`` (same
     interpreter and imports), so that the measured peak memory is what a shard job holds.
 
     Parameters

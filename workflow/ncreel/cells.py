@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ncreel.configcheck import schema_defaults
 from ncreel.errors import NcreelError
 from ncreel.source import TimeAxis, wrap_longitude
 
@@ -179,35 +180,9 @@ def field_model(block: np.ndarray, t0: int, ctx: CellContext) -> dict[str, objec
     }
 
 
-#: Defaults of the ``etr_risk`` parameters (config ``cells.etr``); see :func:`etr_risk_model`.
-ETR_DEFAULTS = {
-    "application_rate_g_ha": 1000.0,
-    "correction_factor": 1.0,
-    "assumed_depth_m": 0.05,
-    "soil_density_kg_m3": 1500.0,
-    "ec50_mg_kg": 10.0,
-    "thresholds": [0.01, 0.1, 1.0],
-    "interception_variable": None,
-    "interception_percent": 0.0,
-    # Time course after application(s) (ncreel.soil); off without applications.
-    "applications": [],
-    "first_application": None,
-    "application_number": 1,
-    "application_interval_days": 0.0,
-    "dt50_days": None,
-    "twa_windows_days": [7, 21, 28, 50, 100],
-    "long_term_twa_days": 21,
-    "noec_mg_kg": 1.0,
-    "trigger_etr_acute": 0.1,
-    "trigger_etr_long_term": 0.2,
-    "plateau_years": None,
-    "tillage_depth_m": 0.20,
-    "year_days": 365.0,
-    "temperature_variable": None,
-    "temperature_units": "K",
-    "ea_kj_mol": 65.4,
-    "reference_temperature_c": 20.0,
-}
+#: Defaults of the ``etr_risk`` parameters (config ``cells.params``); see
+#: :func:`etr_risk_model`. Read from the config schema's ``$defs/etr_params``, their only home.
+ETR_DEFAULTS = schema_defaults("$defs", "etr_params")
 
 
 def etr_columns(ctx: CellContext, **params) -> list[tuple[str, str]]:
@@ -304,17 +279,17 @@ def _check_etr(params: Mapping) -> None:
 
     unknown = sorted(set(params) - set(ETR_DEFAULTS))
     if unknown:
-        raise NcreelError(f"config key 'cells.etr': unknown setting(s) {', '.join(unknown)} "
+        raise NcreelError(f"config key 'cells.params': unknown setting(s) {', '.join(unknown)} "
                           f"(known: {', '.join(ETR_DEFAULTS)})")
     if soil.time_course_enabled(params):
         soil.check_time_course(params)
     t = list(params["thresholds"])
     if len(t) != len(RISK_CLASSES) - 1 or any(b <= a for a, b in zip(t, t[1:], strict=False)):
-        raise NcreelError(f"config key 'cells.etr.thresholds': need {len(RISK_CLASSES) - 1} "
+        raise NcreelError(f"config key 'cells.params.thresholds': need {len(RISK_CLASSES) - 1} "
                           f"increasing ETR thresholds (very low|low|medium|high), got {t}")
     for key in ("assumed_depth_m", "soil_density_kg_m3", "ec50_mg_kg"):
         if not params[key] > 0:
-            raise NcreelError(f"config key 'cells.etr.{key}': must be > 0, got {params[key]}")
+            raise NcreelError(f"config key 'cells.params.{key}': must be > 0, got {params[key]}")
 
 
 @cell_model(columns=etr_columns)
@@ -496,7 +471,7 @@ def resolve_model(name: str, params: Mapping | None = None) -> ResolvedModel:
         module is imported normally; if that fails, once more with the current working
         directory (the Snakemake working directory) on ``sys.path``.
     params : mapping, optional
-        Keyword arguments for the model (``cells.etr`` for ``etr_risk``, ``cells.params``
+        Keyword arguments for the model (``cells.params``
         for a user model).
 
     Returns
@@ -894,46 +869,85 @@ def table_columns(model: ResolvedModel, ctx: CellContext, *,
     return cols
 
 
+def upgrade_cells_config(cells: Mapping) -> tuple[dict, str | None]:
+    """Move the deprecated ``cells.etr`` into ``cells.params``, the one key of model parameters.
+
+    Parameters
+    ----------
+    cells : mapping
+        Config ``cells`` as given (before or after schema defaults).
+
+    Returns
+    -------
+    cells : dict
+        A copy without ``etr``; for ``etr_risk`` its keys are merged into ``params``.
+    note : str or None
+        One-line deprecation note to show the user, or None when ``etr`` was not given.
+
+    Raises
+    ------
+    NcreelError
+        When a key is given in both ``cells.etr`` and ``cells.params``, or ``cells.etr``
+        is given for a model other than ``etr_risk``.
+    """
+    cells = dict(cells)
+    etr = dict(cells.pop("etr", None) or {})
+    if not etr:
+        return cells, None
+    if cells.get("model") != "etr_risk":
+        raise NcreelError("config key 'cells.etr' holds etr_risk settings but cells.model is "
+                          f"{cells.get('model')!r}: give the model's settings in cells.params")
+    params = dict(cells.get("params") or {})
+    both = sorted(set(params) & set(etr))
+    if both:
+        raise NcreelError(f"config keys 'cells.params' and 'cells.etr' both set "
+                          f"{', '.join(both)}: give etr_risk settings in cells.params only")
+    cells["params"] = {**params, **etr}
+    return cells, ("config key 'cells.etr' is deprecated: move "
+                   f"{', '.join(sorted(etr))} to cells.params")
+
+
 def cells_settings(cells: Mapping) -> dict:
     """Normalise config ``cells`` into what the jobs need.
 
     Parameters
     ----------
     cells : mapping
-        Config ``cells`` (schema defaults applied): ``model``, ``params``, ``etr``,
-        ``geometry``, ``compression``, ``compression_level``.
+        Config ``cells``: ``model``, ``params``, ``geometry``, ``compression``,
+        ``compression_level`` (missing keys take the schema's defaults); a deprecated
+        ``etr`` is moved into ``params`` with a logged warning (:func:`upgrade_cells_config`).
 
     Returns
     -------
     dict
-        ``model`` (name), ``params`` (``etr`` merged over :data:`ETR_DEFAULTS` for
-        ``etr_risk``, ``params`` for a user model, none for ``field``), ``geometry``,
-        ``compression``, ``compression_level``, ``suffix`` (file-name suffix of the COPY
-        files: ``.copy``, ``.copy.gz``, ``.copy.zst``).
+        ``model`` (name), ``params`` (merged over :data:`ETR_DEFAULTS` for ``etr_risk``,
+        as given for a user model, none for ``field``), ``geometry``, ``compression``,
+        ``compression_level``, ``suffix`` (file-name suffix of the COPY files: ``.copy``,
+        ``.copy.gz``, ``.copy.zst``).
+
+    Raises
+    ------
+    NcreelError
+        For unknown or invalid ``etr_risk`` parameters and the cases of
+        :func:`upgrade_cells_config`.
     """
     if "suffix" in cells:  # already normalised (rule params pass this dict on)
         return dict(cells)
-    name = cells.get("model", "field")
+    cells, note = upgrade_cells_config(cells)
+    if note:
+        logging.getLogger(__name__).warning(note)
+    cells = {**schema_defaults("properties", "cells"), **cells}
+    name = cells["model"]
     if name == "etr_risk":
-        legacy, etr = dict(cells.get("params") or {}), dict(cells.get("etr") or {})
-        both = sorted(set(legacy) & set(etr))
-        if both:
-            raise NcreelError(f"config keys 'cells.params' and 'cells.etr' both set "
-                              f"{', '.join(both)}: give etr_risk settings in cells.etr only")
-        if legacy:
-            # cells.etr is the documented key; cells.params still works for etr_risk.
-            logging.getLogger(__name__).warning(
-                "config key 'cells.params' for etr_risk is deprecated: move %s to "
-                "cells.etr", ", ".join(sorted(legacy)))
-        params = {**ETR_DEFAULTS, **legacy, **etr}
+        params = {**ETR_DEFAULTS, **cells["params"]}
         _check_etr(params)
     elif name == "field":
         params = {}
     else:
-        params = dict(cells.get("params") or {})
-    compression = cells.get("compression", "none")
-    return {"model": name, "params": params, "geometry": cells.get("geometry", "none"),
-            "compression": compression, "compression_level": cells.get("compression_level"),
+        params = dict(cells["params"])
+    compression = cells["compression"]
+    return {"model": name, "params": params, "geometry": cells["geometry"],
+            "compression": compression, "compression_level": cells["compression_level"],
             "suffix": {"none": ".copy", "gzip": ".copy.gz", "zstd": ".copy.zst"}[compression]}
 
 

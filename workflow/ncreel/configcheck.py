@@ -10,12 +10,18 @@ Three concerns, each checked before Snakemake sees the value in a job:
 * names that become paths, SQL identifiers or SQL literals are checked as whole strings
   with the limits of the later steps (:func:`check_names`): Python's and JSON schema's
   ``$`` also match before a final newline, so ``run: "x\\n"`` would pass a ``^…$`` pattern.
+
+It also reads the schema's defaults (:func:`schema_defaults`), the only place they live,
+and moves renamed keys to their new names (:func:`upgrade_renamed_keys`).
 """
 
 from __future__ import annotations
 
+import copy
+import functools
 import re
 from collections.abc import Mapping
+from pathlib import Path
 
 from ncreel.errors import NcreelError
 
@@ -138,3 +144,90 @@ def check_names(config: Mapping) -> str:
                               f"names are at most {MAX_IDENTIFIER_BYTES}: shorten it (run to "
                               f"at most {limit} characters), or set 'table'")
     return name
+
+
+#: The config schema, relative to the ``workflow/`` folder that holds the ncreel package.
+SCHEMA_RELPATH = Path("schemas") / "config.schema.yaml"
+
+
+def schema_path() -> Path:
+    """Return the path of ``workflow/schemas/config.schema.yaml``.
+
+    Found by walking up from this module, so the answer does not depend on where in the
+    package the module sits.
+
+    Raises
+    ------
+    FileNotFoundError
+        When no parent folder holds ``schemas/config.schema.yaml`` (a package copied
+        without the workflow around it).
+    """
+    for parent in Path(__file__).resolve().parents:
+        if (parent / SCHEMA_RELPATH).is_file():
+            return parent / SCHEMA_RELPATH
+    raise FileNotFoundError(f"{SCHEMA_RELPATH} not found above {Path(__file__).parent}")
+
+
+@functools.cache
+def load_schema() -> dict:
+    """Return the config schema as a dict (read once per process)."""
+    import yaml  # parse time and jobs only; the login-node PBS CLI never reads the schema
+
+    return yaml.safe_load(schema_path().read_text())
+
+
+def schema_defaults(*pointer: str) -> dict:
+    """Return the ``default`` of every property of one object in the config schema.
+
+    Parameters
+    ----------
+    *pointer : str
+        Keys from the schema's root to an object schema, e.g. ``("$defs", "etr_params")``.
+
+    Returns
+    -------
+    dict
+        Property name -> its default (a fresh copy; properties without one are left out).
+    """
+    node = load_schema()
+    for key in pointer:
+        node = node[key]
+    return {name: copy.deepcopy(sub["default"])
+            for name, sub in node["properties"].items() if "default" in sub}
+
+
+#: Top-level config keys that were renamed: old name -> new name. The old one still works.
+RENAMED_KEYS = {
+    # Worker processes, not threads (spawned, each with its own figure and encoder).
+    "render_threads": "render_processes",
+}
+
+
+def upgrade_renamed_keys(config: dict) -> list[str]:
+    """Move renamed top-level keys of `config` (in place) to their new names.
+
+    Parameters
+    ----------
+    config : dict
+        The config as given, before schema validation.
+
+    Returns
+    -------
+    list of str
+        One deprecation note per old key found, to be shown once.
+
+    Raises
+    ------
+    NcreelError
+        When a key is given under both its old and its new name.
+    """
+    notes = []
+    for old, new in RENAMED_KEYS.items():
+        if old not in config:
+            continue
+        if new in config:
+            raise NcreelError(f"config keys '{old}' and '{new}' are both set: '{old}' is the "
+                              f"old name of '{new}'; give only {new}")
+        config[new] = config.pop(old)
+        notes.append(f"config key '{old}' is deprecated: call it '{new}'")
+    return notes

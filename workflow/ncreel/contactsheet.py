@@ -17,6 +17,8 @@ from pathlib import Path
 
 #: At most this many frames on one sheet; more are thinned evenly (first and last kept).
 MAX_FRAMES = 48
+#: Resolution of the contact sheet figure (its own, not the frames' config dpi).
+SHEET_DPI = 100
 
 _FRAME = re.compile(r"frame_(\d+)\.png$")
 
@@ -85,7 +87,7 @@ def contact_sheet(frames: Sequence[tuple[int, str | os.PathLike]], labels: Seque
         ax.set_title(f"t={t}  {labels[t] if t < len(labels) else ''}", fontsize=8)
     if title:
         fig.suptitle(title)
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=SHEET_DPI)
     plt.close(fig)
     return [t for t, _ in frames]
 

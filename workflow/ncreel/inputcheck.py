@@ -207,7 +207,7 @@ def check_series_size(*, n_time: int, ny: int, nx: int, variable: str,
     ------
     NcreelError
         More than :data:`MAX_TIME_STEPS` steps, or the statistics job (per-cell
-        accumulators) or a render_shard's rows pass (one whole time step) needs more
+        accumulators) or a process_shard's rows pass (one whole time step) needs more
         than `mem_cap_mb`; the message names the size and the limit.
     """
     if n_time > MAX_TIME_STEPS:
@@ -216,7 +216,7 @@ def check_series_size(*, n_time: int, ny: int, nx: int, variable: str,
     if mem_cap_mb is None:
         return
     needs = {"statistics": res.statistics_mem_mb(ny=ny, nx=nx),
-             "render_shard": res.rows_step_mem_mb(ny=ny, nx=nx)}
+             "process_shard": res.rows_step_mem_mb(ny=ny, nx=nx)}
     for rule, mem_mb in needs.items():
         if mem_mb > mem_cap_mb:
             raise NcreelError(

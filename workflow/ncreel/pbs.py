@@ -528,17 +528,45 @@ def write_wrapper(jobscript: str | os.PathLike, state_dir: str | os.PathLike) ->
     return wrapper
 
 
+class SubmitError(RuntimeError):
+    """A job was not submitted; the message says why and what to do (one line)."""
+
+
+def account_problem(account_env: str = "PBS_ACCOUNT", env=None) -> str | None:
+    """One line saying that the project account variable is unset, or None when it is set.
+
+    The one wording of this check, used by :func:`submit`, the pbs-pro executor and the
+    workflow's start-up check (``workflow/rules/scheduler.smk``).
+
+    Parameters
+    ----------
+    account_env : str
+        Environment variable holding the project account (``qsub -A``).
+    env : mapping, optional
+        The environment (default ``os.environ``).
+    """
+    env = os.environ if env is None else env
+    if env.get(account_env):
+        return None
+    return (f"{account_env} is unset: export {account_env}=<project code> (NCAR: from "
+            "`gladequota`/`sam`), then run the same command again")
+
+
 def submit(jobscript: str, *, queue: str | None, account: str | None, log_dir: str,
            state_dir: str = STATE_DIR, require_account: bool = True, runner=_run,
-           **kw) -> str:
-    """Submit `jobscript` with ``qsub``; return the job id ``qsub`` printed."""
+           account_env: str = "PBS_ACCOUNT", **kw) -> str:
+    """Submit `jobscript` with ``qsub``; return the job id ``qsub`` printed.
+
+    Raises
+    ------
+    SubmitError
+        No account (when required), no ``qsub`` on ``PATH``, or ``qsub`` refused the job.
+    """
     if require_account and not account:
-        raise SystemExit(
-            "ncreel-pbs: error: no PBS project account: export PBS_ACCOUNT=<project code> "
-            "(NCAR: the project code from `gladequota`/`sam`), then run snakemake again")
+        raise SubmitError(account_problem(account_env, {}))
     if runner is _run and shutil.which("qsub") is None:
-        raise SystemExit("ncreel-pbs: error: qsub not found on PATH: run snakemake on a PBS "
-                         "login node (or load the PBS module) to use this profile")
+        raise SubmitError("qsub not found on PATH: run snakemake on a PBS login node (or "
+                          "load the PBS module) to use this profile")
     props = read_properties(jobscript)
     Path(log_dir).mkdir(parents=True, exist_ok=True)
     wrapper = write_wrapper(jobscript, state_dir)
@@ -546,7 +574,7 @@ def submit(jobscript: str, *, queue: str | None, account: str | None, log_dir: s
     try:
         return run_qsub(cmd, runner=runner)
     except QsubError as err:
-        raise SystemExit(f"ncreel-pbs: error: {err}") from None
+        raise SubmitError(str(err)) from None
 
 
 class QsubError(RuntimeError):
@@ -655,10 +683,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "submit":
         queue = os.environ.get("NCREEL_PBS_QUEUE") or args.queue
         account = None if args.no_account else os.environ.get(args.account_env)
-        print(submit(args.jobscript, queue=queue, account=account, log_dir=args.log_dir,
-                     state_dir=args.state_dir, require_account=not args.no_account,
-                     max_walltime=args.max_walltime, node_cores=args.node_cores,
-                     node_mem_gb=args.node_mem_gb, extra_l=args.extra_l))
+        try:
+            jobid = submit(args.jobscript, queue=queue, account=account, log_dir=args.log_dir,
+                           state_dir=args.state_dir, require_account=not args.no_account,
+                           account_env=args.account_env, max_walltime=args.max_walltime,
+                           node_cores=args.node_cores, node_mem_gb=args.node_mem_gb,
+                           extra_l=args.extra_l)
+        except SubmitError as err:
+            print(f"ncreel-pbs: error: {err}", file=sys.stderr)
+            return 1
+        print(jobid)
         return 0
     print(status(args.jobid, state_dir=args.state_dir, attempts=args.attempts))
     return 0

@@ -202,7 +202,7 @@ def write_page(rows: list[dict], figure: str | os.PathLike, path: str | os.PathL
               f"{round((TIGHT - 1) * 100)} % headroom) or above {OVER:g} (over-declared). "
               "Declared values are what each attempt ran under (its "
               "<code>logs/&lt;run&gt;/…log.attempts.jsonl</code>), measured ones are "
-              "Snakemake's benchmark files. Under a scheduler <code>render_shard</code> "
+              "Snakemake's benchmark files. Under a scheduler <code>process_shard</code> "
               "declares 300 MB more for Snakemake's job processes, which "
               "<code>max_rss</code> does not see.</p><table><tr>")
     out.write("".join(f"<th>{html.escape(c)}</th>" for c in COLUMNS) + "</tr>")

@@ -11,6 +11,8 @@ import math
 import sys
 from collections.abc import Callable, Mapping
 
+from ncreel.source import BLOCK_BYTES, MAX_BLOCK_CELLS
+
 #: Calibrated memory is multiplied by this: the calibration measures the same code on the
 #: same input, so the margin only has to cover frame-to-frame variation (text extents,
 #: encoder look-ahead) and a rows pass that outgrows the render pass.
@@ -28,9 +30,98 @@ BASE_MB = 250
 #: Measured on the CI Slurm: shard jobs peaked at 296-339 MB for a 120 MB render process.
 SCHEDULER_JOB_OVERHEAD_MB = 300
 
+#: ``mem_mb`` (first attempt, MB) of the rule's own process for rules whose memory does
+#: not depend on the data: one Python process (:data:`BASE_MB` when it imports the
+#: plotting stack) and what it streams; Snakemake's per-job overhead is added apart
+#: (:func:`job_overhead_mb`).
+FIXED_MEM_MB = {
+    "calibrate_render": 2000,  # unknown until measured: one worker and its encoder
+    "reduce_cells": BASE_MB,
+    "load_database": 150,
+    "concat_segments": 150,
+    "preview": 150,
+    "resources_report": 150,
+    "contact_sheet": BASE_MB,
+}
+#: ``runtime`` (first attempt, minutes) of the rules whose time does not depend on the data.
+FIXED_RUNTIME_MIN = {
+    "calibrate_render": 10,
+    "reduce_cells": 30,
+    "load_database": 60,
+    "concat_segments": 10,
+    "preview": 5,
+    "resources_report": 5,
+    "contact_sheet": 5,
+}
+
+
+def fixed_mem_mb(rule: str, attempt: int = 1) -> int:
+    """``mem_mb`` of `rule`'s own process from :data:`FIXED_MEM_MB`, times `attempt`.
+
+    Raises
+    ------
+    KeyError
+        For a rule whose memory depends on the data (it has its own function here).
+    """
+    return FIXED_MEM_MB[rule] * max(int(attempt), 1)
+
+
+def fixed_runtime(rule: str, attempt: int = 1) -> int:
+    """``runtime`` (minutes) of `rule` from :data:`FIXED_RUNTIME_MIN`, times `attempt`.
+
+    Raises
+    ------
+    KeyError
+        For a rule whose runtime depends on the data.
+    """
+    return FIXED_RUNTIME_MIN[rule] * max(int(attempt), 1)
+
+
+def job_overhead_mb(separate_job: bool) -> int:
+    """Memory of Snakemake's own processes that a job's limit also has to hold, in MB.
+
+    Parameters
+    ----------
+    separate_job : bool
+        True when the job runs as its own scheduler job (a ``snakemake`` process, and on
+        Slurm an ``srun`` step, around the rule's process); False for local runs and for
+        ``localrules`` under a scheduler, where no such process exists.
+
+    Returns
+    -------
+    int
+        :data:`SCHEDULER_JOB_OVERHEAD_MB` or 0.
+    """
+    return SCHEDULER_JOB_OVERHEAD_MB if separate_job else 0
+
+
+def with_job_overhead(func: Callable, separate_job: Callable[[], bool]) -> Callable:
+    """Wrap a rule's ``mem_mb`` function to add :func:`job_overhead_mb` to its value.
+
+    Parameters
+    ----------
+    func : callable
+        The rule's own ``mem_mb`` function; its signature is kept (``functools.wraps``),
+        so Snakemake passes it the same arguments.
+    separate_job : callable
+        Returns whether the job runs as a separate scheduler job (asked at each call:
+        inside the scheduler job Snakemake evaluates resources again and must get the
+        mem_mb the scheduler was asked for).
+
+    Returns
+    -------
+    callable
+    """
+
+    @functools.wraps(func)
+    def mem_mb(*args, **kwargs):
+        return func(*args, **kwargs) + job_overhead_mb(separate_job())
+
+    return mem_mb
+
 
 def statistics_mem_mb(*, ny: int, nx: int, attempt: int = 1,
-                      max_block_bytes: int = 64 * 2**20) -> int:
+                      max_block_bytes: int = BLOCK_BYTES) -> int:
     """``mem_mb`` of the statistics job: one block, its mask, and (ny, nx) accumulators.
 
     A block holds at least one whole time step (float64), however large.
@@ -45,7 +136,19 @@ def runtime_minutes(n_frames: int, seconds_per_frame: float = 0.5, attempt: int 
     return max(5, int(math.ceil(n_frames * seconds_per_frame * 2 / 60))) * max(int(attempt), 1)
 
 
-def _rows_mb(*, ny: int, nx: int, n_frames: int, max_block_cells: int = 1_000_000,
+#: Seconds per time step of a pass over the whole series (statistics, degradation_state).
+SERIES_PASS_SECONDS_PER_STEP = 0.05
+
+
+def series_pass_runtime(n_time: int, attempt: int = 1) -> int:
+    """``runtime`` (minutes) of a job streaming the whole series once.
+
+    Used by statistics and degradation_state; :data:`SERIES_PASS_SECONDS_PER_STEP` per step.
+    """
+    return runtime_minutes(n_time, SERIES_PASS_SECONDS_PER_STEP, attempt)
+
+
+def _rows_mb(*, ny: int, nx: int, n_frames: int, max_block_cells: int = MAX_BLOCK_CELLS,
              n_columns: int = 8) -> float:
     # The rows pass holds one block (<= max_block_cells values, at least one time step) and
     # its row columns plus the model's temporaries: ~15 bytes per value and column (120 for
@@ -57,7 +160,7 @@ def _rows_mb(*, ny: int, nx: int, n_frames: int, max_block_cells: int = 1_000_00
 
 
 def rows_step_mem_mb(*, ny: int, nx: int) -> int:
-    """Least ``mem_mb`` of a ``render_shard`` job: a process whose rows pass holds one step.
+    """Least ``mem_mb`` of a ``process_shard`` job: a process whose rows pass holds one step.
 
     A lower bound known before calibration, used to refuse a grid no job can hold.
     """
@@ -66,7 +169,7 @@ def rows_step_mem_mb(*, ny: int, nx: int) -> int:
 
 def render_mem_mb_calibrated(calibration: Mapping, *, ny: int, nx: int, n_frames: int,
                              workers: int = 1, attempt: int = 1, n_columns: int = 8) -> int:
-    """``mem_mb`` of one ``render_shard`` job, from the ``calibrate_render`` measurement.
+    """``mem_mb`` of one ``process_shard`` job, from the ``calibrate_render`` measurement.
 
     One worker's peak is what calibration measured: its process (interpreter, libraries,
     figure, canvas, one block) plus its ffmpeg. A shard job renders first and then streams
@@ -108,7 +211,7 @@ def render_mem_mb_calibrated(calibration: Mapping, *, ny: int, nx: int, n_frames
 
 def render_runtime_calibrated(calibration: Mapping, *, n_frames: int, workers: int = 1,
                               attempt: int = 1) -> int:
-    """``runtime`` (minutes) of one ``render_shard`` job from the calibrated seconds per frame.
+    """``runtime`` (minutes) of one ``process_shard`` job from the calibrated seconds per frame.
 
     Start-up plus ``n_frames`` frames at the calibrated rate (divided among `workers`),
     times :data:`RUNTIME_SAFETY` and `attempt`, with a 5-minute floor (schedulers bill and

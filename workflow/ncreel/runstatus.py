@@ -114,7 +114,7 @@ def shard_status(workdir: str | os.PathLike = ".", run: str = "demo", *,
     for shard in plan_shards(n_time, fps):
         seg = f"results/{run}/segments/{shard.name}.mp4"
         marker = _incomplete_marker(work, seg)
-        attempts = read_attempts(attempts_path(logs / "render_shard" / f"{shard.name}.log"))
+        attempts = read_attempts(attempts_path(logs / "process_shard" / f"{shard.name}.log"))
         last = attempts[-1] if attempts else {}
         jobid = (marker or {}).get("external_jobid") or last.get("jobid")
         state, detail = "to do", ""

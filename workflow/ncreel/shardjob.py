@@ -16,12 +16,9 @@ from ncreel.progress import Progress
 from ncreel.shardrender import render_shard
 from ncreel.shards import Shard
 from ncreel.soil import read_degradation_state
-from ncreel.source import Series
+from ncreel.source import MAX_BLOCK_CELLS, Series
 
 log = logging.getLogger(__name__)
-
-#: Bound on cells in one block (time steps x cells): keeps row columns ~100 MB at most.
-MAX_BLOCK_CELLS = 1_000_000
 
 
 def run_shard(series: Series, shard: Shard, *, stats_json: str | os.PathLike,

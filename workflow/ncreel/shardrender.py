@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ncreel.configcheck import schema_defaults
 from ncreel.movie import SegmentEncoder, concat_segments
 from ncreel.procmem import peak_rss_mb
 from ncreel.progress import Progress, current_log_file
@@ -295,8 +296,9 @@ def map_settings(settings: Mapping, *, lon=None, lat=None):
 
     from ncreel.maps import central_longitude, map_features, map_projection, map_scale
 
-    name = settings.get("projection") or "PlateCarree"
-    params = dict(settings.get("projection_params") or {})
+    settings = {**schema_defaults("properties", "map"), **settings}
+    name = settings["projection"]
+    params = dict(settings["projection_params"] or {})
     centre = central_longitude(lon)
     if centre is not None and "central_longitude" not in params:
         import cartopy.crs as ccrs
@@ -305,10 +307,10 @@ def map_settings(settings: Mapping, *, lon=None, lat=None):
         if isinstance(cls, type) and "central_longitude" in inspect.signature(cls).parameters:
             params["central_longitude"] = centre
     projection = map_projection(name, params)
-    coastlines = settings.get("coastlines")
+    coastlines = settings["coastlines"]
     coastlines = True if coastlines is None else bool(coastlines)
     return projection, map_features(coastlines=coastlines,
-                                    borders=bool(settings.get("borders", False)),
+                                    borders=bool(settings["borders"]),
                                     scale=map_scale(lon, lat))
 
 

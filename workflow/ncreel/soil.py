@@ -35,6 +35,7 @@ import numpy as np
 
 from ncreel.errors import NcreelError
 from ncreel.io import atomic_path
+from ncreel.source import MAX_BLOCK_CELLS
 
 #: Molar gas constant R, J/(mol K) (CODATA 2018, exact).
 GAS_CONSTANT_J_MOL_K = 8.314462618
@@ -58,7 +59,7 @@ def first_order_rate_per_day(dt50_days: float | None) -> float:
     if dt50_days is None:
         return 0.0
     if not dt50_days > 0:
-        raise NcreelError(f"config key 'cells.etr.dt50_days': must be > 0, got {dt50_days}")
+        raise NcreelError(f"config key 'cells.params.dt50_days': must be > 0, got {dt50_days}")
     return math.log(2.0) / float(dt50_days)
 
 
@@ -85,7 +86,7 @@ def arrhenius_factor(temperature_k, *, ea_kj_mol: float = 65.4,
         return np.exp(-ea_kj_mol * 1e3 / GAS_CONSTANT_J_MOL_K * (1.0 / t - 1.0 / t_ref))
 
 
-def parse_date(text: str, calendar: str, key: str = "cells.etr.applications") -> cftime.datetime:
+def parse_date(text: str, calendar: str, key: str = "cells.params.applications") -> cftime.datetime:
     """Parse ``YYYY-MM-DD[THH:MM[:SS]]`` as a date of the series' CF `calendar`.
 
     Raises
@@ -126,14 +127,14 @@ def applications(p: Mapping, calendar: str) -> list[tuple[float, float, str]]:
     """
     listed, first = p.get("applications") or [], p.get("first_application")
     if listed and first:
-        raise NcreelError("config keys 'cells.etr.applications' and 'cells.etr."
+        raise NcreelError("config keys 'cells.params.applications' and 'cells.params."
                           "first_application': give one of them, not both")
     out = []
     if first:
         n = int(p.get("application_number") or 1)
         gap = float(p.get("application_interval_days") or 0)
         if n < 1 or gap < 0 or (n > 1 and gap <= 0):
-            raise NcreelError("config keys 'cells.etr.application_number' (>= 1) and "
+            raise NcreelError("config keys 'cells.params.application_number' (>= 1) and "
                               "'application_interval_days' (> 0 for several): got "
                               f"{n} and {gap}")
         d0 = float(cftime.date2num(parse_date(first, calendar), DAY_UNITS, calendar=calendar))
@@ -143,11 +144,11 @@ def applications(p: Mapping, calendar: str) -> list[tuple[float, float, str]]:
             out.append((day, float(p["application_rate_g_ha"]), label))
     for a in listed:
         if not isinstance(a, Mapping) or "date" not in a:
-            raise NcreelError(f"config key 'cells.etr.applications': each item needs a date, "
+            raise NcreelError(f"config key 'cells.params.applications': each item needs a date, "
                               f"got {a!r}")
         rate = float(a.get("rate_g_ha", p["application_rate_g_ha"]))
         if rate < 0:
-            raise NcreelError(f"config key 'cells.etr.applications': rate_g_ha {rate} < 0")
+            raise NcreelError(f"config key 'cells.params.applications': rate_g_ha {rate} < 0")
         dt = parse_date(a["date"], calendar)
         out.append((float(cftime.date2num(dt, DAY_UNITS, calendar=calendar)), rate,
                     dt.isoformat()))
@@ -308,7 +309,7 @@ class DegradationClock:
 def degradation_prepass(factor: Callable[[int, int], np.ndarray], days: np.ndarray,
                         app_days: np.ndarray, starts: Sequence[int], *, n_cells: int,
                         out: np.ndarray | None = None,
-                        max_block_cells: int = 1_000_000) -> dict:
+                        max_block_cells: int = MAX_BLOCK_CELLS) -> dict:
     """Stream the series once; record ``τ`` at `starts`, at the applications and at the end.
 
     Memory: one block of factors and one ``(n_cells,)`` accumulator; the results go to
@@ -440,28 +441,29 @@ def check_time_course(p: Mapping) -> None:
     Raises
     ------
     NcreelError
-        Naming the ``cells.etr`` key and the allowed values.
+        Naming the ``cells.params`` key and the allowed values.
     """
     first_order_rate_per_day(p.get("dt50_days"))
     for key in ("twa_windows_days",):
         ws = list(p[key])
         if not all(isinstance(w, (int, float)) and w > 0 for w in ws) or \
                 len({window_name(w) for w in ws}) != len(ws):
-            raise NcreelError(f"config key 'cells.etr.{key}': need distinct numbers > 0, got {ws}")
+            raise NcreelError(f"config key 'cells.params.{key}': need distinct numbers > 0, "
+                              f"got {ws}")
     for key in ("long_term_twa_days", "noec_mg_kg", "tillage_depth_m", "year_days",
                 "trigger_etr_acute", "trigger_etr_long_term"):
         if not p[key] > 0:
-            raise NcreelError(f"config key 'cells.etr.{key}': must be > 0, got {p[key]}")
+            raise NcreelError(f"config key 'cells.params.{key}': must be > 0, got {p[key]}")
     n = p.get("plateau_years")
     if n is not None:
         if not n >= 1:
-            raise NcreelError(f"config key 'cells.etr.plateau_years': must be >= 1 (or .inf), "
+            raise NcreelError(f"config key 'cells.params.plateau_years': must be >= 1 (or .inf), "
                               f"got {n}")
         if math.isinf(n) and p.get("dt50_days") is None:
-            raise NcreelError("config key 'cells.etr.plateau_years': .inf needs dt50_days "
+            raise NcreelError("config key 'cells.params.plateau_years': .inf needs dt50_days "
                               "(without degradation the residue grows without bound)")
     if p["temperature_units"] not in ("K", "degC"):
-        raise NcreelError("config key 'cells.etr.temperature_units': K or degC, got "
+        raise NcreelError("config key 'cells.params.temperature_units': K or degC, got "
                           f"{p['temperature_units']!r}")
 
 
@@ -471,7 +473,7 @@ def check_series(p: Mapping, time, read_variable: Callable | None, units_of: Cal
     Parameters
     ----------
     p : mapping
-        ``cells.etr`` settings (defaults applied).
+        ``cells.params`` of etr_risk (defaults applied).
     time : ncreel.source.TimeAxis
     read_variable : callable or None
         As :attr:`ncreel.cells.CellContext.read_variable`, to check the temperature
@@ -489,12 +491,12 @@ def check_series(p: Mapping, time, read_variable: Callable | None, units_of: Cal
         return
     check_time_course(p)
     if not time.decoded:
-        raise NcreelError("config key 'cells.etr.applications': the series' time cannot be "
+        raise NcreelError("config key 'cells.params.applications': the series' time cannot be "
                           f"decoded ({time.note}), so days since application are unknown")
     days = label_days([time.labels[0], time.labels[-1]], time.calendar)
     for day, _, label in applications(p, time.calendar):
         if not days[0] <= day <= days[1]:
-            raise NcreelError(f"config key 'cells.etr.applications': {label} is outside the "
+            raise NcreelError(f"config key 'cells.params.applications': {label} is outside the "
                               f"series ({time.labels[0]} .. {time.labels[-1]}, calendar "
                               f"{time.calendar})")
     name = p.get("temperature_variable")
@@ -504,7 +506,7 @@ def check_series(p: Mapping, time, read_variable: Callable | None, units_of: Cal
         known = {"K": {"k", "kelvin", "degk"},
                  "degC": {"degc", "celsius", "degree_celsius", "degrees_celsius", "°c", "c"}}
         if units and units.strip().lower() not in known[p["temperature_units"]]:
-            raise NcreelError(f"config key 'cells.etr.temperature_units': is "
+            raise NcreelError(f"config key 'cells.params.temperature_units': is "
                               f"{p['temperature_units']}, but '{name}' has units '{units}'")
 
 
@@ -581,7 +583,7 @@ def time_course(*, p: Mapping, clock: DegradationClock, pec0: np.ndarray, t0: in
     Parameters
     ----------
     p : mapping
-        ``cells.etr`` settings (defaults applied).
+        ``cells.params`` of etr_risk (defaults applied).
     clock : DegradationClock
     pec0 : numpy.ndarray, shape (n_app, n_cells) or (n_app, 1), mg/kg
         Initial PEC of each application in each cell.

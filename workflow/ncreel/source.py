@@ -21,6 +21,12 @@ from ncreel.errors import NcreelError
 
 log = logging.getLogger(__name__)
 
+#: Default bound on one block read by :meth:`Series.iter_blocks` (the statistics pass).
+BLOCK_BYTES = 64 * 2**20
+#: Bound on values in one block of the rows passes (time steps x cells): keeps row columns
+#: ~100 MB at most. Used by ncreel.shardjob and ncreel.soil; modelled by ncreel.resources.
+MAX_BLOCK_CELLS = 1_000_000
+
 # CF conventions section 4: how latitude/longitude and X/Y axes are recognised.
 _LAT_NAMES = {"lat", "latitude", "nav_lat", "rlat", "y", "yc", "south_north", "nlat", "j"}
 _LON_NAMES = {"lon", "longitude", "nav_lon", "rlon", "x", "xc", "west_east", "nlon", "i"}
@@ -231,7 +237,7 @@ class Series:
             return np.empty((0, self.ny, self.nx))
         return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
 
-    def iter_blocks(self, start: int, stop: int, max_bytes: int = 64 * 2**20):
+    def iter_blocks(self, start: int, stop: int, max_bytes: int = BLOCK_BYTES):
         """Yield ``(t0, block)`` for consecutive slices of ``start:stop``, each ≤ `max_bytes`.
 
         Parameters

@@ -9,7 +9,7 @@ import os
 import numpy as np
 
 from ncreel.io import atomic_path
-from ncreel.source import Series
+from ncreel.source import BLOCK_BYTES, Series
 
 log = logging.getLogger(__name__)
 
@@ -18,7 +18,7 @@ N_BINS = 1 << 16
 
 
 def series_statistics(series: Series, *, percentiles: tuple[float, float] = (2.0, 98.0),
-                      max_block_bytes: int = 64 * 2**20) -> tuple[dict, np.ndarray]:
+                      max_block_bytes: int = BLOCK_BYTES) -> tuple[dict, np.ndarray]:
     """Compute colour limits and each cell's time mean in two streamed passes.
 
     Pass 1 accumulates per-cell sums and counts (float64) and the global min/max; pass 2

@@ -30,12 +30,11 @@ rule reduce_cells:
     benchmark:
         f"{OUT}/benchmarks/reduce_cells.tsv"
     conda:
-        "../../envs/ncreel.yaml"
+        "../envs/ncreel.yaml"
     threads: 1
     resources:
-        # incl. ~250 MB of Snakemake's job processes
-        mem_mb=mem_mb_said("reduce_cells", lambda wc, attempt: 500 * attempt),
-        runtime=lambda wc, attempt: 30 * attempt,
+        mem_mb=rule_mem_mb("reduce_cells"),
+        runtime=rule_runtime("reduce_cells"),
     params:
         columns=CELL_COLUMNS,
         table=TABLE,
@@ -65,12 +64,11 @@ rule load_database:
     benchmark:
         f"{OUT}/benchmarks/load_database.tsv"
     conda:
-        "../../envs/ncreel.yaml"
+        "../envs/ncreel.yaml"
     threads: 1
     resources:
-        # incl. ~250 MB of Snakemake's job processes
-        mem_mb=mem_mb_said("load_database", lambda wc, attempt: 400 * attempt),
-        runtime=lambda wc, attempt: 60 * attempt,
+        mem_mb=rule_mem_mb("load_database"),
+        runtime=rule_runtime("load_database"),
     params:
         conninfo=lambda wc: CONNINFO,
         table=TABLE,

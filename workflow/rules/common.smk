@@ -13,12 +13,17 @@ from snakemake.utils import validate
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 
 from ncreel import resources as res  # noqa: E402
-from ncreel.cells import cells_settings, series_columns  # noqa: E402
-from ncreel.configcheck import (
+from ncreel.cells import (  # noqa: E402
+    cells_settings,
+    series_columns,
+    upgrade_cells_config,
+)
+from ncreel.configcheck import (  # noqa: E402
     check_database,
     check_names,
     schema_error_message,
-)  # noqa: E402
+    upgrade_renamed_keys,
+)
 from ncreel.errors import NcreelError  # noqa: E402
 from ncreel.inputcheck import (  # noqa: E402
     check_input_sizes,
@@ -26,10 +31,6 @@ from ncreel.inputcheck import (  # noqa: E402
     check_time_steps,
 )
 from ncreel.runlock import clear_stale_lock, hold_run_lock  # noqa: E402
-from ncreel.scheduler import (
-    cancel_orphan_pbs_jobs,
-    cancel_orphan_slurm_jobs,
-)  # noqa: E402
 from ncreel.shardrender import png_sample  # noqa: E402
 from ncreel.shards import frame_name, plan_shards  # noqa: E402
 from ncreel.soil import check_run, needs_prepass  # noqa: E402
@@ -43,6 +44,12 @@ def fail(message):
     sys.exit(f"ncreel: error: {message}")
 
 
+try:
+    for _note in upgrade_renamed_keys(config):
+        if workflow.is_main_process:
+            print(f"ncreel: note: {_note}", file=sys.stderr)
+except NcreelError as err:
+    fail(err)
 _known = yaml.safe_load(SCHEMA.read_text())["properties"]
 for _key in config:
     if _key not in _known:
@@ -52,6 +59,15 @@ try:
     check_database(config.get("database"))
 except NcreelError as err:
     fail(err)
+# Model parameters have one key, cells.params; the deprecated cells.etr is moved into it
+# before validation, so the schema checks and completes etr_risk's parameters there.
+if isinstance(config.get("cells"), dict):
+    try:
+        config["cells"], _note = upgrade_cells_config(config["cells"])
+    except NcreelError as err:
+        fail(err)
+    if _note and workflow.is_main_process:
+        print(f"ncreel: note: {_note}", file=sys.stderr)
 # `--config select={level: 0}` arrives with string values; indices are integers.
 if isinstance(config.get("select"), dict):
     config["select"] = {
@@ -81,9 +97,33 @@ def mem_cap_mb():
     return cap if isinstance(cap, int | float) else None
 
 
-def mem_mb_said(rule, func):
-    """`func`, a rule's mem_mb function, saying once when it asks above the cap."""
-    return res.said_over_cap(rule, func, mem_cap_mb)
+def separate_job(rule_name):
+    """Whether jobs of `rule_name` run as their own scheduler job (Snakemake's processes around
+    the rule's own then count against the job's memory); False locally and for localrules.
+    """
+    plugin = workflow.executor_plugin
+    remote = plugin is not None and plugin.common_settings.non_local_exec
+    # Inside the scheduler job Snakemake evaluates resources again: the job must see (and
+    # record, see ncreel.jobrecord) the mem_mb the scheduler was asked for.
+    return (remote or workflow.remote_exec) and rule_name not in workflow._localrules
+
+
+def rule_mem_mb(rule_name, func=None):
+    """The mem_mb of `rule_name`: its own process's (`func`, else ncreel.resources.FIXED_MEM_MB)
+    plus Snakemake's per-job overhead where it exists, saying once when above the cap.
+    """
+    if func is None:
+        func = lambda wc, attempt: res.fixed_mem_mb(rule_name, attempt)
+    return res.said_over_cap(
+        rule_name,
+        res.with_job_overhead(func, lambda: separate_job(rule_name)),
+        mem_cap_mb,
+    )
+
+
+def rule_runtime(rule_name):
+    """The runtime of `rule_name` (minutes), from ncreel.resources.FIXED_RUNTIME_MIN."""
+    return lambda wc, attempt: res.fixed_runtime(rule_name, attempt)
 
 
 RUN = config["run"]
@@ -139,6 +179,7 @@ try:  # a wrong projection name or parameter stops the run before any job or fil
 except ValueError as err:
     fail(f"config: {err}")
 
+STALE_LOCK_CLEARED = False
 if workflow.is_main_process:
     # One run at a time per run, whatever happens to Snakemake's own locks (another run
     # finishing removes them all): taken before Snakemake builds the DAG, which removes
@@ -149,21 +190,16 @@ if workflow.is_main_process:
         fail(err)
     # A run killed with kill -9 leaves Snakemake's lock behind; remove it only when that
     # run is certainly dead, so that running the same command again resumes.
-    if clear_stale_lock("."):
+    # (Its scheduler jobs still queued are cancelled in scheduler.smk.)
+    STALE_LOCK_CLEARED = clear_stale_lock(".")
+    if STALE_LOCK_CLEARED:
         print(
             "ncreel: removed the stale lock of a killed run; resuming", file=sys.stderr
         )
-        # Its Slurm jobs still queued or running would redo work this run redoes.
-        for _id in cancel_orphan_slurm_jobs("."):
-            print(
-                f"ncreel: cancelled Slurm job {_id} of the killed run", file=sys.stderr
-            )
-        for _id in cancel_orphan_pbs_jobs("."):
-            print(f"ncreel: deleted PBS job {_id} of the killed run", file=sys.stderr)
 
 RENDER = {k: config[k] for k in ("width", "height", "dpi", "cmap", "map")}
 ENCODE = {k: config[k] for k in ("fps", "crf", "preset")}
-RENDER_THREADS = config["render_threads"]
+RENDER_PROCESSES = config["render_processes"]
 MID_T = GRID["n_time"] // 2
 MOVIE = f"{OUT}/movie.mp4"
 COPY_FILE = f"{OUT}/cells{CELLS['suffix']}"
@@ -221,15 +257,6 @@ def mid_shard():
     return next(n for n, s in shard_plan().items() if s.start <= MID_T < s.stop)
 
 
-def job_overhead_mb():
-    """Extra mem_mb for Snakemake's own processes when a job runs under a scheduler."""
-    plugin = workflow.executor_plugin
-    remote = plugin is not None and plugin.common_settings.non_local_exec
-    # Inside the scheduler job Snakemake evaluates resources again: the job must see (and
-    # record, see ncreel.jobrecord) the mem_mb the scheduler was asked for.
-    return res.SCHEDULER_JOB_OVERHEAD_MB if remote or workflow.remote_exec else 0
-
-
 def report_jobs():
     """Every job of the run that has a log: rule, display name, benchmark TSV and log file,
     from the rules' own benchmark:/log: declarations (jobs of the shard wildcard expanded
@@ -264,4 +291,4 @@ def report_jobs():
 
 def shard_attempt_logs():
     """Shard name -> its job's log file (the attempts record is next to it)."""
-    return {j["job"]: j["log"] for j in report_jobs() if j["rule"] == "render_shard"}
+    return {j["job"]: j["log"] for j in report_jobs() if j["rule"] == "process_shard"}

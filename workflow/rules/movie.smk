@@ -1,4 +1,4 @@
-rule encode_movie:
+rule concat_segments:
     # Join the shards' H.264 segments (same codec settings, size and fps) with ffmpeg's
     # concat demuxer and -c copy, from an explicit ordered list, failing if any is
     # missing; +faststart.
@@ -7,20 +7,19 @@ rule encode_movie:
     output:
         movie=report(MOVIE, caption="../report/movie.rst", category="Movie"),
     log:
-        f"{LOGS}/encode_movie.log",
+        f"{LOGS}/concat_segments.log",
     benchmark:
-        f"{OUT}/benchmarks/encode_movie.tsv"
+        f"{OUT}/benchmarks/concat_segments.tsv"
     conda:
-        "../../envs/ffmpeg.yaml"
+        "../envs/ffmpeg.yaml"
     threads: 1
     resources:
-        # incl. ~250 MB of Snakemake's job processes
-        mem_mb=mem_mb_said("encode_movie", lambda wc, attempt: 400 * attempt),
-        runtime=lambda wc, attempt: 10 * attempt,
+        mem_mb=rule_mem_mb("concat_segments"),
+        runtime=rule_runtime("concat_segments"),
     params:
         segments=lambda wc: [f"{OUT}/segments/{name}.mp4" for name in shard_plan()],
     script:
-        "../scripts/encode_movie.py"
+        "../scripts/concat_segments.py"
 
 
 rule preview:
@@ -34,13 +33,11 @@ rule preview:
     benchmark:
         f"{OUT}/benchmarks/preview.tsv"
     conda:
-        "../../envs/ncreel.yaml"
+        "../envs/ncreel.yaml"
     threads: 1
     resources:
-        # Under a scheduler the job's memory also counts Snakemake's own job processes
-        # (~250 MB): 100 MB was always killed by Slurm/PBS memory enforcement.
-        mem_mb=mem_mb_said("preview", lambda wc, attempt: 400 * attempt),
-        runtime=5,
+        mem_mb=rule_mem_mb("preview"),
+        runtime=rule_runtime("preview"),
     params:
         frame=lambda wc: f"{OUT}/frames/{mid_shard()}/{frame_name(MID_T)}",
     script:

@@ -1,6 +1,6 @@
 checkpoint calibrate_render:
     # Render and encode a few probe frames exactly as a shard job does; record peak memory
-    # (process + ffmpeg) and seconds per frame. render_shard's mem_mb and runtime derive
+    # (process + ffmpeg) and seconds per frame. process_shard's mem_mb and runtime derive
     # from it, and so does frames_per_shard when it is null. A checkpoint, because the
     # number of shards (the DAG) depends on the measured speed; its JSON keeps the plan, so
     # a rerun of the same command reuses it.
@@ -14,12 +14,11 @@ checkpoint calibrate_render:
     benchmark:
         f"{OUT}/benchmarks/calibrate_render.tsv"
     conda:
-        "../../envs/ncreel.yaml"
+        "../envs/ncreel.yaml"
     threads: 1
     resources:
-        # Unknown until measured: a generous bound for one worker and its encoder.
-        mem_mb=mem_mb_said("calibrate_render", lambda wc, attempt: 2000 * attempt),
-        runtime=lambda wc, attempt: 10 * attempt,
+        mem_mb=rule_mem_mb("calibrate_render"),
+        runtime=rule_runtime("calibrate_render"),
     params:
         series=SERIES,
         render=RENDER,
@@ -28,7 +27,7 @@ checkpoint calibrate_render:
         probe_frames=config["calibration_frames"],
         target_minutes=config["target_shard_minutes"],
         frames_per_shard=config["frames_per_shard"],
-        workers=RENDER_THREADS,
+        workers=RENDER_PROCESSES,
     script:
         "../scripts/calibrate_render.py"
 
@@ -48,16 +47,16 @@ rule degradation_state:
     benchmark:
         f"{OUT}/benchmarks/degradation_state.tsv"
     conda:
-        "../../envs/ncreel.yaml"
+        "../envs/ncreel.yaml"
     threads: 1
     resources:
-        mem_mb=mem_mb_said(
+        mem_mb=rule_mem_mb(
             "degradation_state",
             lambda wc, attempt: res.statistics_mem_mb(
                 ny=GRID["ny"], nx=GRID["nx"], attempt=attempt
             ),
         ),
-        runtime=lambda wc, attempt: res.runtime_minutes(GRID["n_time"], 0.05, attempt),
+        runtime=lambda wc, attempt: res.series_pass_runtime(GRID["n_time"], attempt),
     params:
         series=SERIES,
         cells=CELLS,
@@ -77,7 +76,7 @@ DEGRADATION_INPUT = (
 )
 
 
-rule render_shard:
+rule process_shard:
     # One job per shard of consecutive time steps: its COPY rows, its H.264 segment and
     # a PNG sample of its frames. `threads` worker processes render contiguous parts.
     # Memory does not grow with the shard's length (streamed blocks); it comes from the
@@ -93,15 +92,15 @@ rule render_shard:
         segment=f"{OUT}/segments/{{shard}}.mp4",
         rows=f"{OUT}/cells/{{shard}}{CELLS['suffix']}",
     log:
-        f"{LOGS}/render_shard/{{shard}}.log",
+        f"{LOGS}/process_shard/{{shard}}.log",
     benchmark:
-        f"{OUT}/benchmarks/render_shard/{{shard}}.tsv"
+        f"{OUT}/benchmarks/process_shard/{{shard}}.tsv"
     conda:
-        "../../envs/ncreel.yaml"
-    threads: RENDER_THREADS
+        "../envs/ncreel.yaml"
+    threads: RENDER_PROCESSES
     resources:
-        mem_mb=mem_mb_said(
-            "render_shard",
+        mem_mb=rule_mem_mb(
+            "process_shard",
             lambda wc, input, threads, attempt: res.render_mem_mb_calibrated(
                 res.read_json(input.calibration),
                 ny=GRID["ny"],
@@ -110,8 +109,7 @@ rule render_shard:
                 workers=threads,
                 attempt=attempt,
                 n_columns=len(CELL_COLUMNS),
-            )
-            + job_overhead_mb(),
+            ),
         ),
         runtime=lambda wc, input, threads, attempt: res.render_runtime_calibrated(
             res.read_json(input.calibration),
@@ -128,4 +126,4 @@ rule render_shard:
         encode=ENCODE,
         cells=CELLS,
     script:
-        "../scripts/render_shard.py"
+        "../scripts/process_shard.py"

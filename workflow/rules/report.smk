@@ -43,12 +43,11 @@ rule resources_report:
     log:
         f"{LOGS}/resources_report.log",
     conda:
-        "../../envs/ncreel.yaml"
+        "../envs/ncreel.yaml"
     threads: 1
     resources:
-        # incl. ~250 MB of Snakemake's job processes
-        mem_mb=mem_mb_said("resources_report", lambda wc, attempt: 400 * attempt),
-        runtime=5,
+        mem_mb=rule_mem_mb("resources_report"),
+        runtime=rule_runtime("resources_report"),
     params:
         jobs=lambda wc: report_jobs(),
         run=RUN,
@@ -79,12 +78,11 @@ rule contact_sheet:
     benchmark:
         f"{OUT}/benchmarks/contact_sheet.tsv"
     conda:
-        "../../envs/ncreel.yaml"
+        "../envs/ncreel.yaml"
     threads: 1
     resources:
-        # incl. ~250 MB of Snakemake's job processes
-        mem_mb=mem_mb_said("contact_sheet", lambda wc, attempt: 500 * attempt),
-        runtime=5,
+        mem_mb=rule_mem_mb("contact_sheet"),
+        runtime=rule_runtime("contact_sheet"),
     params:
         series=SERIES,
         vmin=config["vmin"],

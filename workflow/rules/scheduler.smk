@@ -1,52 +1,55 @@
-# Checks for runs through a batch scheduler (profiles/slurm, profiles/cheyenne|derecho|casper).
+# Everything about batch schedulers (Slurm, PBS Pro), in one place: which one the run
+# submits to (the executor's own, or config `scheduler` for a generic executor), the jobs
+# a killed run left queued, and the checks made once before the first submission.
 import os
 
-from ncreel.pbs import profile_queue, queue_problem  # noqa: E402
-from ncreel.scheduler import slurm_env_problem  # noqa: E402
+from ncreel.errors import NcreelError  # noqa: E402
+from ncreel.pbs import account_problem, profile_queue, queue_problem  # noqa: E402
+from ncreel.scheduler import (  # noqa: E402
+    cancel_orphan_pbs_jobs,
+    cancel_orphan_slurm_jobs,
+    job_scheduler,
+    slurm_env_problem,
+)
+
+if STALE_LOCK_CLEARED:
+    # The killed run's scheduler jobs still queued or running would redo work this run
+    # redoes (each canceller looks only at jobs that run recorded).
+    for _id in cancel_orphan_slurm_jobs("."):
+        print(f"ncreel: cancelled Slurm job {_id} of the killed run", file=sys.stderr)
+    for _id in cancel_orphan_pbs_jobs("."):
+        print(f"ncreel: deleted PBS job {_id} of the killed run", file=sys.stderr)
 
 
 onstart:
-    # Before anything is submitted: a Slurm run needs an account and a partition, from
-    # SBATCH_ACCOUNT/SBATCH_PARTITION or the cluster's defaults.
     _plugin = workflow.executor_plugin
-    if (
-        _plugin is not None
-        and _plugin.common_settings.non_local_exec
-        and _plugin.name.endswith("slurm")
-    ):
+    _remote = _plugin is not None and _plugin.common_settings.non_local_exec
+    try:
+        _scheduler = job_scheduler(
+            _plugin.name if _remote else None, config["scheduler"]
+        )
+    except NcreelError as err:
+        fail(err)
+    _settings = workflow.executor_settings
+    # Slurm: an account and a partition, from SBATCH_ACCOUNT/SBATCH_PARTITION or the
+    # cluster's defaults.
+    if _scheduler == "slurm":
         _problem = slurm_env_problem()
         if _problem:
             fail(_problem)
-    # PBS profiles (the pbs-pro executor, or cluster-generic + ncreel_pbs submit): a
-    # project account is required by NCAR's qsub; say so once, before the first
-    # submission, not once per failed job.
-    _pbs = _plugin is not None and (
-        _plugin.name == "pbs-pro"
-        or (
-            _plugin.name == "cluster-generic"
-            and "ncreel_pbs" in str(workflow.executor_settings.submit_cmd)
-        )
-    )
-    if (
-        _pbs
-        and not getattr(workflow.executor_settings, "no_account", False)
-        and not os.environ.get(
-            getattr(workflow.executor_settings, "account_env", "PBS_ACCOUNT")
-        )
-    ):
-        fail(
-            "PBS_ACCOUNT is unset: export PBS_ACCOUNT=<project code> (NCAR: from "
-            "`gladequota`/`sam`), then run the same command again"
-        )
-    # ...and a queue the server knows (qsub would otherwise fail once per job).
-    if _pbs:
-        if _plugin.name == "pbs-pro":
-            _queue = (
-                os.environ.get("NCREEL_PBS_QUEUE")
-                or workflow.executor_settings.queue
+    # PBS: a project account is required by NCAR's qsub, and a queue the server knows;
+    # said once, before the first submission, not once per failed job.
+    if _scheduler == "pbs":
+        if not getattr(_settings, "no_account", False):
+            _problem = account_problem(
+                getattr(_settings, "account_env", "PBS_ACCOUNT")
             )
-        else:
-            _queue = profile_queue(str(workflow.executor_settings.submit_cmd))
+            if _problem:
+                fail(_problem)
+        if _plugin.name == "pbs-pro":
+            _queue = os.environ.get("NCREEL_PBS_QUEUE") or _settings.queue
+        else:  # ncreel_pbs.py under cluster-generic: its --queue option
+            _queue = profile_queue(str(getattr(_settings, "submit_cmd", "")))
         _problem = _queue and queue_problem(_queue)
         if _problem:
             fail(_problem)

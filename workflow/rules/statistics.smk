@@ -11,16 +11,16 @@ rule statistics:
     benchmark:
         f"{OUT}/benchmarks/statistics.tsv"
     conda:
-        "../../envs/ncreel.yaml"
+        "../envs/ncreel.yaml"
     threads: 1
     resources:
-        mem_mb=mem_mb_said(
+        mem_mb=rule_mem_mb(
             "statistics",
             lambda wc, attempt: res.statistics_mem_mb(
                 ny=GRID["ny"], nx=GRID["nx"], attempt=attempt
             ),
         ),
-        runtime=lambda wc, attempt: res.runtime_minutes(GRID["n_time"], 0.05, attempt),
+        runtime=lambda wc, attempt: res.series_pass_runtime(GRID["n_time"], attempt),
     params:
         series=SERIES,
         vmin=config["vmin"],

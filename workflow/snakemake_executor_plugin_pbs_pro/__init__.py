@@ -89,7 +89,7 @@ class ExecutorSettings(ExecutorSettingsBase):
     array_rules: Optional[str] = field(
         default=None,
         metadata={"help": "Comma-separated rules whose ready jobs go out as PBS job "
-                  "arrays (qsub -J), e.g. render_shard.", "env_var": False,
+                  "arrays (qsub -J), e.g. process_shard.", "env_var": False,
                   "required": False})
     array_limit: int = field(
         default=500,
@@ -227,9 +227,7 @@ class Executor(RemoteExecutor):
             # (ncreel's Snakefile says so once, before any job; other workflows learn here.)
             for job in jobs:
                 self.report_job_error(SubmittedJobInfo(job), msg=(
-                    f"ncreel-pbs: error: {s.account_env} is unset: export {s.account_env}="
-                    "<project code> (NCAR: from `gladequota`/`sam`), then run the same "
-                    "command again"))
+                    f"ncreel-pbs: error: {pbs.account_problem(s.account_env, {})}"))
             return
         jobs = self._reattach(jobs)
         batches: dict[tuple, list] = {}

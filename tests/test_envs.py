@@ -1,0 +1,150 @@
+"""Each rule's conda env lists exactly what its script imports, and pyproject.toml has it too.
+
+The imports are found statically: the rule's script, then every ncreel module it imports,
+transitively (imports inside functions count: they run in the same job). An import inside
+``try: ... except ImportError`` is optional (a fallback) and need not be listed.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from pathlib import Path
+
+import tomllib
+import yaml
+from conftest import ROOT
+
+WORKFLOW = ROOT / "workflow"
+#: Import name -> (conda-forge package, PyPI distribution).
+PACKAGES = {
+    "cartopy": ("cartopy", "cartopy"),
+    "cftime": ("cftime", "cftime"),
+    "imageio_ffmpeg": ("imageio-ffmpeg", "imageio-ffmpeg"),
+    "matplotlib": ("matplotlib-base", "matplotlib"),
+    "netCDF4": ("netcdf4", "netcdf4"),
+    "numpy": ("numpy", "numpy"),
+    "PIL": ("pillow", "pillow"),
+    "polars": ("polars", "polars"),
+    "psycopg": ("psycopg", "psycopg"),
+    "shapely": ("shapely", "shapely"),
+    "xarray": ("xarray", "xarray"),
+    "yaml": ("pyyaml", "pyyaml"),
+    "zstandard": ("zstandard", "zstandard"),
+}
+#: Programs an env provides besides Python packages, and the ncreel module that runs them.
+PROGRAMS = {"ffmpeg": "ncreel.movie"}
+
+
+def _name(spec: str) -> str:
+    return re.split(r"[<>=!\[ ;]", spec, maxsplit=1)[0].lower()
+
+
+def module_file(module: str) -> Path | None:
+    """The file of an ncreel module under workflow/, or None for anything else."""
+    parts = module.split(".")
+    if parts[0] != "ncreel":
+        return None
+    base = WORKFLOW.joinpath(*parts)
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def _optional_nodes(tree: ast.AST) -> set[int]:
+    """ids of import nodes inside a try whose handlers catch ImportError."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Try) and any(
+                h.type is not None and "ImportError" in ast.unparse(h.type)
+                or h.type is not None and "ModuleNotFoundError" in ast.unparse(h.type)
+                for h in node.handlers):
+            for stmt in node.body:
+                out |= {id(n) for n in ast.walk(stmt)}
+    return out
+
+
+def imports_of(path: Path, package: str | None = None):
+    """Yield (module, optional) for every import in one file (relative ones resolved)."""
+    tree = ast.parse(path.read_text())
+    optional = _optional_nodes(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, id(node) in optional
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = (package or "").split(".")
+                base = base[:len(base) - node.level + 1]
+                module = ".".join([*base, node.module] if node.module else base)
+            else:
+                module = node.module
+            yield module, id(node) in optional
+            for alias in node.names:  # `from ncreel import resources`: a module too
+                yield f"{module}.{alias.name}", id(node) in optional
+
+
+def script_closure(script: Path) -> tuple[dict[str, bool], set[str]]:
+    """Third-party top-level imports (name -> optional) and ncreel modules of a script."""
+    third, seen, todo = {}, set(), [(script, None)]
+    while todo:
+        path, package = todo.pop()
+        for module, optional in imports_of(path, package):
+            top = module.split(".")[0]
+            if top == "ncreel":
+                file = module_file(module)
+                if file is not None and module not in seen:
+                    seen.add(module)
+                    pkg = module if file.name == "__init__.py" else module.rpartition(".")[0]
+                    todo.append((file, pkg))
+            elif top not in sys.stdlib_module_names and top != "__future__":
+                third[top] = third.get(top, True) and optional
+    return third, seen
+
+
+def rules():
+    """(rule, env file, script file) of every rule with both conda: and script:."""
+    out = []
+    for smk in sorted((WORKFLOW / "rules").glob("*.smk")):
+        blocks = re.split(r"^(?:rule|checkpoint) (\w+):\n", smk.read_text(), flags=re.M)
+        for name, body in zip(blocks[1::2], blocks[2::2], strict=True):
+            conda = re.search(r"^    conda:\n\s+\"([^\"]+)\"", body, re.M)
+            script = re.search(r"^    script:\n\s+\"([^\"]+)\"", body, re.M)
+            if script:
+                assert conda, f"rule {name} has a script but no conda env"
+                out.append((name, (smk.parent / conda.group(1)).resolve(),
+                            (smk.parent / script.group(1)).resolve()))
+    return out
+
+
+def test_every_rule_env_lists_exactly_what_its_script_imports():
+    found = rules()
+    assert len(found) >= 10
+    pyproject = {_name(d) for d in
+                 tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]}
+    needed: dict[Path, set[str]] = {}
+    allowed: dict[Path, set[str]] = {}
+    for name, env, script in found:
+        assert env.parent == WORKFLOW / "envs", f"rule {name}: env outside workflow/envs"
+        third, modules = script_closure(script)
+        unknown = sorted(set(third) - set(PACKAGES))
+        assert not unknown, f"rule {name} imports {unknown}: add them to PACKAGES here"
+        for top, optional in third.items():
+            conda_name, pypi_name = PACKAGES[top]
+            assert pypi_name in pyproject, f"rule {name} imports {top}; pyproject.toml lacks it"
+            allowed.setdefault(env, set()).add(conda_name)
+            if not optional:
+                needed.setdefault(env, set()).add(conda_name)
+        for program, module in PROGRAMS.items():
+            if module in modules:
+                needed.setdefault(env, set()).add(program)
+                allowed.setdefault(env, set()).add(program)
+    for env in sorted(set(needed) | set(allowed)):
+        deps = {_name(d) for d in yaml.safe_load(env.read_text())["dependencies"]} - {"python"}
+        missing = needed.get(env, set()) - deps
+        extra = deps - allowed.get(env, set())
+        assert not missing, f"{env.name} lacks {sorted(missing)}, imported by its rules"
+        assert not extra, f"{env.name} lists {sorted(extra)}, which none of its rules imports"
+    assert {e.name for e in needed} == {p.name for p in (WORKFLOW / "envs").glob("*.yaml")}
