@@ -30,7 +30,7 @@ GEOMETRIES = ("none", "text", "postgis")
 
 
 def _fields_from(cls, params: Any, where: str) -> dict:
-    """The keyword arguments of `cls` taken from `params`, exactly its field names."""
+    """Take the keyword arguments of `cls` from `params`: exactly its field names."""
     if not isinstance(params, Mapping):
         raise NcreelError(f"settings '{where}': expected a mapping, got "
                           f"{type(params).__name__}")
@@ -101,7 +101,7 @@ class _Settings:
         return cls(**_fields_from(cls, params, cls.KEY))
 
     def to_params(self) -> dict:
-        """The plain dict :meth:`from_params` reads (JSON- and pickle-friendly)."""
+        """Return the plain dict :meth:`from_params` reads (JSON- and pickle-friendly)."""
         return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
 
@@ -407,13 +407,16 @@ class Calibration(_Settings):
 
         Raises
         ------
+        FileNotFoundError
+            When there is no such file (the checkpoint has not run).
         NcreelError
-            Naming the file when it is missing or not JSON, or the bad setting.
+            Naming the file when it is not JSON or a setting is missing or bad.
         """
+        with open(path) as fh:
+            text = fh.read()
         try:
-            with open(path) as fh:
-                data = json.load(fh)
-        except (OSError, json.JSONDecodeError) as err:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
             raise NcreelError(f"calibration file '{path}': {err}; delete it to measure "
                               "again") from None
         try:

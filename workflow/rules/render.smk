@@ -103,7 +103,7 @@ rule render_shard:
         mem_mb=mem_mb_said(
             "render_shard",
             lambda wc, input, threads, attempt: res.render_mem_mb_calibrated(
-                res.read_json(input.calibration),
+                Calibration.from_json(input.calibration),
                 ny=GRID["ny"],
                 nx=GRID["nx"],
                 n_frames=plan_shard(wc.shard).n_frames,
@@ -114,7 +114,7 @@ rule render_shard:
             + job_overhead_mb(),
         ),
         runtime=lambda wc, input, threads, attempt: res.render_runtime_calibrated(
-            res.read_json(input.calibration),
+            Calibration.from_json(input.calibration),
             n_frames=plan_shard(wc.shard).n_frames,
             workers=threads,
             attempt=attempt,
