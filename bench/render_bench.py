@@ -71,11 +71,28 @@ def _sample(n, path):
     return path
 
 
+def _job(path, variable, *, preset, vmin, vmax):
+    """Build the FrameJob a shard job of `path` gets (map settings: the config defaults)."""
+    from ncreel.settings import EncodeSettings, RenderSettings, SeriesSelection
+    from ncreel.shardrender import FrameJob
+
+    return FrameJob(
+        series=SeriesSelection(paths=(str(path),), variable=variable, time_dim="time",
+                               select={}, lat=None, lon=None, time=None),
+        render=RenderSettings(width=W, height=H, dpi=DPI, cmap="viridis", map=_map(
+            "PlateCarree")),
+        encode=EncodeSettings(**{**ENC, "preset": preset}), vmin=vmin, vmax=vmax)
+
+
+def _map(projection):
+    from ncreel.settings import MapSettings
+
+    return MapSettings(coastlines=None, borders=False, projection=projection,
+                       projection_params={})
+
+
 def _spec(path, preset=ENC["preset"]):
-    return {"series": {"paths": [str(path)], "variable": "air_temperature",
-                       "time_dim": "time", "select": {}},
-            "render": {"width": W, "height": H, "dpi": DPI, "cmap": "viridis"},
-            "encode": {**ENC, "preset": preset}, "vmin": 260.0, "vmax": 300.0}
+    return _job(path, "air_temperature", preset=preset, vmin=260.0, vmax=300.0)
 
 
 def case_ncreel_render(nc, n, tmp):
@@ -85,7 +102,7 @@ def case_ncreel_render(nc, n, tmp):
 
     with open_series(str(nc), "air_temperature") as s:
         data = s.read(0, n)
-        r = make_renderer(s, _spec(nc)["render"], vmin=260.0, vmax=300.0)
+        r = make_renderer(s, _spec(nc).render, vmin=260.0, vmax=300.0)
         r.draw(data[0], "warm-up")
         t, c = time.perf_counter(), time.process_time()
         for i in range(n):
@@ -101,7 +118,7 @@ def case_ncreel_png(nc, n, tmp):
 
     with open_series(str(nc), "air_temperature") as s:
         data = s.read(0, n)
-        r = make_renderer(s, _spec(nc)["render"], vmin=260.0, vmax=300.0)
+        r = make_renderer(s, _spec(nc).render, vmin=260.0, vmax=300.0)
         t = time.perf_counter()
         for i in range(n):
             r.draw(data[i], f"step {i}")
@@ -261,7 +278,7 @@ def _map_renderer(kind, *, blit=True):
         lon2, lat2 = np.meshgrid(x, y)
         data = _big_fields(4, lat=lat2, lon=lon2)
     proj = {"robinson": "Robinson"}.get(kind, "PlateCarree")
-    projection, features = map_settings({"projection": proj}, lon=x, lat=y)
+    projection, features = map_settings(_map(proj), lon=x, lat=y)
     r = FrameRenderer(shape=shape, width=W, height=H, dpi=DPI, cmap="viridis", vmin=255.0,
                       vmax=300.0, x=x, y=y, title="synthetic tas [K]", blit=blit,
                       projection=projection, features=features)
@@ -319,8 +336,8 @@ def case_demo_exactness(nc, n, tmp):
 
     with open_series(str(nc), "air_temperature") as s:
         data = s.read(0, 2)
-        fast = make_renderer(s, _spec(nc)["render"], vmin=260.0, vmax=300.0)
-        full = make_renderer(s, _spec(nc)["render"], vmin=260.0, vmax=300.0, blit=False)
+        fast = make_renderer(s, _spec(nc).render, vmin=260.0, vmax=300.0)
+        full = make_renderer(s, _spec(nc).render, vmin=260.0, vmax=300.0, blit=False)
     a, b = fast.draw(data[1], "x").copy(), full.draw(data[1], "x").copy()
     d = frame_difference(a, b, area=fast.map_area(), tolerance=fast.level_step())
     inner = frame_difference(a, b, area=fast.interior(), tolerance=fast.level_step())
@@ -364,11 +381,7 @@ def _big_nc(n, path):
 
 def _big_spec(nc):
     # Shard spec of the 0.25 degree file (preset ultrafast: these cases measure the worker).
-    return {"series": {"paths": [str(nc)], "variable": "tas", "time_dim": "time",
-                       "select": {}},
-            "render": {"width": W, "height": H, "dpi": DPI, "cmap": "viridis",
-                       "map": {"projection": "PlateCarree"}},
-            "encode": {**ENC, "preset": "ultrafast"}, "vmin": 255.0, "vmax": 300.0}
+    return _job(nc, "tas", preset="ultrafast", vmin=255.0, vmax=300.0)
 
 
 def case_big_shard(nc, n, tmp):
@@ -390,7 +403,7 @@ def case_big_calibrate(nc, n, tmp):
     spec = _big_spec(nc)
     t = time.perf_counter()
     cal = calibrate_render(spec, n_time=n, probe_frames=n, frames_per_shard=n)
-    return {"seconds": time.perf_counter() - t, "frames": n, "calibration": cal,
+    return {"seconds": time.perf_counter() - t, "frames": n, "calibration": cal.to_params(),
             "mem_mb": render_mem_mb_calibrated(cal, ny=BIG[0], nx=BIG[1], n_frames=n)}
 
 

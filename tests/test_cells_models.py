@@ -24,6 +24,7 @@ from ncreel.cells import (
     series_columns,
 )
 from ncreel.errors import NcreelError
+from ncreel.settings import CellsSettings
 from ncreel.source import TimeAxis, open_series
 
 
@@ -195,7 +196,8 @@ def test_shard_rows_with_geometry_and_interception_variable(tmp_path, pg_conn):
     cells = cells_settings({"model": "etr_risk", "geometry": "text",
                             "params": {"interception_variable": "intercept"}})
     with open_series(str(path), "tas") as s:
-        rows = ShardRows.for_series(s, cell_mean=np.zeros((s.ny, s.nx)), cells=cells)
+        rows = ShardRows.for_series(s, cell_mean=np.zeros((s.ny, s.nx)),
+                                    cells=CellsSettings.from_params(cells))
         decl = series_columns(s, cells)
         buf = io.BytesIO()
         n = rows.write(buf, 0, s.read(0, 3))
@@ -244,7 +246,8 @@ def test_geometry_rows_are_written_in_bounded_slices(tmp_path):
     outs = []
     with open_series(str(path), "tas") as s:
         for chunk in (5, 10_000):
-            rows = ShardRows.for_series(s, cell_mean=np.zeros((s.ny, s.nx)), cells=cells)
+            rows = ShardRows.for_series(s, cell_mean=np.zeros((s.ny, s.nx)),
+                                    cells=CellsSettings.from_params(cells))
             rows.geometry_chunk_rows = chunk
             buf = io.BytesIO()
             assert rows.write(buf, 0, s.read(0, 6)) == 6 * 12 - 1

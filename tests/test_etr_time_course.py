@@ -19,6 +19,7 @@ from cells_data import write_risk_nc
 from ncreel import soil
 from ncreel.cells import CellContext, ShardRows, cells_settings, etr_risk_model, pec_soil
 from ncreel.errors import NcreelError
+from ncreel.settings import CellsSettings
 from ncreel.source import TimeAxis, open_series
 
 LN2 = math.log(2.0)
@@ -190,7 +191,7 @@ def test_arrhenius_shards_match_one_pass(tmp_path, starts):
         bounds = [*starts, s.n_time]
         for a, b in zip(bounds, bounds[1:], strict=False):  # each shard: a fresh job
             rows = ShardRows.for_series(
-                s, cell_mean=np.zeros((3, 4)), cells=cells,
+                s, cell_mean=np.zeros((3, 4)), cells=CellsSettings.from_params(cells),
                 state={"degradation": soil.read_degradation_state(tmp_path / "d.npy",
                                                                   tmp_path / "d.json")})
             for t in range(a, b):  # one step per block: the clock carries on between blocks
@@ -270,7 +271,8 @@ def test_workflow_runs_prepass_and_independent_shards(tmp_path, pg_server):
     assert json.loads((res / "degradation_state.json").read_text())["steps"] == [0, 3, 6]
     with open_series(str(path), "tas") as s:
         cells = cells_settings({"model": "etr_risk", "params": etr})
-        rows = ShardRows.for_series(s, cell_mean=np.zeros((3, 4)), cells=cells)
+        rows = ShardRows.for_series(s, cell_mean=np.zeros((3, 4)),
+                                    cells=CellsSettings.from_params(cells))
         buf = io.BytesIO()
         rows.write(buf, 0, s.read(0, s.n_time))  # one block, pre-pass in-process
     got = [ln.split("\t") for ln in (res / "cells.copy").read_text().splitlines()]
@@ -292,8 +294,13 @@ def test_workflow_runs_prepass_and_independent_shards(tmp_path, pg_server):
 
 def test_render_memory_grows_with_model_columns():
     from ncreel.resources import render_mem_mb_calibrated
+    from ncreel.settings import Calibration
 
-    cal = {"base_mb": 150.0, "worker_peak_mb": 250.0, "encoder_peak_mb": 60.0}
+    cal = Calibration(width=960, height=540, dpi=100, preset="medium", crf=18, probe_frames=64,
+                      base_mb=150.0, worker_peak_mb=250.0, encoder_peak_mb=60.0,
+                      encoder_cpu_s_per_frame=0.01, startup_s=2.0, seconds_per_frame=0.05,
+                      render_s_per_frame=0.03, target_minutes=10, frames_per_shard=100,
+                      workers=1)
     kw = dict(ny=720, nx=1440, n_frames=10)
     field = render_mem_mb_calibrated(cal, **kw)
     assert render_mem_mb_calibrated(cal, **kw, n_columns=8) == field

@@ -17,15 +17,18 @@ from layouts import (
     write_string_times,
     write_wrf,
 )
-from ncreel.cells import CellContext, CellGeometry, ShardRows, cells_settings, field_model
+from ncreel.cells import CellContext, CellGeometry, ShardRows, field_model
 from ncreel.errors import NcreelError
 from ncreel.pgcopy import load_script, open_copy_writer
+from ncreel.settings import CellsSettings, RenderSettings
 from ncreel.shardrender import make_renderer, time_labels
 from ncreel.source import open_series
 
 # Coastlines off: these tests read cell colours at cell centres, which a line may cover.
-RENDER = {"width": 96, "height": 64, "dpi": 20, "cmap": "viridis",
-          "map": {"coastlines": False}}
+RENDER = RenderSettings.from_params({
+    "width": 96, "height": 64, "dpi": 20, "cmap": "viridis",
+    "map": {"coastlines": False, "borders": False, "projection": "PlateCarree",
+            "projection_params": {}}})
 
 
 def pixel(renderer, rgba, lon, lat):
@@ -285,7 +288,7 @@ def test_every_calendar_and_year_range_loads(tmp_path, pg_server, pg_conn):
         path, _ = write_rectilinear(tmp_path / f"c{k}.nc", calendar=calendar, units=units)
         with open_series(str(path), "tas") as s:
             rows = ShardRows.for_series(s, cell_mean=np.zeros((s.ny, s.nx)),
-                                        cells=cells_settings({"geometry": "text"}))
+                                        cells=CellsSettings.from_config({"geometry": "text"}))
             assert dict(rows.columns)["time"] == pg_type, (calendar, units)
             labels = s.time_axis().labels
             with open_copy_writer(tmp_path / f"c{k}.copy", "none") as fh:

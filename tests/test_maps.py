@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from ncreel.maps import border_lines, coastline_lines, map_features, map_projection, map_scale
 from ncreel.render import FrameRenderer, frame_difference
+from ncreel.settings import MapSettings
 from ncreel.shardrender import map_settings
 
 NY, NX = 36, 72
@@ -75,13 +78,15 @@ def test_shipped_geometry_and_scale():
 
 
 def test_map_settings_defaults_and_errors():
-    proj, features = map_settings({}, lon=LON, lat=LAT)
+    default = MapSettings(coastlines=None, borders=False, projection="PlateCarree",
+                          projection_params={})
+    proj, features = map_settings(default, lon=LON, lat=LAT)
     assert type(proj).__name__ == "PlateCarree" and len(features) == 1
-    proj, features = map_settings({"projection": "Robinson", "coastlines": False,
-                                   "borders": True, "projection_params":
-                                   {"central_longitude": 180}}, lon=LON, lat=LAT)
+    proj, features = map_settings(MapSettings(projection="Robinson", coastlines=False,
+                                              borders=True, projection_params=
+                                              {"central_longitude": 180}), lon=LON, lat=LAT)
     assert type(proj).__name__ == "Robinson" and len(features) == 1
-    assert map_settings({"coastlines": True}) == (None, [])  # plain grid indices
+    assert map_settings(replace(default, coastlines=True)) == (None, [])  # grid indices
     with pytest.raises(ValueError, match="Robinsn"):
         map_projection("Robinsn")
     with pytest.raises(ValueError, match="projection_params"):

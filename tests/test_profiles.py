@@ -101,8 +101,9 @@ def test_shard_memory_scales_with_attempt(repo, tmp_path):
     # Snakemake evaluates the rule's mem_mb with `attempt`; the profiles retry twice.
     sys.path.insert(0, str(ROOT / "workflow"))
     from ncreel import resources as res
+    from ncreel.settings import Calibration
 
-    calibration = res.read_json(repo / "results/demo/calibration.json")
+    calibration = Calibration.from_json(repo / "results/demo/calibration.json")
     kw = {"ny": 37, "nx": 49, "n_frames": 60}
     assert res.render_mem_mb_calibrated(calibration, **kw, attempt=2) == \
         2 * res.render_mem_mb_calibrated(calibration, **kw, attempt=1)

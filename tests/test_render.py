@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -15,7 +16,8 @@ from ncreel.errors import NcreelError
 from ncreel.movie import SegmentEncoder, concat_segments
 from ncreel.render import ColorLookup, FrameRenderer, frame_difference
 from ncreel.resources import render_mem_mb_calibrated, render_runtime_calibrated
-from ncreel.shardrender import png_sample, render_shard
+from ncreel.settings import EncodeSettings, RenderSettings, SeriesSelection
+from ncreel.shardrender import FrameJob, png_sample, render_shard
 from ncreel.shards import Shard, frame_name
 
 needs_ffprobe = pytest.mark.skipif(shutil.which("ffprobe") is None, reason="needs ffprobe")
@@ -183,10 +185,14 @@ def noisy_nc(tmp_path_factory):
 
 
 def _spec(path, preset="ultrafast"):
-    return {"series": {"paths": [str(path)], "variable": "tas", "time_dim": "time",
-                       "select": {}},
-            "render": {"width": 160, "height": 96, "dpi": 40, "cmap": "viridis"},
-            "encode": {"fps": 10, "crf": 18, "preset": preset}, "vmin": -2.0, "vmax": 2.0}
+    return FrameJob(
+        series=SeriesSelection(paths=(str(path),), variable="tas", time_dim="time", select={},
+                               lat=None, lon=None, time=None),
+        render=RenderSettings.from_params({
+            "width": 160, "height": 96, "dpi": 40, "cmap": "viridis",
+            "map": {"coastlines": None, "borders": False, "projection": "PlateCarree",
+                    "projection_params": {}}}),
+        encode=EncodeSettings(fps=10, crf=18, preset=preset), vmin=-2.0, vmax=2.0)
 
 
 def _decode(path, w=160, h=96):
@@ -223,12 +229,12 @@ def test_worker_processes_match_single_process(noisy_nc, tmp_path):
 
 def test_calibration_and_resources(noisy_nc):
     cal = calibrate_render(_spec(noisy_nc), n_time=11, probe_frames=6, target_minutes=0.01)
-    assert cal["worker_peak_mb"] > cal["base_mb"] > 0
-    assert cal["encoder_peak_mb"] > 0 and cal["seconds_per_frame"] > 0
-    assert 1 <= cal["frames_per_shard"] <= 11
+    assert cal.worker_peak_mb > cal.base_mb > 0
+    assert cal.encoder_peak_mb > 0 and cal.seconds_per_frame > 0
+    assert 1 <= cal.frames_per_shard <= 11
     fixed = calibrate_render(_spec(noisy_nc), n_time=11, probe_frames=2, frames_per_shard=4)
-    assert fixed["frames_per_shard"] == 4
-    measured = cal["worker_peak_mb"] + cal["encoder_peak_mb"]
+    assert fixed.frames_per_shard == 4
+    measured = cal.worker_peak_mb + cal.encoder_peak_mb
     one = render_mem_mb_calibrated(cal, ny=9, nx=12, n_frames=100)
     assert measured <= one <= 1.5 * measured
     assert render_mem_mb_calibrated(cal, ny=9, nx=12, n_frames=100, attempt=2) == 2 * one
@@ -239,4 +245,4 @@ def test_calibration_and_resources(noisy_nc):
     assert render_mem_mb_calibrated(cal, ny=9, nx=12, n_frames=100, workers=2) > one
     short = render_runtime_calibrated(cal, n_frames=10)
     assert short >= 5
-    assert render_runtime_calibrated({**cal, "seconds_per_frame": 1.0}, n_frames=6000) >= 200
+    assert render_runtime_calibrated(replace(cal, seconds_per_frame=1.0), n_frames=6000) >= 200

@@ -14,16 +14,14 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import resource
 import tempfile
 import time
-from collections.abc import Mapping
 from pathlib import Path
 
-from ncreel.io import atomic_path
 from ncreel.movie import SegmentEncoder
 from ncreel.procmem import current_rss_mb, peak_rss_mb
+from ncreel.settings import Calibration
 
 log = logging.getLogger(__name__)
 
@@ -32,9 +30,9 @@ log = logging.getLogger(__name__)
 PROBE_FRAMES = 64
 
 
-def calibrate_render(spec: Mapping, *, n_time: int, probe_frames: int = PROBE_FRAMES,
+def calibrate_render(job, *, n_time: int, probe_frames: int = PROBE_FRAMES,
                      target_minutes: float = 10.0, frames_per_shard: int | None = None,
-                     workers: int = 1) -> dict:
+                     workers: int = 1) -> Calibration:
     """Render and encode `probe_frames` frames of the input; measure memory and speed.
 
     Runs in the calling process, which should be a job like ``process_shard`` (same
@@ -42,9 +40,9 @@ def calibrate_render(spec: Mapping, *, n_time: int, probe_frames: int = PROBE_FR
 
     Parameters
     ----------
-    spec : mapping
-        As for :func:`ncreel.shardrender.render_range` (``series``, ``render``, ``encode``,
-        ``vmin``, ``vmax``).
+    job : ncreel.shardrender.FrameJob
+        As for a shard job: the input's selection, render and encode settings, colour
+        limits.
     n_time : int
         Time steps in the series; probes cycle through the first ones if there are fewer.
     probe_frames : int
@@ -58,7 +56,7 @@ def calibrate_render(spec: Mapping, *, n_time: int, probe_frames: int = PROBE_FR
 
     Returns
     -------
-    dict
+    Calibration
         ``base_mb`` (process before rendering), ``worker_peak_mb`` (this process's peak),
         ``encoder_peak_mb`` (its ffmpeg's peak), ``seconds_per_frame`` (wall, drawing and
         encoding together, start-up included), ``startup_s``, ``render_s_per_frame``
@@ -73,24 +71,23 @@ def calibrate_render(spec: Mapping, *, n_time: int, probe_frames: int = PROBE_FR
         If the input cannot be read or ffmpeg fails.
     """
     from ncreel.shardrender import make_renderer, time_labels
-    from ncreel.source import open_spec
 
     if probe_frames < 1 or n_time < 1:
         raise ValueError(f"probe_frames={probe_frames}, n_time={n_time}: need >= 1")
     base_mb = current_rss_mb()
-    rend, enc = spec["render"], spec["encode"]
+    rend, enc = job.render, job.encode
     t_start = time.perf_counter()
     draw_s = 0.0
     n_read = min(n_time, probe_frames)
-    with open_spec(spec["series"]) as series, \
+    with job.series.open() as series, \
             tempfile.TemporaryDirectory(prefix="ncreel-calibrate-") as tdir:
         labels = time_labels(series)
         block = series.read(0, n_read)
-        renderer = make_renderer(series, rend, vmin=spec["vmin"], vmax=spec["vmax"])
+        renderer = make_renderer(series, rend, vmin=job.vmin, vmax=job.vmax)
         startup_s = time.perf_counter() - t_start
-        with SegmentEncoder(Path(tdir) / "probe.mp4", width=rend["width"],
-                            height=rend["height"], fps=enc["fps"], crf=enc["crf"],
-                            preset=enc["preset"], threads=1) as encoder:
+        with SegmentEncoder(Path(tdir) / "probe.mp4", width=rend.width,
+                            height=rend.height, fps=enc.fps, crf=enc.crf,
+                            preset=enc.preset, threads=1) as encoder:
             for i in range(probe_frames):
                 t1 = time.perf_counter()
                 rgba = renderer.draw(block[i % n_read], labels[i % n_read])
@@ -106,26 +103,20 @@ def calibrate_render(spec: Mapping, *, n_time: int, probe_frames: int = PROBE_FR
         # A job of `workers` processes renders about `workers` times as fast.
         frames_per_shard = max(1, math.floor(target_minutes * 60 * max(workers, 1)
                                              / s_per_frame))
-    result = {
-        "width": rend["width"], "height": rend["height"], "dpi": rend["dpi"],
-        "preset": enc["preset"], "crf": enc["crf"], "probe_frames": probe_frames,
-        "base_mb": round(base_mb, 1),
-        "worker_peak_mb": round(peak_rss_mb(), 1),
+    result = Calibration(
+        width=rend.width, height=rend.height, dpi=rend.dpi,
+        preset=enc.preset, crf=enc.crf, probe_frames=probe_frames,
+        base_mb=round(base_mb, 1),
+        worker_peak_mb=round(peak_rss_mb(), 1),
         # ffmpeg's own peak (ru_maxrss of a child would include this process's image).
-        "encoder_peak_mb": round(encoder.peak_rss_mb or kids.ru_maxrss / 1024, 1),
-        "encoder_cpu_s_per_frame": round((kids.ru_utime + kids.ru_stime) / probe_frames, 4),
-        "startup_s": round(startup_s, 3),
-        "seconds_per_frame": round(s_per_frame, 4),
-        "render_s_per_frame": round(draw_s / probe_frames, 4),
-        "target_minutes": target_minutes,
-        "frames_per_shard": int(min(frames_per_shard, n_time)),
-        "workers": int(workers),
-    }
-    log.info("calibration: %s", json.dumps(result))
+        encoder_peak_mb=round(encoder.peak_rss_mb or kids.ru_maxrss / 1024, 1),
+        encoder_cpu_s_per_frame=round((kids.ru_utime + kids.ru_stime) / probe_frames, 4),
+        startup_s=round(startup_s, 3),
+        seconds_per_frame=round(s_per_frame, 4),
+        render_s_per_frame=round(draw_s / probe_frames, 4),
+        target_minutes=target_minutes,
+        frames_per_shard=int(min(frames_per_shard, n_time)),
+        workers=int(workers),
+    )
+    log.info("calibration: %s", json.dumps(result.to_params()))
     return result
-
-
-def write_calibration(result: Mapping, path: str | os.PathLike) -> None:
-    """Write a :func:`calibrate_render` result as JSON (atomically)."""
-    with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(dict(result), indent=2) + "\n")

@@ -33,6 +33,7 @@ import numpy as np
 
 from ncreel.configcheck import schema_defaults
 from ncreel.errors import NcreelError
+from ncreel.settings import COPY_SUFFIXES, CellsSettings
 from ncreel.source import TimeAxis, wrap_longitude
 
 #: Column name the load step adds to every table (the run's name); models may not use it.
@@ -800,7 +801,7 @@ class ShardRows:
     geometry: CellGeometry | None = None
 
     @classmethod
-    def for_series(cls, series, *, cell_mean: np.ndarray, cells: Mapping,
+    def for_series(cls, series, *, cell_mean: np.ndarray, cells: CellsSettings,
                    state: Mapping | None = None) -> ShardRows:
         """Set up the configured model for an opened :class:`ncreel.source.Series`.
 
@@ -809,8 +810,8 @@ class ShardRows:
         series : ncreel.source.Series
         cell_mean : numpy.ndarray, shape (ny, nx)
             Per-cell mean from the statistics rule.
-        cells : mapping
-            ``model``, ``params``, ``geometry`` as from :func:`cells_settings`.
+        cells : ncreel.settings.CellsSettings
+            Uses its ``model``, ``params`` and ``geometry``.
         state : mapping, optional
             Pre-pass results for the model (:attr:`CellContext.state`).
         """
@@ -818,12 +819,12 @@ class ShardRows:
         ctx = CellContext(time=series.time_axis(), cell_mean=cell_mean, lat=lat, lon=lon,
                           value_type=value_type(series.dtype), variable=series.variable,
                           read_variable=series.read_variable, state=dict(state or {}))
-        model = resolve_model(cells["model"], cells["params"])
+        model = resolve_model(cells.model, cells.params)
         geometry = None
-        if cells["geometry"] != "none":
+        if cells.geometry != "none":
             geometry = CellGeometry.from_series(series)
         return cls(model=model, ctx=ctx,
-                   columns=table_columns(model, ctx, geometry=cells["geometry"]),
+                   columns=table_columns(model, ctx, geometry=cells.geometry),
                    geometry=geometry)
 
     #: Rows formatted per write call when the polygon column is on: its text (~150 bytes
@@ -948,7 +949,7 @@ def cells_settings(cells: Mapping) -> dict:
     compression = cells["compression"]
     return {"model": name, "params": params, "geometry": cells["geometry"],
             "compression": compression, "compression_level": cells["compression_level"],
-            "suffix": {"none": ".copy", "gzip": ".copy.gz", "zstd": ".copy.zst"}[compression]}
+            "suffix": COPY_SUFFIXES[compression]}
 
 
 def series_columns(series, cells: Mapping) -> list[tuple[str, str]]:

@@ -15,6 +15,8 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from ncreel.settings import Calibration
+
 #: At most this many frames on one sheet; more are thinned evenly (first and last kept).
 MAX_FRAMES = 48
 #: Resolution of the contact sheet figure (its own, not the frames' config dpi).
@@ -100,7 +102,7 @@ def _table(rows: Sequence[Sequence], header: Sequence[str]) -> str:
 
 
 def plan_page(path: str | os.PathLike, *, stats: Mapping, configured: Mapping,
-              calibration: Mapping, shards: Sequence[Mapping], title: str = "") -> None:
+              calibration: Calibration, shards: Sequence[Mapping], title: str = "") -> None:
     """Write the run-plan page (HTML): colour limits, calibration, shard plan.
 
     Parameters
@@ -112,7 +114,7 @@ def plan_page(path: str | os.PathLike, *, stats: Mapping, configured: Mapping,
         ``percentiles``).
     configured : mapping
         The configured ``vmin``/``vmax`` (None when not set).
-    calibration : mapping
+    calibration : Calibration
         ``calibration.json`` of the calibrate_render checkpoint.
     shards : sequence of mapping
         ``shard``, ``start``, ``stop``, ``frames``, ``mem_mb`` and ``runtime`` (declared by
@@ -127,7 +129,7 @@ def plan_page(path: str | os.PathLike, *, stats: Mapping, configured: Mapping,
             how.append([key, stats[key], f"{q:g} % percentile of all finite values of the "
                         "series (statistics rule, streamed histogram)"])
     how.append(["data min / max", f"{stats.get('min')} / {stats.get('max')}", ""])
-    cal = [[k, v] for k, v in calibration.items()]
+    cal = [[k, v] for k, v in calibration.to_params().items()]
     total = sum(s["frames"] for s in shards)
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'><style>body{font-family:sans-serif;"
@@ -137,7 +139,7 @@ def plan_page(path: str | os.PathLike, *, stats: Mapping, configured: Mapping,
         "<h3>Colour limits</h3>", _table(how, ["limit", "value", "how chosen"]),
         "<h3>Calibration (calibrate_render)</h3>", _table(cal, ["key", "value"]),
         f"<h3>Shard plan: {len(shards)} shard(s), {total} frames, "
-        f"{calibration.get('frames_per_shard')} frames per shard</h3>",
+        f"{calibration.frames_per_shard} frames per shard</h3>",
         _table([[s["shard"], s["start"], s["stop"], s["frames"], s.get("mem_mb"),
                  s.get("runtime"), s.get("attempts")] for s in shards],
                ["shard", "first time index", "stop (exclusive)", "frames",

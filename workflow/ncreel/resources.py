@@ -9,8 +9,9 @@ from __future__ import annotations
 import functools
 import math
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
+from ncreel.settings import Calibration
 from ncreel.source import BLOCK_BYTES, MAX_BLOCK_CELLS
 
 #: Calibrated memory is multiplied by this: the calibration measures the same code on the
@@ -167,7 +168,7 @@ def rows_step_mem_mb(*, ny: int, nx: int) -> int:
     return int(math.ceil((BASE_MB + _rows_mb(ny=ny, nx=nx, n_frames=1)) * MEM_SAFETY / 10) * 10)
 
 
-def render_mem_mb_calibrated(calibration: Mapping, *, ny: int, nx: int, n_frames: int,
+def render_mem_mb_calibrated(calibration: Calibration, *, ny: int, nx: int, n_frames: int,
                              workers: int = 1, attempt: int = 1, n_columns: int = 8) -> int:
     """``mem_mb`` of one ``process_shard`` job, from the ``calibrate_render`` measurement.
 
@@ -179,8 +180,8 @@ def render_mem_mb_calibrated(calibration: Mapping, *, ny: int, nx: int, n_frames
 
     Parameters
     ----------
-    calibration : mapping
-        Result of :func:`ncreel.calibrate.calibrate_render` (``base_mb``,
+    calibration : Calibration
+        Result of :func:`ncreel.calibrate.calibrate_render` (uses ``base_mb``,
         ``worker_peak_mb``, ``encoder_peak_mb`` in MiB).
     ny, nx : int
         Grid size.
@@ -198,9 +199,9 @@ def render_mem_mb_calibrated(calibration: Mapping, *, ny: int, nx: int, n_frames
     int
         Megabytes (rounded up to 10), times `attempt`.
     """
-    base = float(calibration["base_mb"])
-    worker = float(calibration["worker_peak_mb"])
-    encoder = float(calibration["encoder_peak_mb"])
+    base = float(calibration.base_mb)
+    worker = float(calibration.worker_peak_mb)
+    encoder = float(calibration.encoder_peak_mb)
     rows = _rows_mb(ny=ny, nx=nx, n_frames=n_frames, n_columns=n_columns)
     if workers <= 1:
         est = max(worker + encoder, worker + rows)
@@ -209,7 +210,7 @@ def render_mem_mb_calibrated(calibration: Mapping, *, ny: int, nx: int, n_frames
     return int(math.ceil(est * MEM_SAFETY / 10) * 10) * max(int(attempt), 1)
 
 
-def render_runtime_calibrated(calibration: Mapping, *, n_frames: int, workers: int = 1,
+def render_runtime_calibrated(calibration: Calibration, *, n_frames: int, workers: int = 1,
                               attempt: int = 1) -> int:
     """``runtime`` (minutes) of one ``process_shard`` job from the calibrated seconds per frame.
 
@@ -217,17 +218,9 @@ def render_runtime_calibrated(calibration: Mapping, *, n_frames: int, workers: i
     times :data:`RUNTIME_SAFETY` and `attempt`, with a 5-minute floor (schedulers bill and
     plan in coarse steps anyway).
     """
-    seconds = (float(calibration["startup_s"])
-               + n_frames * float(calibration["seconds_per_frame"]) / max(int(workers), 1))
+    seconds = (float(calibration.startup_s)
+               + n_frames * float(calibration.seconds_per_frame) / max(int(workers), 1))
     return max(5, int(math.ceil(seconds * RUNTIME_SAFETY / 60))) * max(int(attempt), 1)
-
-
-def read_json(path) -> dict:
-    """Read a JSON file (e.g. the calibration) for a resources function."""
-    import json
-
-    with open(path) as fh:
-        return json.load(fh)
 
 
 _OVER_CAP: set[str] = set()

@@ -27,7 +27,9 @@ import sys
 from base64 import urlsafe_b64encode
 from pathlib import Path
 
+from ncreel.errors import NcreelError
 from ncreel.jobrecord import attempts_path, read_attempts
+from ncreel.settings import Calibration
 from ncreel.shards import plan_shards
 
 
@@ -107,7 +109,7 @@ def shard_status(workdir: str | os.PathLike = ".", run: str = "demo", *,
     work = Path(workdir)
     out, logs = work / "results" / run, work / "logs" / run
     n_time = json.loads((out / "stats.json").read_text())["n_time"]
-    fps = json.loads((out / "calibration.json").read_text())["frames_per_shard"]
+    fps = Calibration.from_json(out / "calibration.json").frames_per_shard
     host = socket.gethostname()
     locked = any((work / ".snakemake" / "locks").glob("*.lock"))
     rows = []
@@ -157,6 +159,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ncreel: error: run '{args.run}' has no shard plan yet ({err.filename} "
               "missing): run snakemake once, or `snakemake --cores 1 "
               f"results/{args.run}/calibration.json` to plan only", file=sys.stderr)
+        return 1
+    except NcreelError as err:
+        print(f"ncreel: error: {err}", file=sys.stderr)
         return 1
     print(f"{'shard':<7} {'frames':>6}  {'state':<8} {'attempts':>8}  {'job id':<14} detail")
     for r in rows:

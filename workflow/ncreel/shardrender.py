@@ -12,6 +12,7 @@ thread-safe and the GIL serialises Agg, so threads would not render in parallel.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import multiprocessing
 import os
@@ -19,16 +20,17 @@ import resource
 import shutil
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from ncreel.configcheck import schema_defaults
 from ncreel.movie import SegmentEncoder, concat_segments
 from ncreel.procmem import peak_rss_mb
 from ncreel.progress import Progress, current_log_file
+from ncreel.settings import EncodeSettings, MapSettings, RenderSettings, SeriesSelection
 from ncreel.shards import Shard, frame_name, plan_shards
 
 log = logging.getLogger(__name__)
@@ -39,6 +41,36 @@ log = logging.getLogger(__name__)
 #: worker's peak grow by the block, 15 MiB, between those two), and a 0.25 degree global
 #: grid (721 x 1440) is read one step at a time.
 RENDER_BLOCK_BYTES = 4 * 2**20
+
+
+@dataclass(frozen=True)
+class FrameJob:
+    """What a render worker needs to draw and encode frames; picklable.
+
+    Attributes
+    ----------
+    series : SeriesSelection
+        The input, opened by each worker process.
+    render : RenderSettings
+    encode : EncodeSettings
+    vmin, vmax : float
+        Colour limits, in the variable's units.
+    png_compress : int
+        zlib level of the PNG frames.
+    label : str
+        Name of the frames in progress lines.
+    log_file : str or None
+        File the workers append their progress lines to.
+    """
+
+    series: SeriesSelection
+    render: RenderSettings
+    encode: EncodeSettings
+    vmin: float
+    vmax: float
+    png_compress: int = 6
+    label: str = "frames"
+    log_file: str | None = None
 
 
 def png_sample(start: int, stop: int, *, every: int = 0, extra: Iterable[int] = ()) -> list[int]:
@@ -69,18 +101,15 @@ def png_sample(start: int, stop: int, *, every: int = 0, extra: Iterable[int] = 
     return sorted(picked)
 
 
-def render_range(spec: Mapping, start: int, stop: int, *, segment: str | os.PathLike,
+def render_range(job: FrameJob, start: int, stop: int, *, segment: str | os.PathLike,
                  frames_dir: str | os.PathLike | None = None, png_times: Iterable[int] = (),
-                 encoder_threads: int | None = None) -> dict:
-    """Render time steps ``start:stop`` into one MP4 segment (runs in a worker process).
+                 encoder_threads: int | None = None, series=None) -> dict:
+    """Render time steps ``start:stop`` into one MP4 segment (in this or a worker process).
 
     Parameters
     ----------
-    spec : mapping
-        Picklable description of the job: ``series`` (``paths``, ``variable``, ``time_dim``,
-        ``select``), ``render`` (``width``, ``height`` in pixels, ``dpi``, ``cmap``),
-        ``vmin``/``vmax`` (colour limits in the variable's units), ``encode`` (``fps``,
-        ``crf``, ``preset``) and optionally ``png_compress`` (zlib level, default 6).
+    job : FrameJob
+        The input's selection, render and encode settings, colour limits.
     start, stop : int
         Half-open range of global time indices.
     segment : path
@@ -91,6 +120,9 @@ def render_range(spec: Mapping, start: int, stop: int, *, segment: str | os.Path
         Global time indices to also write as PNG.
     encoder_threads : int, optional
         Thread cap of this worker's ffmpeg.
+    series : ncreel.source.Series, optional
+        The input, already opened from ``job.series`` in this process; None opens it here
+        (a worker process).
 
     Returns
     -------
@@ -104,35 +136,35 @@ def render_range(spec: Mapping, start: int, stop: int, *, segment: str | os.Path
     NcreelError
         If the input cannot be read or ffmpeg fails.
     """
-    from ncreel.source import open_spec
-
+    if series is None:
+        with job.series.open() as opened:
+            return render_range(job, start, stop, segment=segment, frames_dir=frames_dir,
+                                png_times=png_times, encoder_threads=encoder_threads,
+                                series=opened)
     t_start = time.perf_counter()
     pngs = set(png_times)
-    rend, enc = spec["render"], spec["encode"]
+    rend, enc = job.render, job.encode
     draw_s = 0.0
     n = 0
-    progress = Progress(stop - start, f"{spec.get('label', 'frames')} {start}..{stop - 1}",
-                        log_file=spec.get("log_file"))
-    with open_spec(spec["series"]) as series:
-        labels = time_labels(series)
-        renderer = make_renderer(series, rend, vmin=spec["vmin"], vmax=spec["vmax"])
-        with SegmentEncoder(segment, width=rend["width"], height=rend["height"],
-                            fps=enc["fps"], crf=enc["crf"], preset=enc["preset"],
-                            threads=encoder_threads) as encoder:
-            for t0, block in series.iter_blocks(start, stop, RENDER_BLOCK_BYTES):
-                for i in range(block.shape[0]):
-                    t = t0 + i
-                    t1 = time.perf_counter()
-                    rgba = renderer.draw(block[i], labels[t])
-                    draw_s += time.perf_counter() - t1
-                    encoder.write(rgba)
-                    if t in pngs and frames_dir is not None:
-                        renderer.save_png(Path(frames_dir) / frame_name(t),
-                                          compress_level=spec.get("png_compress", 6))
-                    n += 1
-                    progress.update(n)
-                del block  # let the next block reuse the memory
-        renderer.close()
+    progress = Progress(stop - start, f"{job.label} {start}..{stop - 1}", log_file=job.log_file)
+    labels = time_labels(series)
+    renderer = make_renderer(series, rend, vmin=job.vmin, vmax=job.vmax)
+    with SegmentEncoder(segment, width=rend.width, height=rend.height, fps=enc.fps,
+                        crf=enc.crf, preset=enc.preset, threads=encoder_threads) as encoder:
+        for t0, block in series.iter_blocks(start, stop, RENDER_BLOCK_BYTES):
+            for i in range(block.shape[0]):
+                t = t0 + i
+                t1 = time.perf_counter()
+                rgba = renderer.draw(block[i], labels[t])
+                draw_s += time.perf_counter() - t1
+                encoder.write(rgba)
+                if t in pngs and frames_dir is not None:
+                    renderer.save_png(Path(frames_dir) / frame_name(t),
+                                      compress_level=job.png_compress)
+                n += 1
+                progress.update(n)
+            del block  # let the next block reuse the memory
+    renderer.close()
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     return {"frames": n, "pngs": len(pngs & set(range(start, stop))), "render_s": draw_s,
             "wall_s": time.perf_counter() - t_start, "maxrss_mb": peak_rss_mb(),
@@ -140,9 +172,9 @@ def render_range(spec: Mapping, start: int, stop: int, *, segment: str | os.Path
             "encoder_cpu_s": kids.ru_utime + kids.ru_stime}
 
 
-def render_shard(spec: Mapping, shard: Shard, *, segment: str | os.PathLike,
+def render_shard(job: FrameJob, shard: Shard, *, segment: str | os.PathLike,
                  frames_dir: str | os.PathLike | None = None, png_times: Iterable[int] = (),
-                 workers: int = 1) -> dict:
+                 workers: int = 1, series=None) -> dict:
     """Render a shard into `segment` with `workers` processes, frames in exact time order.
 
     With ``workers == 1`` the shard is rendered in this process. Each worker's encoder runs
@@ -155,7 +187,7 @@ def render_shard(spec: Mapping, shard: Shard, *, segment: str | os.PathLike,
 
     Parameters
     ----------
-    spec : mapping
+    job : FrameJob
         See :func:`render_range`.
     shard : Shard
         Which time steps.
@@ -167,6 +199,9 @@ def render_shard(spec: Mapping, shard: Shard, *, segment: str | os.PathLike,
         Global time indices to also write as PNG.
     workers : int
         Worker processes (the job's ``threads``); capped at the shard's frame count.
+    series : ncreel.source.Series, optional
+        The input already opened from ``job.series``, used when rendering in this process
+        (one worker); worker processes open their own.
 
     Returns
     -------
@@ -183,8 +218,9 @@ def render_shard(spec: Mapping, shard: Shard, *, segment: str | os.PathLike,
     workers = max(1, min(int(workers), shard.n_frames))
     t0 = time.perf_counter()
     if workers == 1:
-        result = render_range(spec, shard.start, shard.stop, segment=segment,
-                              frames_dir=frames_dir, png_times=png_times, encoder_threads=1)
+        result = render_range(job, shard.start, shard.stop, segment=segment,
+                              frames_dir=frames_dir, png_times=png_times, encoder_threads=1,
+                              series=series)
         result["workers"] = 1
         return result
     segment = Path(segment)
@@ -194,12 +230,13 @@ def render_shard(spec: Mapping, shard: Shard, *, segment: str | os.PathLike,
     ranges = [(shard.start + p.start, shard.start + p.stop)
               for p in plan_shards(shard.n_frames, -(-shard.n_frames // workers))]
     parts = [parts_dir / f"part_{i:03d}.mp4" for i in range(len(ranges))]
-    spec = {**spec, "log_file": current_log_file()}  # workers append their progress to it
+    # Workers append their progress to this job's log.
+    job = dataclasses.replace(job, log_file=current_log_file())
     try:
         ctx = multiprocessing.get_context("spawn")
         with _main_not_reimported(), ProcessPoolExecutor(max_workers=len(ranges),
                                                          mp_context=ctx) as pool:
-            futures = [pool.submit(render_range, spec, a, b, segment=part,
+            futures = [pool.submit(render_range, job, a, b, segment=part,
                                    frames_dir=frames_dir, png_times=png_times,
                                    encoder_threads=1)
                        for (a, b), part in zip(ranges, parts, strict=True)]
@@ -246,36 +283,35 @@ def time_labels(series) -> list[str]:
                                                    strict=True))]
 
 
-def make_renderer(series, render: Mapping, *, vmin: float, vmax: float, blit: bool = True):
+def make_renderer(series, render: RenderSettings, *, vmin: float, vmax: float,
+                  blit: bool = True):
     """Build the :class:`~ncreel.render.FrameRenderer` for `series` (axes, labels, title, map).
 
-    ``render["map"]`` (optional: ``coastlines`` true/false/None, ``borders``,
-    ``projection``, ``projection_params``) applies to grids with latitude/longitude, see
-    :func:`map_settings`.
+    ``render.map`` applies to grids with latitude/longitude, see :func:`map_settings`.
     """
     from ncreel.render import FrameRenderer
 
     x, y, xlabel, ylabel = plot_axes(series)
     geo = xlabel.startswith("longitude")
-    projection, features = map_settings(render.get("map") or {}, lon=x if geo else None,
+    projection, features = map_settings(render.map, lon=x if geo else None,
                                         lat=y if geo else None)
     title = f"{series.long_name} [{series.units}]" if series.units else series.long_name
-    return FrameRenderer(shape=(series.ny, series.nx), width=render["width"],
-                         height=render["height"], dpi=render["dpi"], cmap=render["cmap"],
+    return FrameRenderer(shape=(series.ny, series.nx), width=render.width,
+                         height=render.height, dpi=render.dpi, cmap=render.cmap,
                          vmin=vmin, vmax=vmax, x=x, y=y, title=title, xlabel=xlabel,
                          ylabel=ylabel, blit=blit, projection=projection, features=features)
 
 
-def map_settings(settings: Mapping, *, lon=None, lat=None):
+def map_settings(settings: MapSettings, *, lon=None, lat=None):
     """Projection and features (coastlines, borders) of the frame from the ``map`` config.
 
     Parameters
     ----------
-    settings : mapping
+    settings : MapSettings
         ``coastlines`` (None: on when the grid has latitude/longitude), ``borders``,
-        ``projection`` (a cartopy CRS class name, default PlateCarree) and
-        ``projection_params``. Without a ``central_longitude`` there, a regional grid is
-        centred on itself (:func:`ncreel.maps.central_longitude`).
+        ``projection`` (a cartopy CRS class name) and ``projection_params``. Without a
+        ``central_longitude`` there, a regional grid is centred on itself
+        (:func:`ncreel.maps.central_longitude`).
     lon, lat : numpy.ndarray, optional
         Cell-centre longitudes / latitudes (degrees); None for grids in plain indices, which
         get plain axes and no features.
@@ -296,9 +332,8 @@ def map_settings(settings: Mapping, *, lon=None, lat=None):
 
     from ncreel.maps import central_longitude, map_features, map_projection, map_scale
 
-    settings = {**schema_defaults("properties", "map"), **settings}
-    name = settings["projection"]
-    params = dict(settings["projection_params"] or {})
+    name = settings.projection
+    params = dict(settings.projection_params)
     centre = central_longitude(lon)
     if centre is not None and "central_longitude" not in params:
         import cartopy.crs as ccrs
@@ -307,10 +342,8 @@ def map_settings(settings: Mapping, *, lon=None, lat=None):
         if isinstance(cls, type) and "central_longitude" in inspect.signature(cls).parameters:
             params["central_longitude"] = centre
     projection = map_projection(name, params)
-    coastlines = settings["coastlines"]
-    coastlines = True if coastlines is None else bool(coastlines)
-    return projection, map_features(coastlines=coastlines,
-                                    borders=bool(settings["borders"]),
+    coastlines = True if settings.coastlines is None else settings.coastlines
+    return projection, map_features(coastlines=coastlines, borders=settings.borders,
                                     scale=map_scale(lon, lat))
 
 

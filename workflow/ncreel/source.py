@@ -129,7 +129,11 @@ class Series:
         return (self.n_time, self.ny, self.nx)
 
     def spec(self) -> dict:
-        """Picklable arguments that reopen this series with :func:`open_spec`."""
+        """Plain-dict selection that reopens this series (a rule's ``series`` params).
+
+        :meth:`ncreel.settings.SeriesSelection.from_params` reads it; its ``open()``
+        reopens exactly this series (files in this time order, detected names).
+        """
         return {"paths": list(self.paths),
                 "variable": f"{self.group}/{self.variable}" if self.group else self.variable,
                 "time_dim": self.time_dim, "select": dict(self.select), "lat": self.lat_name,
@@ -539,13 +543,6 @@ def split_variable(variable: str) -> tuple[str | None, str]:
     """Split ``"group/sub/name"`` into the NetCDF-4 group path and the variable name."""
     group, _, name = str(variable).strip("/").rpartition("/")
     return (group or None), name
-
-
-def open_spec(spec: Mapping) -> Series:
-    """Open the series described by :meth:`Series.spec` (or a rule's ``series`` params)."""
-    return open_series(spec["paths"], spec["variable"], time_dim=spec.get("time_dim"),
-                       select=spec.get("select"), lat=spec.get("lat"), lon=spec.get("lon"),
-                       time=spec.get("time"))
 
 
 def open_series(input: str | Sequence[str], variable: str, *, time_dim: str | None = None,

@@ -1,6 +1,5 @@
 # Parse-time set-up: validate the config, read the input's header. The shard plan is read
 # from the calibrate_render checkpoint's output (see shard_plan()).
-import json
 import os
 import re
 import sys
@@ -31,10 +30,11 @@ from ncreel.inputcheck import (  # noqa: E402
     check_time_steps,
 )
 from ncreel.runlock import clear_stale_lock, hold_run_lock  # noqa: E402
+from ncreel.settings import Calibration, SeriesSelection  # noqa: E402
 from ncreel.shardrender import png_sample  # noqa: E402
 from ncreel.shards import frame_name, plan_shards  # noqa: E402
 from ncreel.soil import check_run, needs_prepass  # noqa: E402
-from ncreel.source import open_series, resolve_paths  # noqa: E402
+from ncreel.source import resolve_paths  # noqa: E402
 
 SCHEMA = Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"
 
@@ -134,15 +134,15 @@ try:
     INPUTS = resolve_paths(config["input"])
     check_input_sizes(INPUTS)
     check_time_steps(INPUTS, config["variable"], config["time_dim"])
-    with open_series(
-        INPUTS,
-        config["variable"],
+    with SeriesSelection(
+        paths=INPUTS,
+        variable=config["variable"],
         time_dim=config["time_dim"],
         select=config["select"],
-        lat=config.get("lat"),
-        lon=config.get("lon"),
-        time=config.get("time"),
-    ) as _series:
+        lat=config["lat"],
+        lon=config["lon"],
+        time=config["time"],
+    ).open() as _series:
         # Reopened by every job exactly as detected here (files in time order).
         SERIES = _series.spec()
         GRID = {"n_time": _series.n_time, "ny": _series.ny, "nx": _series.nx}
@@ -222,8 +222,7 @@ def shard_plan():
     # (keyed by its mtime), or a 10 000-shard DAG would build the plan 10 000s of times.
     stamp = (path, os.stat(path).st_mtime_ns)
     if _PLAN_CACHE.get("stamp") != stamp:
-        with open(path) as fh:
-            frames_per_shard = json.load(fh)["frames_per_shard"]
+        frames_per_shard = Calibration.from_json(path).frames_per_shard
         plan = {s.name: s for s in plan_shards(GRID["n_time"], frames_per_shard)}
         _PLAN_CACHE.update(stamp=stamp, plan=plan)
     return _PLAN_CACHE["plan"]

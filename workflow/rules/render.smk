@@ -102,7 +102,7 @@ rule process_shard:
         mem_mb=rule_mem_mb(
             "process_shard",
             lambda wc, input, threads, attempt: res.render_mem_mb_calibrated(
-                res.read_json(input.calibration),
+                Calibration.from_json(input.calibration),
                 ny=GRID["ny"],
                 nx=GRID["nx"],
                 n_frames=plan_shard(wc.shard).n_frames,
@@ -112,7 +112,7 @@ rule process_shard:
             ),
         ),
         runtime=lambda wc, input, threads, attempt: res.render_runtime_calibrated(
-            res.read_json(input.calibration),
+            Calibration.from_json(input.calibration),
             n_frames=plan_shard(wc.shard).n_frames,
             workers=threads,
             attempt=attempt,

@@ -9,13 +9,13 @@ sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821
 from ncreel.contactsheet import contact_sheet, plan_page, sampled_frames  # noqa: E402
 from ncreel.jobrecord import attempts_path, read_attempts, record_attempt  # noqa: E402
 from ncreel.logs import configure  # noqa: E402
+from ncreel.settings import Calibration, SeriesSelection  # noqa: E402
 from ncreel.shardrender import time_labels  # noqa: E402
-from ncreel.source import open_spec  # noqa: E402
 
 configure(snakemake.log[0])  # noqa: F821
 record_attempt(snakemake)  # noqa: F821
 p, inp, out = snakemake.params, snakemake.input, snakemake.output  # noqa: F821
-with open_spec(p.series) as series:
+with SeriesSelection.from_params(p.series).open() as series:
     labels = time_labels(series)
 contact_sheet(sampled_frames(inp.frames), labels, out.sheet,
               title=f"run {p.run}: frames kept as PNG (t = time index)")
@@ -27,5 +27,5 @@ for s in p.shards:
                    "attempts": len(attempts)})
 plan_page(out.plan, stats=json.loads(Path(inp.stats).read_text()),
           configured={"vmin": p.vmin, "vmax": p.vmax},
-          calibration=json.loads(Path(inp.calibration).read_text()), shards=shards,
+          calibration=Calibration.from_json(inp.calibration), shards=shards,
           title=f"run {p.run}: colour limits, calibration, shard plan")

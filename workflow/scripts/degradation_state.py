@@ -7,11 +7,12 @@ sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821
 
 from ncreel.jobrecord import record_attempt  # noqa: E402
 from ncreel.logs import configure  # noqa: E402
+from ncreel.settings import CellsSettings, SeriesSelection  # noqa: E402
 from ncreel.soil import write_series_degradation_state  # noqa: E402
-from ncreel.source import open_spec  # noqa: E402
 
 configure(snakemake.log[0])  # noqa: F821
 record_attempt(snakemake)  # noqa: F821
 p, out = snakemake.params, snakemake.output  # noqa: F821
-with open_spec(p.series) as series:
-    write_series_degradation_state(series, p.cells["params"], p.starts, out.state, out.meta)
+cells = CellsSettings.from_params(p.cells)
+with SeriesSelection.from_params(p.series).open() as series:
+    write_series_degradation_state(series, cells.params, p.starts, out.state, out.meta)

@@ -7,18 +7,24 @@ sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821
 
 from ncreel.jobrecord import record_attempt  # noqa: E402
 from ncreel.logs import configure  # noqa: E402
+from ncreel.settings import (  # noqa: E402
+    CellsSettings,
+    EncodeSettings,
+    RenderSettings,
+    SeriesSelection,
+)
 from ncreel.shardjob import run_shard  # noqa: E402
 from ncreel.shards import Shard  # noqa: E402
-from ncreel.source import open_spec  # noqa: E402
 
 configure(snakemake.log[0])  # noqa: F821
 record_attempt(snakemake)  # noqa: F821
 p, out = snakemake.params, snakemake.output  # noqa: F821
 shard = Shard(int(snakemake.wildcards.shard), p.start, p.stop)  # noqa: F821
-with open_spec(p.series) as series:
-    run_shard(series, shard, stats_json=snakemake.input.stats,  # noqa: F821
-              cell_mean_npy=snakemake.input.cell_mean, frames_dir=out.frames,  # noqa: F821
-              rows_path=out.rows, render=p.render, cells=p.cells, segment=out.segment,
-              encode=p.encode, png_times=p.png_times, workers=snakemake.threads,  # noqa: F821
-              degradation=(snakemake.input.get("degradation"),  # noqa: F821
-                           snakemake.input.get("degradation_meta")))  # noqa: F821
+run_shard(SeriesSelection.from_params(p.series), shard,
+          stats_json=snakemake.input.stats,  # noqa: F821
+          cell_mean_npy=snakemake.input.cell_mean, frames_dir=out.frames,  # noqa: F821
+          rows_path=out.rows, render=RenderSettings.from_params(p.render), segment=out.segment,
+          encode=EncodeSettings.from_params(p.encode), cells=CellsSettings.from_params(p.cells),
+          png_times=p.png_times, workers=snakemake.threads,  # noqa: F821
+          degradation=(snakemake.input.get("degradation"),  # noqa: F821
+                       snakemake.input.get("degradation_meta")))  # noqa: F821
