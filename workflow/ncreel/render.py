@@ -120,7 +120,9 @@ class FrameRenderer:
             self._prepare_index_path()
 
     def _prepare_index_path(self) -> None:
-        # Everything but the field and the label, drawn once.
+        # Everything but the field and the label, drawn once. Large arrays are built one at
+        # a time and freed before the next, so the set-up's peak memory stays near what the
+        # frames need (a worker's peak is what its job must declare).
         h, w = self.height, self.width
         index = cell_index_image(self.ax, self._x, self._y, self.shape, (w, h), self.dpi)
         gc.collect()  # the index figure's canvas and mesh sit in reference cycles
@@ -131,32 +133,35 @@ class FrameRenderer:
         self._box = (slice(rows[0], rows[-1] + 1), slice(cols[0], cols[-1] + 1))
         ncells = self.shape[0] * self.shape[1]
         # Pixels without a cell show the trailing "cell" ncells: transparent, like NaN.
-        box_index = index[self._box]
-        self._cells = np.where(box_index >= 0, box_index, ncells).astype(np.intp)
+        cells = index[self._box].astype(np.intp)
         del index
+        cells[cells < 0] = ncells
+        self._cells = cells
         self._values = np.full(ncells, np.nan, dtype=np.float64)
         self._colours = np.zeros(ncells + 1, dtype=np.uint32)  # last: transparent
+        # Per-frame work arrays, reused (no large allocation per frame).
+        self._rgba = np.empty(cells.shape, dtype=np.uint32)
+        self._opaque = np.empty(cells.shape, dtype=bool)
         self.label.set_visible(False)
         self.mesh.set_visible(False)
         self.canvas.draw()
         self._background = np.array(self.canvas.buffer_rgba())
         # What lies above the field (coastlines, spines, tick marks): the figure drawn with
-        # the field all black (f0) and all white (f1). For an opaque field colour c, a
-        # full draw gives f0 + (f1 - f0) * c / 255 (alpha compositing is linear in c).
+        # the field all black (f0) and all white (f1); see :class:`AggOverlay`.
         self.mesh.set_visible(True)
-        f = []
-        for colour in ("black", "white"):
-            _set_mesh_constant(self.mesh, colour)
-            self.canvas.draw()
-            f.append(np.array(np.asarray(self.canvas.buffer_rgba())[self._box][..., :3]))
+        _set_mesh_constant(self.mesh, "black")
+        self.canvas.draw()
+        f0 = np.array(np.asarray(self.canvas.buffer_rgba())[self._box][..., :3])
+        _set_mesh_constant(self.mesh, "white")
+        self.canvas.draw()
+        f1 = np.asarray(self.canvas.buffer_rgba())[self._box][..., :3]
         self.mesh.remove()  # never drawn again; the colour bar keeps its norm and cmap
         self.label.set_visible(True)
-        f0, f1 = f
-        over = ((f0 != 0) | (f1 != 255)).any(-1) & (box_index >= 0)
+        over = ((f0 != 0) | (f1 != 255)).any(-1)
+        over &= cells < ncells
         self._over = np.flatnonzero(over)
-        self._over_f0 = f0.reshape(-1, 3)[self._over].astype(np.int32)
-        self._over_df = f1.reshape(-1, 3)[self._over].astype(np.int32) - self._over_f0
-        del f, f0, f1, box_index, over
+        self._overlay = AggOverlay(f0.reshape(-1, 3)[self._over], f1.reshape(-1, 3)[self._over])
+        del f0, f1, over
 
     def draw(self, field: np.ndarray, label: str) -> np.ndarray:
         """Draw `field` with time label `label`; return the frame's pixels.
@@ -194,15 +199,18 @@ class FrameRenderer:
             values[:] = field.ravel()
         # Colour each cell (cost grows with the grid), then each pixel (with the frame).
         self._colours[:-1] = self._lookup.rgba32(values)[0]
-        rgba = self._colours.take(self._cells)
-        opaque = rgba >= np.uint32(0xFF000000)  # alpha is the high byte of little-endian RGBA
+        rgba = self._rgba
+        self._colours.take(self._cells, out=rgba)
+        opaque = self._opaque
+        # Alpha is the high byte of little-endian RGBA.
+        np.greater_equal(rgba, np.uint32(0xFF000000), out=opaque)
         buf = np.asarray(self.canvas.buffer_rgba())
         buf[...] = self._background
         box = buf[self._box].view(np.uint32)[..., 0]
         np.copyto(box, rgba, where=opaque)
         if self._over.size:
             c = rgba.reshape(-1).take(self._over).view(np.uint8).reshape(-1, 4)[:, :3]
-            mixed = self._over_f0 + (self._over_df * c + 127) // 255
+            mixed = self._overlay.blend(c)
             ok = opaque.reshape(-1).take(self._over)
             rows, cols = np.divmod(self._over[ok], rgba.shape[1])
             buf[self._box][rows, cols, :3] = mixed[ok]
@@ -245,6 +253,59 @@ class FrameRenderer:
     def close(self) -> None:
         """Release the figure."""
         self.fig.clear()
+
+
+class AggOverlay:
+    """Antialiased lines above an opaque field, re-blended onto any field colour as Agg does.
+
+    Agg (matplotlib's ``fixed_blender_rgba_plain``) blends a line of colour ``L`` with
+    coverage alpha ``a`` (0-255) onto an opaque pixel of colour ``c`` as
+    ``(c * 255 * (256 - a) + L * 256 * a) // (65280 + a)`` per 8-bit channel. Two draws of
+    the figure, with the field all black (`f0`) and all white (`f1`), give that blend at
+    ``c = 0`` and ``c = 255``; the pair ``(f0, f1)`` identifies ``(a, L)`` (a table over
+    all 256 x 256 of them), so the blend onto each frame's colours is computed with Agg's
+    own integer arithmetic. Pairs no single blend produces (two lines crossing, a line on a
+    spine) fall back to linear interpolation ``f0 + (f1 - f0) * c / 255``.
+
+    Parameters
+    ----------
+    f0, f1 : numpy.ndarray, shape (n, 3), uint8
+        RGB of the n pixels over the field, drawn on a black and on a white field.
+    """
+
+    _table: np.ndarray | None = None
+
+    def __init__(self, f0: np.ndarray, f1: np.ndarray) -> None:
+        table = self.pair_table()
+        f0, f1 = np.asarray(f0, np.int32), np.asarray(f1, np.int32)
+        key = table[f0, f1]  # (n, 3): a << 8 | L, or -1
+        self.exact = key >= 0
+        self.alpha = np.where(self.exact, key >> 8, 0)
+        self.line = np.where(self.exact, key & 255, 0)
+        self.f0, self.df = f0, f1 - f0
+
+    @classmethod
+    def pair_table(cls) -> np.ndarray:
+        """Return ``(a << 8) | L`` of the blend giving each ``(f0, f1)``: (256, 256), -1: none."""
+        if cls._table is None:
+            line = np.arange(255, -1, -1, dtype=np.int64)[:, None]
+            a = np.arange(256, dtype=np.int64)[None, :]
+            f0 = (line * 256 * a) // (65280 + a)
+            f1 = (255 * 255 * (256 - a) + line * 256 * a) // (65280 + a)
+            table = np.full((256, 256), -1, dtype=np.int32)
+            # Where several blends give the same pair, the darkest line (black coastlines)
+            # and then the highest alpha win: written last.
+            table[f0.ravel(), f1.ravel()] = (a << 8 | line).ravel()
+            cls._table = table
+        return cls._table
+
+    def blend(self, c: np.ndarray) -> np.ndarray:
+        """Pixels of the lines over field colours `c`, shape (n, 3) uint8 -> (n, 3) int32."""
+        c = c.astype(np.int32)
+        a = self.alpha
+        exact = (c * 255 * (256 - a) + self.line * 256 * a) // (65280 + a)
+        linear = self.f0 + (self.df * c + 127) // 255
+        return np.where(self.exact, exact, linear)
 
 
 def cell_interior(index: np.ndarray) -> np.ndarray:
@@ -433,7 +494,7 @@ def _set_mesh_constant(mesh, colour: str) -> None:
 
 
 class _IndexColormap(Colormap):
-    """Colour ``(i + 1)`` as 24-bit RGB for integer cell index ``i``; masked cells transparent."""
+    """Colour ``(i + 1)`` as 24-bit RGB (R the low byte) for cell ``i``; masked: transparent."""
 
     def __init__(self, n: int) -> None:
         super().__init__("ncreel-cell-index", N=max(int(n), 1))
@@ -441,7 +502,7 @@ class _IndexColormap(Colormap):
     def __call__(self, X, alpha=None, bytes=False):  # noqa: A002 (matplotlib's signature)
         code = np.ma.getdata(X).astype(np.int64) + 1
         rgba = np.empty((*code.shape, 4))
-        for k, shift in enumerate((16, 8, 0)):
+        for k, shift in enumerate((0, 8, 16)):
             rgba[..., k] = (code >> shift) & 255
         rgba[..., :3] /= 255.0
         rgba[..., 3] = 1.0
@@ -492,14 +553,17 @@ def cell_index_image(ax, x, y, shape: tuple[int, int], size: tuple[int, int],
     ax2.set_xlim(ax.get_xlim())
     ax2.set_ylim(ax.get_ylim())
     canvas.draw()
-    buf = np.asarray(canvas.buffer_rgba())
-    # R, G, B, A bytes as one little-endian uint32: A << 24 | B << 16 | G << 8 | R.
-    word = buf.view("<u4")[..., 0]
-    code = ((word & 0xFF) << 16) | (word & 0xFF00) | ((word >> 16) & 0xFF)
+    # R, G, B, A bytes as one little-endian uint32: A << 24 | B << 16 | G << 8 | R, and
+    # B << 16 | G << 8 | R is the code. In place: this image is as large as the frame.
+    index = np.asarray(canvas.buffer_rgba()).view("<u4")[..., 0].astype(np.int32)
+    fig.clear()
+    del canvas, fig
     # Where the axes' clip path (a projection's curved boundary) covers a pixel partly,
     # Agg blends onto the transparent figure keeping the colour exact, with alpha < 255.
-    index = np.where(word >> 24 > 0, code.astype(np.int32) - 1, np.int32(-1))
-    fig.clear()
+    empty = (index >= 0) & (index < 0x01000000)  # alpha 0 (int32: alpha >= 128 is < 0)
+    index &= 0xFFFFFF
+    index -= 1
+    index[empty] = -1
     return index
 
 
