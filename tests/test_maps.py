@@ -49,16 +49,22 @@ def test_coastline_is_drawn_at_a_known_coastal_pixel(projection):
     assert (with_coast[row, col, :3] == (253, 231, 37)).all()
 
 
-def test_robinson_index_frames_match_full_pcolormesh_draw():
-    fast, full = _map_renderer("Robinson", borders=True), _map_renderer("Robinson",
-                                                                         borders=True, blit=False)
+@pytest.mark.parametrize(("projection", "borders", "share"), [("PlateCarree", False, 0.01),
+                                                              ("Robinson", True, 0.06)])
+def test_map_index_frames_match_full_pcolormesh_draw(projection, borders, share):
+    fast = _map_renderer(projection, borders=borders)
+    full = _map_renderer(projection, borders=borders, blit=False)
     data = np.random.default_rng(0).normal(size=(NY, NX)).astype(np.float32)
     data[3:6, 10:20] = np.nan
     a, b = fast.draw(data, "x").copy(), full.draw(data, "x").copy()
     d = frame_difference(a, b, area=fast.map_area(), tolerance=fast.level_step())
-    # Lines above the field round by one or two 8-bit levels (Agg blends in 8 bits); at
-    # 320 x 180 they cover a large share of this small map.
-    assert d["share_differing"] <= 0.2
+    # Coastlines are re-blended exactly as Agg blends them (measured 0.013 % of the map
+    # differ, by one level). Where borders cross coastlines, and on Robinson's
+    # anti-aliased outline, two layers meet and are interpolated: at 320 x 180 that is
+    # 5.3 % of this small map (0.013 % of a 1920 x 1080 one).
+    assert d["share_differing"] <= share
+    if projection == "PlateCarree":
+        assert d["max_difference"] <= 1
     # Beyond one colour level only on cell edges and the map's anti-aliased boundary.
     inner = fast.interior()
     assert frame_difference(a, b, area=inner, tolerance=fast.level_step())["share_beyond"] == 0
