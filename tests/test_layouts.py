@@ -19,6 +19,7 @@ from layouts import (
 )
 from ncreel.cells import CellContext, CellGeometry, ShardRows, cells_settings, field_model
 from ncreel.errors import NcreelError
+from ncreel.maps import map_xy
 from ncreel.pgcopy import load_script, open_copy_writer
 from ncreel.shardrender import make_renderer, time_labels
 from ncreel.source import open_series
@@ -31,10 +32,8 @@ RENDER = {"width": 96, "height": 64, "dpi": 20, "cmap": "viridis",
 def pixel(renderer, rgba, lon, lat):
     """RGB of the frame at (lon, lat) (degrees; projected first on a map)."""
     ax = renderer.ax
-    if hasattr(ax, "projection"):
-        import cartopy.crs as ccrs
-
-        lon, lat = ax.projection.transform_point(lon, lat, ccrs.PlateCarree())
+    if renderer.projection is not None:
+        lon, lat = map_xy(renderer.projection, lon, lat)
     x, y = ax.transData.transform((lon, lat))
     # A cell centred on the map's edge (lon -180) shows its inner half: read 2 px inside.
     box = ax.get_window_extent()

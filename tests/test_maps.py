@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from ncreel.maps import border_lines, coastline_lines, map_features, map_projection, map_scale
+from ncreel.maps import (
+    PlainPlateCarree,
+    border_lines,
+    coastline_lines,
+    map_features,
+    map_projection,
+    map_scale,
+    map_xy,
+)
 from ncreel.render import FrameRenderer, frame_difference
 from ncreel.shardrender import map_settings
 
@@ -23,9 +31,7 @@ def _map_renderer(projection="PlateCarree", *, blit=True, coastlines=True, borde
 
 
 def _pixel(r, lon, lat):
-    import cartopy.crs as ccrs
-
-    px, py = r.ax.projection.transform_point(lon, lat, ccrs.PlateCarree())
+    px, py = map_xy(r.projection, lon, lat)
     col, row = r.ax.transData.transform((px, py))
     return int(r.height - row), int(col)
 
@@ -82,7 +88,7 @@ def test_shipped_geometry_and_scale():
 
 def test_map_settings_defaults_and_errors():
     proj, features = map_settings({}, lon=LON, lat=LAT)
-    assert type(proj).__name__ == "PlateCarree" and len(features) == 1
+    assert isinstance(proj, PlainPlateCarree) and len(features) == 1
     proj, features = map_settings({"projection": "Robinson", "coastlines": False,
                                    "borders": True, "projection_params":
                                    {"central_longitude": 180}}, lon=LON, lat=LAT)
@@ -103,3 +109,37 @@ def test_regional_map_is_centred_on_its_grid():
     assert central_longitude(lon_pacific) == pytest.approx(171.0)
     assert central_longitude(np.arange(0.0, 360.0, 0.25)) is None
     assert central_longitude(np.array([225.0, 315.0])) == pytest.approx(-90.0)
+
+
+def test_plain_platecarree_draws_cartopys_map_without_importing_it():
+    """PlateCarree on plain axes is cartopy's PlateCarree map; the worker never loads cartopy."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import cartopy.crs as ccrs
+
+    kw = {"shape": (NY, NX // 4), "width": 320, "height": 180, "dpi": 60, "cmap": "viridis",
+          "vmin": -2.0, "vmax": 2.0, "x": LON[:NX // 4], "y": LAT,
+          "features": map_features(coastlines=True, borders=True)}
+    data = np.random.default_rng(1).normal(size=kw["shape"]).astype(np.float32)
+    # A regional grid west of the antimeridian, centred on itself (-140 degrees).
+    plain = FrameRenderer(projection=map_projection("PlateCarree", {"central_longitude": -140}),
+                          **kw).draw(data, "x").copy()
+    geo = FrameRenderer(projection=ccrs.PlateCarree(central_longitude=-140),
+                        **kw).draw(data, "x").copy()
+    assert frame_difference(plain, geo)["share_differing"] <= 0.002
+    code = ("import sys, numpy as np; from ncreel.shardrender import map_settings; "
+            "from ncreel.render import FrameRenderer; "
+            "p, f = map_settings({}, lon=np.arange(-120.0, -60.0, 5.0), "
+            "lat=np.arange(20.0, 60.0, 5.0)); "
+            "FrameRenderer(shape=(8, 12), width=64, height=48, dpi=20, cmap='viridis', "
+            "vmin=0, vmax=1, x=np.arange(-120.0, -60.0, 5.0), y=np.arange(20.0, 60.0, 5.0), "
+            "projection=p, features=f).draw(np.zeros((8, 12)), 'x'); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('cartopy', 'pyproj', 'shapely')))")
+    workflow = str(Path(__file__).resolve().parents[1] / "workflow")  # this tree's ncreel
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env={**os.environ, "PYTHONPATH": workflow})
+    assert out.stdout.strip() == "[]"

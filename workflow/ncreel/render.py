@@ -62,11 +62,11 @@ class FrameRenderer:
         redraws the whole figure with ``pcolormesh`` every frame: the reference the fast
         path is measured against (:func:`frame_difference`), about a million times slower
         per cell.
-    projection : cartopy.crs.Projection, optional
+    projection : cartopy.crs.Projection or ncreel.maps.PlainPlateCarree, optional
         Map projection of the axes (see :func:`ncreel.maps.map_projection`); `x`, `y` are
-        then longitudes and latitudes (``cartopy.crs.PlateCarree``). None: plain axes.
-    features : iterable of cartopy.feature.Feature
-        Map features (coastlines, borders) drawn above the field; needs `projection`.
+        then longitudes and latitudes (degrees). None: plain axes in the grid's coordinates.
+    features : iterable of ncreel.maps.MapLines
+        Map lines (coastlines, borders) drawn above the field; needs `projection`.
 
     Raises
     ------
@@ -95,14 +95,15 @@ class FrameRenderer:
         self.fig = Figure(figsize=(self.width / self.dpi, self.height / self.dpi), dpi=self.dpi,
                           layout="constrained")
         self.canvas = FigureCanvasAgg(self.fig)
-        ax = self.ax = self.fig.add_subplot(projection=projection)
+        ax = self.ax = map_axes(self.fig, projection)
         self._x = np.arange(nx) if x is None else np.asarray(x)
         self._y = np.arange(ny) if y is None else np.asarray(y)
         self.norm = Normalize(vmin=vmin, vmax=vmax)
         self.mesh, self._to_mesh = add_mesh(ax, self._x, self._y, np.zeros((ny, nx)),
-                                            cmap=matplotlib.colormaps[cmap], norm=self.norm)
+                                            cmap=matplotlib.colormaps[cmap], norm=self.norm,
+                                            projection=projection)
         for feature in features:
-            ax.add_feature(feature)
+            feature.add_to(ax, projection)
         self.fig.colorbar(self.mesh, ax=ax, shrink=0.9, pad=0.02)
         set_labels(ax, title=title, xlabel=xlabel, ylabel=ylabel, projection=projection)
         self.label = ax.text(0.01, 0.99, "", transform=ax.transAxes, va="top", ha="left",
@@ -124,7 +125,8 @@ class FrameRenderer:
         # a time and freed before the next, so the set-up's peak memory stays near what the
         # frames need (a worker's peak is what its job must declare).
         h, w = self.height, self.width
-        index = cell_index_image(self.ax, self._x, self._y, self.shape, (w, h), self.dpi)
+        index = cell_index_image(self.ax, self._x, self._y, self.shape, (w, h), self.dpi,
+                                 projection=self.projection)
         gc.collect()  # the index figure's canvas and mesh sit in reference cycles
         rows = np.flatnonzero((index >= 0).any(axis=1))
         cols = np.flatnonzero((index >= 0).any(axis=0))
@@ -243,7 +245,8 @@ class FrameRenderer:
     def interior(self) -> np.ndarray:
         """Map pixels away from cell edges and the map boundary (see :func:`cell_interior`)."""
         return cell_interior(cell_index_image(self.ax, self._x, self._y, self.shape,
-                                              (self.width, self.height), self.dpi))
+                                              (self.width, self.height), self.dpi,
+                                              projection=self.projection))
 
     def level_step(self) -> int:
         """Largest 8-bit channel step between neighbouring colours of the colormap."""
@@ -366,14 +369,40 @@ def set_labels(ax, *, title: str, xlabel: str, ylabel: str, projection=None) -> 
         ax.set_ylabel(ylabel, parse_math=False)
 
 
-def add_mesh(ax, x, y, data, *, cmap, norm):
+def map_axes(fig, projection, rect=None):
+    """Axes of `fig` for `projection`: a cartopy ``GeoAxes``, or plain axes.
+
+    A :class:`ncreel.maps.PlainPlateCarree` map gets plain axes drawn as cartopy draws a
+    PlateCarree ``GeoAxes``: equal aspect, no ticks, a frame around the map.
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+    projection : cartopy.crs.Projection, ncreel.maps.PlainPlateCarree or None
+    rect : tuple of 4 float, optional
+        Position (left, bottom, width, height) in figure coordinates; a subplot if omitted.
+    """
+    from ncreel.maps import PlainPlateCarree
+
+    plain = isinstance(projection, PlainPlateCarree)
+    kw = {} if plain else {"projection": projection}
+    ax = fig.add_subplot(**kw) if rect is None else fig.add_axes(rect, **kw)
+    if plain:
+        ax.set_aspect("equal", adjustable="box")
+        ax.xaxis.set_visible(False)
+        ax.yaxis.set_visible(False)
+    return ax
+
+
+def add_mesh(ax, x, y, data, *, cmap, norm, projection=None):
     """``pcolormesh`` of `data` on `ax`: the one call both the frames and the index image use.
 
     Not antialiased (``pcolormesh``'s default), so each pixel belongs to exactly one cell.
-    On a cartopy ``GeoAxes`` the coordinates are longitudes / latitudes: the cell corners
-    are computed here (:func:`geo_mesh`) and the quadrilaterals drawn by matplotlib's
-    ``pcolormesh`` with the PlateCarree transform, so no cell needs cartopy's slow
-    per-polygon wrapping (minutes for a 0.25 degree grid in Robinson).
+    On a map (`projection` given) the coordinates are longitudes / latitudes: the cell
+    corners are computed here (:func:`geo_mesh`) and the quadrilaterals drawn by
+    matplotlib's ``pcolormesh`` (with the PlateCarree transform on a cartopy ``GeoAxes``),
+    so no cell needs cartopy's slow per-polygon wrapping (minutes for a 0.25 degree grid
+    in Robinson).
 
     Returns
     -------
@@ -382,12 +411,11 @@ def add_mesh(ax, x, y, data, *, cmap, norm):
         Maps a field of shape (ny, nx) to the mesh's array (masked where no cell is drawn).
     """
     kw = {"cmap": cmap, "norm": norm, "antialiased": False, "rasterized": True}
-    if not hasattr(ax, "projection"):
+    if projection is None:
         return ax.pcolormesh(x, y, data, shading="auto", **kw), np.ma.masked_invalid
-    import cartopy.crs as ccrs
     from matplotlib.axes import Axes
 
-    xc, yc, cols, hidden = geo_mesh(ax.projection, x, y)
+    xc, yc, cols, hidden = geo_mesh(projection, x, y)
 
     def to_mesh(field):
         field = np.asarray(field)
@@ -395,8 +423,18 @@ def add_mesh(ax, x, y, data, *, cmap, norm):
         out[hidden] = np.ma.masked
         return out
 
-    mesh = Axes.pcolormesh(ax, xc, yc, to_mesh(data), shading="flat",
-                           transform=ccrs.PlateCarree(), **kw)
+    if hasattr(ax, "projection"):
+        import cartopy.crs as ccrs
+
+        kw["transform"] = ccrs.PlateCarree()
+    else:  # PlainPlateCarree on plain axes: the map's x, y are computed here
+        if xc.ndim == 1 and yc.ndim == 1:  # x depends on longitude alone: stays 1-D
+            xc = projection.transform_points(None, xc, np.zeros_like(xc))[:, 0]
+        else:
+            pts = projection.transform_points(None, *np.broadcast_arrays(
+                xc[None, :] if xc.ndim == 1 else xc, yc[:, None] if yc.ndim == 1 else yc))
+            xc, yc = pts[..., 0], pts[..., 1]
+    mesh = Axes.pcolormesh(ax, xc, yc, to_mesh(data), shading="flat", **kw)
     return mesh, to_mesh
 
 
@@ -445,9 +483,15 @@ def geo_mesh(projection, lon, lat):
         cols = np.arange(lon2.shape[1])
     gx, gy = np.broadcast_arrays(xe[None, :] if xe.ndim == 1 else xe,
                                  ye[:, None] if ye.ndim == 1 else ye)
-    import cartopy.crs as ccrs
+    from ncreel.maps import PlainPlateCarree
 
-    pts = projection.transform_points(ccrs.PlateCarree(), gx, gy)
+    if isinstance(projection, PlainPlateCarree):
+        lonlat = None  # its only source
+    else:
+        import cartopy.crs as ccrs
+
+        lonlat = ccrs.PlateCarree()
+    pts = projection.transform_points(lonlat, gx, gy)
     px, py = pts[..., 0], pts[..., 1]
     bad = ~(np.isfinite(px) & np.isfinite(py))
     corner_bad = bad[1:, 1:] | bad[:-1, :-1] | bad[1:, :-1] | bad[:-1, 1:]
@@ -511,7 +555,7 @@ class _IndexColormap(Colormap):
 
 
 def cell_index_image(ax, x, y, shape: tuple[int, int], size: tuple[int, int],
-                     dpi: float) -> np.ndarray:
+                     dpi: float, *, projection=None) -> np.ndarray:
     """Which grid cell each pixel of `ax`'s figure shows, rasterised by matplotlib itself.
 
     A figure of the same size holds axes at `ax`'s position, with its projection and view
@@ -531,6 +575,8 @@ def cell_index_image(ax, x, y, shape: tuple[int, int], size: tuple[int, int],
         Figure size ``(width, height)`` in pixels.
     dpi : float
         Dots per inch of the figure.
+    projection : cartopy.crs.Projection or ncreel.maps.PlainPlateCarree, optional
+        `ax`'s map projection (None: plain axes in grid coordinates).
 
     Returns
     -------
@@ -543,12 +589,12 @@ def cell_index_image(ax, x, y, shape: tuple[int, int], size: tuple[int, int],
     fig = Figure(figsize=(w / dpi, h / dpi), dpi=dpi)
     canvas = FigureCanvasAgg(fig)
     fig.patch.set_visible(False)
-    projection = getattr(ax, "projection", None)
-    ax2 = fig.add_axes(ax.get_position(original=False).bounds, projection=projection)
+    ax2 = map_axes(fig, projection, ax.get_position(original=False).bounds)
     ax2.set_axis_off()
     ax2.set_aspect("auto")
     cells = np.arange(ny * nx, dtype=np.int64).reshape(ny, nx)
-    add_mesh(ax2, x, y, cells, cmap=_IndexColormap(ny * nx), norm=NoNorm())
+    add_mesh(ax2, x, y, cells, cmap=_IndexColormap(ny * nx), norm=NoNorm(),
+             projection=projection)
     del cells
     ax2.set_xlim(ax.get_xlim())
     ax2.set_ylim(ax.get_ylim())

@@ -281,8 +281,8 @@ def map_settings(settings: Mapping, *, lon=None, lat=None):
 
     Returns
     -------
-    projection : cartopy.crs.Projection or None
-    features : list of cartopy.feature.Feature
+    projection : cartopy.crs.Projection, ncreel.maps.PlainPlateCarree or None
+    features : list of ncreel.maps.MapLines
 
     Raises
     ------
@@ -299,11 +299,15 @@ def map_settings(settings: Mapping, *, lon=None, lat=None):
     params = dict(settings.get("projection_params") or {})
     centre = central_longitude(lon)
     if centre is not None and "central_longitude" not in params:
-        import cartopy.crs as ccrs
-
-        cls = getattr(ccrs, str(name), None)
-        if isinstance(cls, type) and "central_longitude" in inspect.signature(cls).parameters:
+        if name == "PlateCarree":  # known without importing cartopy
             params["central_longitude"] = centre
+        else:
+            import cartopy.crs as ccrs
+
+            cls = getattr(ccrs, str(name), None)
+            if isinstance(cls, type) and "central_longitude" in inspect.signature(
+                    cls).parameters:
+                params["central_longitude"] = centre
     projection = map_projection(name, params)
     coastlines = settings.get("coastlines")
     coastlines = True if coastlines is None else bool(coastlines)
