@@ -96,11 +96,17 @@ class PlainPlateCarree:
             x in [-180, 180] (longitudes beyond the map's edge wrapped, the edge itself
             kept on its side), y, 0.
         """
-        x = np.asarray(x, float) - self.central_longitude
-        out = (x < -180.0) | (x > 180.0)
-        x = np.where(out, (x + 180.0) % 360.0 - 180.0, x)
+        x = self.map_x(x)
         y = np.broadcast_to(np.asarray(y, float), x.shape)
         return np.stack([x, y, np.zeros_like(x)], axis=-1)
+
+    def map_x(self, lon) -> np.ndarray:
+        """Map x of longitudes `lon` (degrees, any shape): the x of :meth:`transform_points`."""
+        x = np.asarray(lon, float) - self.central_longitude
+        out = (x < -180.0) | (x > 180.0)
+        if out.any():
+            x[out] = (x[out] + 180.0) % 360.0 - 180.0
+        return x
 
     def __eq__(self, other) -> bool:
         return (type(other) is type(self)

@@ -428,12 +428,7 @@ def add_mesh(ax, x, y, data, *, cmap, norm, projection=None):
 
         kw["transform"] = ccrs.PlateCarree()
     else:  # PlainPlateCarree on plain axes: the map's x, y are computed here
-        if xc.ndim == 1 and yc.ndim == 1:  # x depends on longitude alone: stays 1-D
-            xc = projection.transform_points(None, xc, np.zeros_like(xc))[:, 0]
-        else:
-            pts = projection.transform_points(None, *np.broadcast_arrays(
-                xc[None, :] if xc.ndim == 1 else xc, yc[:, None] if yc.ndim == 1 else yc))
-            xc, yc = pts[..., 0], pts[..., 1]
+        xc = projection.map_x(xc)  # y is the latitude
     mesh = Axes.pcolormesh(ax, xc, yc, to_mesh(data), shading="flat", **kw)
     return mesh, to_mesh
 
@@ -486,19 +481,22 @@ def geo_mesh(projection, lon, lat):
     from ncreel.maps import PlainPlateCarree
 
     if isinstance(projection, PlainPlateCarree):
-        lonlat = None  # its only source
+        px = projection.map_x(gx)  # y is the latitude, finite
+        bad = ~np.isfinite(px)
     else:
         import cartopy.crs as ccrs
 
-        lonlat = ccrs.PlateCarree()
-    pts = projection.transform_points(lonlat, gx, gy)
-    px, py = pts[..., 0], pts[..., 1]
-    bad = ~(np.isfinite(px) & np.isfinite(py))
+        pts = projection.transform_points(ccrs.PlateCarree(), gx, gy)
+        px = np.ascontiguousarray(pts[..., 0])
+        bad = ~(np.isfinite(px) & np.isfinite(pts[..., 1]))
+        del pts
     corner_bad = bad[1:, 1:] | bad[:-1, :-1] | bad[1:, :-1] | bad[:-1, 1:]
     width = abs(projection.x_limits[1] - projection.x_limits[0])
+    # Pairwise, not reduce over a list (which stacks four corner arrays: 4x the memory).
+    a, b, c, d = px[1:, 1:], px[:-1, :-1], px[1:, :-1], px[:-1, 1:]
     with np.errstate(invalid="ignore"):
-        span = np.maximum.reduce([px[1:, 1:], px[:-1, :-1], px[1:, :-1], px[:-1, 1:]]) \
-            - np.minimum.reduce([px[1:, 1:], px[:-1, :-1], px[1:, :-1], px[:-1, 1:]])
+        span = np.maximum(np.maximum(a, b), np.maximum(c, d))
+        span -= np.minimum(np.minimum(a, b), np.minimum(c, d))
         hidden = corner_bad | (span > width / 2) | (cols < 0)[None, :]
     return xe, ye, cols, hidden
 
