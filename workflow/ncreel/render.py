@@ -450,7 +450,7 @@ def geo_mesh(projection, lon, lat):
 
     Parameters
     ----------
-    projection : cartopy.crs.Projection
+    projection : cartopy.crs.Projection or ncreel.maps.PlainPlateCarree
     lon, lat : numpy.ndarray
         Cell centres in degrees: 1-D (nx,) and (ny,), or 2-D (ny, nx).
 
