@@ -143,3 +143,26 @@ def test_plain_platecarree_draws_cartopys_map_without_importing_it():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env={**os.environ, "PYTHONPATH": workflow})
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("attrs", [{"units": "degrees_east"},
+                                   {"long_name": "Longitude", "units": "degrees_east"}])
+def test_grid_with_lat_lon_by_units_gets_a_map(tmp_path, attrs):
+    """Latitude/longitude found by CF units (no long_name, or a capitalised one): a map."""
+    import xarray as xr
+    from ncreel.shardrender import make_renderer
+    from ncreel.source import open_series
+
+    lat_attrs = {"units": "degrees_north", **({"long_name": "Latitude"}
+                                             if "long_name" in attrs else {})}
+    path = tmp_path / "g.nc"
+    xr.Dataset({"tas": (("time", "lat", "lon"), np.zeros((1, NY, NX), np.float32),
+                        {"units": "K"})},
+               coords={"time": ("time", [0.0], {"units": "days since 2000-01-01"}),
+                       "lat": ("lat", LAT, lat_attrs), "lon": ("lon", LON, attrs)}
+               ).to_netcdf(path)
+    with open_series(str(path), "tas") as s:
+        r = make_renderer(s, {"width": 64, "height": 48, "dpi": 20, "cmap": "viridis"},
+                          vmin=0.0, vmax=1.0)
+    assert isinstance(r.projection, PlainPlateCarree)
+    r.close()

@@ -255,7 +255,9 @@ def make_renderer(series, render: Mapping, *, vmin: float, vmax: float, blit: bo
     from ncreel.render import FrameRenderer
 
     x, y, xlabel, ylabel = plot_axes(series)
-    geo = xlabel.startswith("longitude")
+    # Latitude/longitude as CF finds them (units, standard_name, axis...), whatever the
+    # axis label says ("lon [degrees_east]", "Longitude").
+    geo = series.lat_name is not None and series.lon_name is not None
     projection, features = map_settings(render.get("map") or {}, lon=x if geo else None,
                                         lat=y if geo else None)
     title = f"{series.long_name} [{series.units}]" if series.units else series.long_name
