@@ -19,6 +19,7 @@ from layouts import (
 )
 from ncreel.cells import CellContext, CellGeometry, ShardRows, field_model
 from ncreel.errors import NcreelError
+from ncreel.maps import map_xy
 from ncreel.pgcopy import load_script, open_copy_writer
 from ncreel.settings import CellsSettings, RenderSettings
 from ncreel.shardrender import make_renderer, time_labels
@@ -34,10 +35,8 @@ RENDER = RenderSettings.from_params({
 def pixel(renderer, rgba, lon, lat):
     """RGB of the frame at (lon, lat) (degrees; projected first on a map)."""
     ax = renderer.ax
-    if hasattr(ax, "projection"):
-        import cartopy.crs as ccrs
-
-        lon, lat = ax.projection.transform_point(lon, lat, ccrs.PlateCarree())
+    if renderer.projection is not None:
+        lon, lat = map_xy(renderer.projection, lon, lat)
     x, y = ax.transData.transform((lon, lat))
     # A cell centred on the map's edge (lon -180) shows its inner half: read 2 px inside.
     box = ax.get_window_extent()

@@ -60,16 +60,15 @@ def _exactness(fast, full, data):
                                              ((5, 3), (320, 180, 60)),
                                              ((37, 49), (1920, 1080, 200))])
 def test_index_frames_match_full_pcolormesh_draw(shape, size):
-    # Only where an antialiased line above the field (spine, tick) meets it may a pixel
-    # round differently (Agg blends in 8 bits); never by more than one colour level. In a
-    # 320 x 180 frame of a 5 x 3 grid the spines are 1.1 % of the map area.
+    # Lines above the field (spines, ticks) are re-blended with Agg's integer arithmetic:
+    # measured 0.006-0.009 % of map pixels differ, by one 8-bit level.
     w, h, dpi = size
     kw = {"shape": shape, "width": w, "height": h, "dpi": dpi, "cmap": "viridis",
           "vmin": -2.0, "vmax": 2.0, "title": "tas [K]", "xlabel": "lon", "ylabel": "lat"}
     worst = _exactness(FrameRenderer(**kw), FrameRenderer(**kw, blit=False), _fields(3, shape))
-    assert worst["share_differing"] <= (0.01 if w >= 1920 else 0.015)
+    assert worst["share_differing"] <= 0.001
     assert worst["share_beyond"] == 0
-    assert worst["max_difference"] <= 2
+    assert worst["max_difference"] <= 1
 
 
 def test_index_frames_match_on_curvilinear_non_monotonic_grid():

@@ -41,13 +41,17 @@ def map_projection(name: str = "PlateCarree", params: Mapping | None = None):
 
     Returns
     -------
-    cartopy.crs.Projection
+    cartopy.crs.Projection or PlainPlateCarree
+        PlateCarree with at most a ``central_longitude`` is a :class:`PlainPlateCarree`:
+        the same map, drawn on plain matplotlib axes without importing cartopy.
 
     Raises
     ------
     ValueError
         If `name` is not a cartopy projection or `params` do not fit it.
     """
+    if str(name) == "PlateCarree" and set(params or {}) <= {"central_longitude"}:
+        return PlainPlateCarree(**dict(params or {}))
     import cartopy.crs as ccrs
 
     cls = getattr(ccrs, str(name), None)
@@ -58,6 +62,129 @@ def map_projection(name: str = "PlateCarree", params: Mapping | None = None):
         return cls(**dict(params or {}))
     except (TypeError, ValueError) as err:
         raise ValueError(f"map.projection_params {dict(params or {})} for {name}: {err}") from err
+
+
+class PlainPlateCarree:
+    """Cartopy's ``PlateCarree`` map (x = longitude - central longitude, y = latitude).
+
+    The default projection needs no map library: a render worker that draws it on plain
+    matplotlib axes does not import cartopy, pyproj and shapely (18 MiB of its resident
+    memory). It offers the parts of a cartopy projection ncreel uses.
+
+    Parameters
+    ----------
+    central_longitude : float
+        Longitude (degrees) at the map's centre; its edge is 180 degrees away.
+    """
+
+    def __init__(self, central_longitude: float = 0.0) -> None:
+        try:
+            self.central_longitude = float(central_longitude)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"map.projection_params central_longitude for PlateCarree: "
+                             f"{err}") from err
+        self.proj4_params = {"proj": "eqc", "lon_0": self.central_longitude}
+        self.x_limits = (-180.0, 180.0)
+        self.y_limits = (-90.0, 90.0)
+
+    def transform_points(self, src_crs, x, y) -> np.ndarray:
+        """Map coordinates of longitudes `x` and latitudes `y` (degrees; `src_crs` ignored).
+
+        Returns
+        -------
+        numpy.ndarray, shape (*x.shape, 3)
+            x in [-180, 180] (longitudes beyond the map's edge wrapped, the edge itself
+            kept on its side), y, 0.
+        """
+        x = self.map_x(x)
+        y = np.broadcast_to(np.asarray(y, float), x.shape)
+        return np.stack([x, y, np.zeros_like(x)], axis=-1)
+
+    def map_x(self, lon) -> np.ndarray:
+        """Map x of longitudes `lon` (degrees, any shape): the x of :meth:`transform_points`."""
+        x = np.asarray(lon, float) - self.central_longitude
+        out = (x < -180.0) | (x > 180.0)
+        if out.any():
+            x[out] = (x[out] + 180.0) % 360.0 - 180.0
+        return x
+
+    def __eq__(self, other) -> bool:
+        return (type(other) is type(self)
+                and other.central_longitude == self.central_longitude)
+
+    def __hash__(self) -> int:
+        return hash(("PlainPlateCarree", self.central_longitude))
+
+    def __repr__(self) -> str:
+        return f"PlainPlateCarree(central_longitude={self.central_longitude:g})"
+
+
+class MapLines:
+    """Lines (coastlines, borders) in longitude/latitude, drawn above the field.
+
+    Parameters
+    ----------
+    lines : list of numpy.ndarray, each (n, 2)
+        (longitude, latitude) vertices, degrees.
+    style : mapping
+        ``edgecolor``, ``linewidth``, optional ``linestyle``.
+    """
+
+    def __init__(self, lines: list[np.ndarray], style: Mapping) -> None:
+        self.lines, self.style = lines, dict(style)
+
+    def add_to(self, ax, projection) -> None:
+        """Draw the lines on `ax` (a cartopy ``GeoAxes``, or plain axes of a PlainPlateCarree).
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes
+        projection : cartopy.crs.Projection or PlainPlateCarree
+            The axes' map projection.
+        """
+        if not isinstance(projection, PlainPlateCarree):
+            import cartopy.crs as ccrs
+            from cartopy.feature import ShapelyFeature
+            from shapely.geometry import MultiLineString
+
+            ax.add_feature(ShapelyFeature([MultiLineString(self.lines)], ccrs.PlateCarree(),
+                                          facecolor="none", **self.style))
+            return
+        from matplotlib.collections import LineCollection
+
+        parts = []
+        for line in self.lines:
+            xy = projection.transform_points(None, line[:, 0], line[:, 1])[:, :2]
+            # A line crossing the map's edge is cut there, not drawn across the map.
+            parts.extend(p for p in _split_at_antimeridian(xy) if len(p) > 1)
+        style = self.style
+        # Cartopy's feature artists draw at zorder 1.5, above the field's mesh.
+        ax.add_collection(LineCollection(parts, colors=style["edgecolor"],
+                                         linewidths=style["linewidth"],
+                                         linestyles=style.get("linestyle", "-"),
+                                         zorder=1.5), autolim=False)
+
+
+def map_xy(projection, lon: float, lat: float) -> tuple[float, float]:
+    """Map coordinates of one point (`lon`, `lat` in degrees) in `projection`.
+
+    Parameters
+    ----------
+    projection : cartopy.crs.Projection or PlainPlateCarree
+
+    Returns
+    -------
+    x, y : float
+        In the projection's units (degrees for PlateCarree, metres for most others).
+    """
+    if isinstance(projection, PlainPlateCarree):
+        src = None
+    else:
+        import cartopy.crs as ccrs
+
+        src = ccrs.PlateCarree()
+    x, y = projection.transform_points(src, np.array([lon], float), np.array([lat], float))[0, :2]
+    return float(x), float(y)
 
 
 def central_longitude(lon: np.ndarray) -> float | None:
@@ -132,8 +259,8 @@ def border_lines() -> list[np.ndarray]:
             for part in _split_at_antimeridian(arcs[i])]
 
 
-def map_features(*, coastlines: bool, borders: bool, scale: str = "110m") -> list:
-    """Cartopy features (shipped geometry, PlateCarree) to draw above the field.
+def map_features(*, coastlines: bool, borders: bool, scale: str = "110m") -> list[MapLines]:
+    """Lines (shipped geometry, longitude/latitude) to draw above the field.
 
     Parameters
     ----------
@@ -144,18 +271,12 @@ def map_features(*, coastlines: bool, borders: bool, scale: str = "110m") -> lis
 
     Returns
     -------
-    list of cartopy.feature.ShapelyFeature
+    list of MapLines
+        Drawn by :meth:`MapLines.add_to` (as cartopy features on a cartopy map).
     """
-    import cartopy.crs as ccrs
-    from cartopy.feature import ShapelyFeature
-    from shapely.geometry import MultiLineString
-
     features = []
     if coastlines:
-        features.append(ShapelyFeature([MultiLineString(coastline_lines(scale))],
-                                       ccrs.PlateCarree(), facecolor="none",
-                                       **COASTLINE_STYLE))
+        features.append(MapLines(coastline_lines(scale), COASTLINE_STYLE))
     if borders:
-        features.append(ShapelyFeature([MultiLineString(border_lines())], ccrs.PlateCarree(),
-                                       facecolor="none", **BORDER_STYLE))
+        features.append(MapLines(border_lines(), BORDER_STYLE))
     return features

@@ -62,11 +62,11 @@ class FrameRenderer:
         redraws the whole figure with ``pcolormesh`` every frame: the reference the fast
         path is measured against (:func:`frame_difference`), about a million times slower
         per cell.
-    projection : cartopy.crs.Projection, optional
+    projection : cartopy.crs.Projection or ncreel.maps.PlainPlateCarree, optional
         Map projection of the axes (see :func:`ncreel.maps.map_projection`); `x`, `y` are
-        then longitudes and latitudes (``cartopy.crs.PlateCarree``). None: plain axes.
-    features : iterable of cartopy.feature.Feature
-        Map features (coastlines, borders) drawn above the field; needs `projection`.
+        then longitudes and latitudes (degrees). None: plain axes in the grid's coordinates.
+    features : iterable of ncreel.maps.MapLines
+        Map lines (coastlines, borders) drawn above the field; needs `projection`.
 
     Raises
     ------
@@ -95,14 +95,15 @@ class FrameRenderer:
         self.fig = Figure(figsize=(self.width / self.dpi, self.height / self.dpi), dpi=self.dpi,
                           layout="constrained")
         self.canvas = FigureCanvasAgg(self.fig)
-        ax = self.ax = self.fig.add_subplot(projection=projection)
+        ax = self.ax = map_axes(self.fig, projection)
         self._x = np.arange(nx) if x is None else np.asarray(x)
         self._y = np.arange(ny) if y is None else np.asarray(y)
         self.norm = Normalize(vmin=vmin, vmax=vmax)
         self.mesh, self._to_mesh = add_mesh(ax, self._x, self._y, np.zeros((ny, nx)),
-                                            cmap=matplotlib.colormaps[cmap], norm=self.norm)
+                                            cmap=matplotlib.colormaps[cmap], norm=self.norm,
+                                            projection=projection)
         for feature in features:
-            ax.add_feature(feature)
+            feature.add_to(ax, projection)
         self.fig.colorbar(self.mesh, ax=ax, shrink=0.9, pad=0.02)
         set_labels(ax, title=title, xlabel=xlabel, ylabel=ylabel, projection=projection)
         self.label = ax.text(0.01, 0.99, "", transform=ax.transAxes, va="top", ha="left",
@@ -120,9 +121,12 @@ class FrameRenderer:
             self._prepare_index_path()
 
     def _prepare_index_path(self) -> None:
-        # Everything but the field and the label, drawn once.
+        # Everything but the field and the label, drawn once. Large arrays are built one at
+        # a time and freed before the next, so the set-up's peak memory stays near what the
+        # frames need (a worker's peak is what its job must declare).
         h, w = self.height, self.width
-        index = cell_index_image(self.ax, self._x, self._y, self.shape, (w, h), self.dpi)
+        index = cell_index_image(self.ax, self._x, self._y, self.shape, (w, h), self.dpi,
+                                 projection=self.projection)
         gc.collect()  # the index figure's canvas and mesh sit in reference cycles
         rows = np.flatnonzero((index >= 0).any(axis=1))
         cols = np.flatnonzero((index >= 0).any(axis=0))
@@ -131,32 +135,35 @@ class FrameRenderer:
         self._box = (slice(rows[0], rows[-1] + 1), slice(cols[0], cols[-1] + 1))
         ncells = self.shape[0] * self.shape[1]
         # Pixels without a cell show the trailing "cell" ncells: transparent, like NaN.
-        box_index = index[self._box]
-        self._cells = np.where(box_index >= 0, box_index, ncells).astype(np.intp)
+        cells = index[self._box].astype(np.intp)
         del index
+        cells[cells < 0] = ncells
+        self._cells = cells
         self._values = np.full(ncells, np.nan, dtype=np.float64)
         self._colours = np.zeros(ncells + 1, dtype=np.uint32)  # last: transparent
+        # Per-frame work arrays, reused (no large allocation per frame).
+        self._rgba = np.empty(cells.shape, dtype=np.uint32)
+        self._opaque = np.empty(cells.shape, dtype=bool)
         self.label.set_visible(False)
         self.mesh.set_visible(False)
         self.canvas.draw()
         self._background = np.array(self.canvas.buffer_rgba())
         # What lies above the field (coastlines, spines, tick marks): the figure drawn with
-        # the field all black (f0) and all white (f1). For an opaque field colour c, a
-        # full draw gives f0 + (f1 - f0) * c / 255 (alpha compositing is linear in c).
+        # the field all black (f0) and all white (f1); see :class:`AggOverlay`.
         self.mesh.set_visible(True)
-        f = []
-        for colour in ("black", "white"):
-            _set_mesh_constant(self.mesh, colour)
-            self.canvas.draw()
-            f.append(np.array(np.asarray(self.canvas.buffer_rgba())[self._box][..., :3]))
+        _set_mesh_constant(self.mesh, "black")
+        self.canvas.draw()
+        f0 = np.array(np.asarray(self.canvas.buffer_rgba())[self._box][..., :3])
+        _set_mesh_constant(self.mesh, "white")
+        self.canvas.draw()
+        f1 = np.asarray(self.canvas.buffer_rgba())[self._box][..., :3]
         self.mesh.remove()  # never drawn again; the colour bar keeps its norm and cmap
         self.label.set_visible(True)
-        f0, f1 = f
-        over = ((f0 != 0) | (f1 != 255)).any(-1) & (box_index >= 0)
+        over = ((f0 != 0) | (f1 != 255)).any(-1)
+        over &= cells < ncells
         self._over = np.flatnonzero(over)
-        self._over_f0 = f0.reshape(-1, 3)[self._over].astype(np.int32)
-        self._over_df = f1.reshape(-1, 3)[self._over].astype(np.int32) - self._over_f0
-        del f, f0, f1, box_index, over
+        self._overlay = AggOverlay(f0.reshape(-1, 3)[self._over], f1.reshape(-1, 3)[self._over])
+        del f0, f1, over
 
     def draw(self, field: np.ndarray, label: str) -> np.ndarray:
         """Draw `field` with time label `label`; return the frame's pixels.
@@ -194,15 +201,18 @@ class FrameRenderer:
             values[:] = field.ravel()
         # Colour each cell (cost grows with the grid), then each pixel (with the frame).
         self._colours[:-1] = self._lookup.rgba32(values)[0]
-        rgba = self._colours.take(self._cells)
-        opaque = rgba >= np.uint32(0xFF000000)  # alpha is the high byte of little-endian RGBA
+        rgba = self._rgba
+        self._colours.take(self._cells, out=rgba)
+        opaque = self._opaque
+        # Alpha is the high byte of little-endian RGBA.
+        np.greater_equal(rgba, np.uint32(0xFF000000), out=opaque)
         buf = np.asarray(self.canvas.buffer_rgba())
         buf[...] = self._background
         box = buf[self._box].view(np.uint32)[..., 0]
         np.copyto(box, rgba, where=opaque)
         if self._over.size:
             c = rgba.reshape(-1).take(self._over).view(np.uint8).reshape(-1, 4)[:, :3]
-            mixed = self._over_f0 + (self._over_df * c + 127) // 255
+            mixed = self._overlay.blend(c)
             ok = opaque.reshape(-1).take(self._over)
             rows, cols = np.divmod(self._over[ok], rgba.shape[1])
             buf[self._box][rows, cols, :3] = mixed[ok]
@@ -235,7 +245,8 @@ class FrameRenderer:
     def interior(self) -> np.ndarray:
         """Map pixels away from cell edges and the map boundary (see :func:`cell_interior`)."""
         return cell_interior(cell_index_image(self.ax, self._x, self._y, self.shape,
-                                              (self.width, self.height), self.dpi))
+                                              (self.width, self.height), self.dpi,
+                                              projection=self.projection))
 
     def level_step(self) -> int:
         """Largest 8-bit channel step between neighbouring colours of the colormap."""
@@ -245,6 +256,59 @@ class FrameRenderer:
     def close(self) -> None:
         """Release the figure."""
         self.fig.clear()
+
+
+class AggOverlay:
+    """Antialiased lines above an opaque field, re-blended onto any field colour as Agg does.
+
+    Agg (matplotlib's ``fixed_blender_rgba_plain``) blends a line of colour ``L`` with
+    coverage alpha ``a`` (0-255) onto an opaque pixel of colour ``c`` as
+    ``(c * 255 * (256 - a) + L * 256 * a) // (65280 + a)`` per 8-bit channel. Two draws of
+    the figure, with the field all black (`f0`) and all white (`f1`), give that blend at
+    ``c = 0`` and ``c = 255``; the pair ``(f0, f1)`` identifies ``(a, L)`` (a table over
+    all 256 x 256 of them), so the blend onto each frame's colours is computed with Agg's
+    own integer arithmetic. Pairs no single blend produces (two lines crossing, a line on a
+    spine) fall back to linear interpolation ``f0 + (f1 - f0) * c / 255``.
+
+    Parameters
+    ----------
+    f0, f1 : numpy.ndarray, shape (n, 3), uint8
+        RGB of the n pixels over the field, drawn on a black and on a white field.
+    """
+
+    _table: np.ndarray | None = None
+
+    def __init__(self, f0: np.ndarray, f1: np.ndarray) -> None:
+        table = self.pair_table()
+        f0, f1 = np.asarray(f0, np.int32), np.asarray(f1, np.int32)
+        key = table[f0, f1]  # (n, 3): a << 8 | L, or -1
+        self.exact = key >= 0
+        self.alpha = np.where(self.exact, key >> 8, 0)
+        self.line = np.where(self.exact, key & 255, 0)
+        self.f0, self.df = f0, f1 - f0
+
+    @classmethod
+    def pair_table(cls) -> np.ndarray:
+        """Return ``(a << 8) | L`` of the blend giving each ``(f0, f1)``: (256, 256), -1: none."""
+        if cls._table is None:
+            line = np.arange(255, -1, -1, dtype=np.int64)[:, None]
+            a = np.arange(256, dtype=np.int64)[None, :]
+            f0 = (line * 256 * a) // (65280 + a)
+            f1 = (255 * 255 * (256 - a) + line * 256 * a) // (65280 + a)
+            table = np.full((256, 256), -1, dtype=np.int32)
+            # Where several blends give the same pair, the darkest line (black coastlines)
+            # and then the highest alpha win: written last.
+            table[f0.ravel(), f1.ravel()] = (a << 8 | line).ravel()
+            cls._table = table
+        return cls._table
+
+    def blend(self, c: np.ndarray) -> np.ndarray:
+        """Pixels of the lines over field colours `c`, shape (n, 3) uint8 -> (n, 3) int32."""
+        c = c.astype(np.int32)
+        a = self.alpha
+        exact = (c * 255 * (256 - a) + self.line * 256 * a) // (65280 + a)
+        linear = self.f0 + (self.df * c + 127) // 255
+        return np.where(self.exact, exact, linear)
 
 
 def cell_interior(index: np.ndarray) -> np.ndarray:
@@ -305,14 +369,40 @@ def set_labels(ax, *, title: str, xlabel: str, ylabel: str, projection=None) -> 
         ax.set_ylabel(ylabel, parse_math=False)
 
 
-def add_mesh(ax, x, y, data, *, cmap, norm):
+def map_axes(fig, projection, rect=None):
+    """Axes of `fig` for `projection`: a cartopy ``GeoAxes``, or plain axes.
+
+    A :class:`ncreel.maps.PlainPlateCarree` map gets plain axes drawn as cartopy draws a
+    PlateCarree ``GeoAxes``: equal aspect, no ticks, a frame around the map.
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+    projection : cartopy.crs.Projection, ncreel.maps.PlainPlateCarree or None
+    rect : tuple of 4 float, optional
+        Position (left, bottom, width, height) in figure coordinates; a subplot if omitted.
+    """
+    from ncreel.maps import PlainPlateCarree
+
+    plain = isinstance(projection, PlainPlateCarree)
+    kw = {} if plain else {"projection": projection}
+    ax = fig.add_subplot(**kw) if rect is None else fig.add_axes(rect, **kw)
+    if plain:
+        ax.set_aspect("equal", adjustable="box")
+        ax.xaxis.set_visible(False)
+        ax.yaxis.set_visible(False)
+    return ax
+
+
+def add_mesh(ax, x, y, data, *, cmap, norm, projection=None):
     """``pcolormesh`` of `data` on `ax`: the one call both the frames and the index image use.
 
     Not antialiased (``pcolormesh``'s default), so each pixel belongs to exactly one cell.
-    On a cartopy ``GeoAxes`` the coordinates are longitudes / latitudes: the cell corners
-    are computed here (:func:`geo_mesh`) and the quadrilaterals drawn by matplotlib's
-    ``pcolormesh`` with the PlateCarree transform, so no cell needs cartopy's slow
-    per-polygon wrapping (minutes for a 0.25 degree grid in Robinson).
+    On a map (`projection` given) the coordinates are longitudes / latitudes: the cell
+    corners are computed here (:func:`geo_mesh`) and the quadrilaterals drawn by
+    matplotlib's ``pcolormesh`` (with the PlateCarree transform on a cartopy ``GeoAxes``),
+    so no cell needs cartopy's slow per-polygon wrapping (minutes for a 0.25 degree grid
+    in Robinson).
 
     Returns
     -------
@@ -321,12 +411,11 @@ def add_mesh(ax, x, y, data, *, cmap, norm):
         Maps a field of shape (ny, nx) to the mesh's array (masked where no cell is drawn).
     """
     kw = {"cmap": cmap, "norm": norm, "antialiased": False, "rasterized": True}
-    if not hasattr(ax, "projection"):
+    if projection is None:
         return ax.pcolormesh(x, y, data, shading="auto", **kw), np.ma.masked_invalid
-    import cartopy.crs as ccrs
     from matplotlib.axes import Axes
 
-    xc, yc, cols, hidden = geo_mesh(ax.projection, x, y)
+    xc, yc, cols, hidden = geo_mesh(projection, x, y)
 
     def to_mesh(field):
         field = np.asarray(field)
@@ -334,8 +423,13 @@ def add_mesh(ax, x, y, data, *, cmap, norm):
         out[hidden] = np.ma.masked
         return out
 
-    mesh = Axes.pcolormesh(ax, xc, yc, to_mesh(data), shading="flat",
-                           transform=ccrs.PlateCarree(), **kw)
+    if hasattr(ax, "projection"):
+        import cartopy.crs as ccrs
+
+        kw["transform"] = ccrs.PlateCarree()
+    else:  # PlainPlateCarree on plain axes: the map's x, y are computed here
+        xc = projection.map_x(xc)  # y is the latitude
+    mesh = Axes.pcolormesh(ax, xc, yc, to_mesh(data), shading="flat", **kw)
     return mesh, to_mesh
 
 
@@ -356,7 +450,7 @@ def geo_mesh(projection, lon, lat):
 
     Parameters
     ----------
-    projection : cartopy.crs.Projection
+    projection : cartopy.crs.Projection or ncreel.maps.PlainPlateCarree
     lon, lat : numpy.ndarray
         Cell centres in degrees: 1-D (nx,) and (ny,), or 2-D (ny, nx).
 
@@ -384,16 +478,25 @@ def geo_mesh(projection, lon, lat):
         cols = np.arange(lon2.shape[1])
     gx, gy = np.broadcast_arrays(xe[None, :] if xe.ndim == 1 else xe,
                                  ye[:, None] if ye.ndim == 1 else ye)
-    import cartopy.crs as ccrs
+    from ncreel.maps import PlainPlateCarree
 
-    pts = projection.transform_points(ccrs.PlateCarree(), gx, gy)
-    px, py = pts[..., 0], pts[..., 1]
-    bad = ~(np.isfinite(px) & np.isfinite(py))
+    if isinstance(projection, PlainPlateCarree):
+        px = projection.map_x(gx)  # y is the latitude, finite
+        bad = ~np.isfinite(px)
+    else:
+        import cartopy.crs as ccrs
+
+        pts = projection.transform_points(ccrs.PlateCarree(), gx, gy)
+        px = np.ascontiguousarray(pts[..., 0])
+        bad = ~(np.isfinite(px) & np.isfinite(pts[..., 1]))
+        del pts
     corner_bad = bad[1:, 1:] | bad[:-1, :-1] | bad[1:, :-1] | bad[:-1, 1:]
     width = abs(projection.x_limits[1] - projection.x_limits[0])
+    # Pairwise, not reduce over a list (which stacks four corner arrays: 4x the memory).
+    a, b, c, d = px[1:, 1:], px[:-1, :-1], px[1:, :-1], px[:-1, 1:]
     with np.errstate(invalid="ignore"):
-        span = np.maximum.reduce([px[1:, 1:], px[:-1, :-1], px[1:, :-1], px[:-1, 1:]]) \
-            - np.minimum.reduce([px[1:, 1:], px[:-1, :-1], px[1:, :-1], px[:-1, 1:]])
+        span = np.maximum(np.maximum(a, b), np.maximum(c, d))
+        span -= np.minimum(np.minimum(a, b), np.minimum(c, d))
         hidden = corner_bad | (span > width / 2) | (cols < 0)[None, :]
     return xe, ye, cols, hidden
 
@@ -433,7 +536,7 @@ def _set_mesh_constant(mesh, colour: str) -> None:
 
 
 class _IndexColormap(Colormap):
-    """Colour ``(i + 1)`` as 24-bit RGB for integer cell index ``i``; masked cells transparent."""
+    """Colour ``(i + 1)`` as 24-bit RGB (R the low byte) for cell ``i``; masked: transparent."""
 
     def __init__(self, n: int) -> None:
         super().__init__("ncreel-cell-index", N=max(int(n), 1))
@@ -441,7 +544,7 @@ class _IndexColormap(Colormap):
     def __call__(self, X, alpha=None, bytes=False):  # noqa: A002 (matplotlib's signature)
         code = np.ma.getdata(X).astype(np.int64) + 1
         rgba = np.empty((*code.shape, 4))
-        for k, shift in enumerate((16, 8, 0)):
+        for k, shift in enumerate((0, 8, 16)):
             rgba[..., k] = (code >> shift) & 255
         rgba[..., :3] /= 255.0
         rgba[..., 3] = 1.0
@@ -450,7 +553,7 @@ class _IndexColormap(Colormap):
 
 
 def cell_index_image(ax, x, y, shape: tuple[int, int], size: tuple[int, int],
-                     dpi: float) -> np.ndarray:
+                     dpi: float, *, projection=None) -> np.ndarray:
     """Which grid cell each pixel of `ax`'s figure shows, rasterised by matplotlib itself.
 
     A figure of the same size holds axes at `ax`'s position, with its projection and view
@@ -470,6 +573,8 @@ def cell_index_image(ax, x, y, shape: tuple[int, int], size: tuple[int, int],
         Figure size ``(width, height)`` in pixels.
     dpi : float
         Dots per inch of the figure.
+    projection : cartopy.crs.Projection or ncreel.maps.PlainPlateCarree, optional
+        `ax`'s map projection (None: plain axes in grid coordinates).
 
     Returns
     -------
@@ -482,24 +587,27 @@ def cell_index_image(ax, x, y, shape: tuple[int, int], size: tuple[int, int],
     fig = Figure(figsize=(w / dpi, h / dpi), dpi=dpi)
     canvas = FigureCanvasAgg(fig)
     fig.patch.set_visible(False)
-    projection = getattr(ax, "projection", None)
-    ax2 = fig.add_axes(ax.get_position(original=False).bounds, projection=projection)
+    ax2 = map_axes(fig, projection, ax.get_position(original=False).bounds)
     ax2.set_axis_off()
     ax2.set_aspect("auto")
     cells = np.arange(ny * nx, dtype=np.int64).reshape(ny, nx)
-    add_mesh(ax2, x, y, cells, cmap=_IndexColormap(ny * nx), norm=NoNorm())
+    add_mesh(ax2, x, y, cells, cmap=_IndexColormap(ny * nx), norm=NoNorm(),
+             projection=projection)
     del cells
     ax2.set_xlim(ax.get_xlim())
     ax2.set_ylim(ax.get_ylim())
     canvas.draw()
-    buf = np.asarray(canvas.buffer_rgba())
-    # R, G, B, A bytes as one little-endian uint32: A << 24 | B << 16 | G << 8 | R.
-    word = buf.view("<u4")[..., 0]
-    code = ((word & 0xFF) << 16) | (word & 0xFF00) | ((word >> 16) & 0xFF)
+    # R, G, B, A bytes as one little-endian uint32: A << 24 | B << 16 | G << 8 | R, and
+    # B << 16 | G << 8 | R is the code. In place: this image is as large as the frame.
+    index = np.asarray(canvas.buffer_rgba()).view("<u4")[..., 0].astype(np.int32)
+    fig.clear()
+    del canvas, fig
     # Where the axes' clip path (a projection's curved boundary) covers a pixel partly,
     # Agg blends onto the transparent figure keeping the colour exact, with alpha < 255.
-    index = np.where(word >> 24 > 0, code.astype(np.int32) - 1, np.int32(-1))
-    fig.clear()
+    empty = (index >= 0) & (index < 0x01000000)  # alpha 0 (int32: alpha >= 128 is < 0)
+    index &= 0xFFFFFF
+    index -= 1
+    index[empty] = -1
     return index
 
 

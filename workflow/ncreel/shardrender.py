@@ -292,7 +292,9 @@ def make_renderer(series, render: RenderSettings, *, vmin: float, vmax: float,
     from ncreel.render import FrameRenderer
 
     x, y, xlabel, ylabel = plot_axes(series)
-    geo = xlabel.startswith("longitude")
+    # Latitude/longitude as CF finds them (units, standard_name, axis...), whatever the
+    # axis label says ("lon [degrees_east]", "Longitude").
+    geo = series.lat_name is not None and series.lon_name is not None
     projection, features = map_settings(render.map, lon=x if geo else None,
                                         lat=y if geo else None)
     title = f"{series.long_name} [{series.units}]" if series.units else series.long_name
@@ -318,8 +320,8 @@ def map_settings(settings: MapSettings, *, lon=None, lat=None):
 
     Returns
     -------
-    projection : cartopy.crs.Projection or None
-    features : list of cartopy.feature.Feature
+    projection : cartopy.crs.Projection, ncreel.maps.PlainPlateCarree or None
+    features : list of ncreel.maps.MapLines
 
     Raises
     ------
@@ -336,11 +338,15 @@ def map_settings(settings: MapSettings, *, lon=None, lat=None):
     params = dict(settings.projection_params)
     centre = central_longitude(lon)
     if centre is not None and "central_longitude" not in params:
-        import cartopy.crs as ccrs
-
-        cls = getattr(ccrs, str(name), None)
-        if isinstance(cls, type) and "central_longitude" in inspect.signature(cls).parameters:
+        if name == "PlateCarree":  # known without importing cartopy
             params["central_longitude"] = centre
+        else:
+            import cartopy.crs as ccrs
+
+            cls = getattr(ccrs, str(name), None)
+            if isinstance(cls, type) and "central_longitude" in inspect.signature(
+                    cls).parameters:
+                params["central_longitude"] = centre
     projection = map_projection(name, params)
     coastlines = True if settings.coastlines is None else settings.coastlines
     return projection, map_features(coastlines=coastlines, borders=settings.borders,
