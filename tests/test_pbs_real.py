@@ -468,3 +468,29 @@ def test_rejected_resource_request_is_one_line(pbs, tmp_path_factory, sample_nc)
     assert lines and all("mem=200000MB" in ln for ln in lines), log[-3000:]
     assert "qsub: Job violates queue and/or server resource limits" in lines[0]
     assert not submitted(log)
+
+
+def test_a_qstat_that_is_not_pbs_pros_stops_before_any_job(pbs, tmp_path_factory, sample_nc):
+    """PBS Pro's qsub but Slurm's Torque-wrapper qstat first on PATH (it rejects ``-x``,
+    so finished jobs would never be seen): one ``ncreel-pbs: error:`` line naming that
+    qstat and the fix, before anything is submitted; no waiting for ever."""
+    work = workdir(tmp_path_factory, sample_nc, "pbs_torque_qstat")
+    bindir = work / "mixed-bin"
+    bindir.mkdir()
+    for name, target in (("qsub", QSUB), ("qdel", QDEL), ("qstat", "/usr/bin/qstat")):
+        (bindir / name).symlink_to(target)
+    e = pbs_env(PBS_ACCOUNT=ACCOUNT)
+    e["PATH"] = f"{bindir}:{e['PATH']}"
+    t = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "snakemake", *FAST, "--profile",
+                           "profiles/casper", "--config", *SMALL, "--",
+                           "results/demo/stats.json"], cwd=work, capture_output=True,
+                          text=True, env=e, timeout=300)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and time.monotonic() - t < 120, log[-3000:]
+    errors = {ln for ln in log.splitlines() if ln.startswith("ncreel-pbs: error:")}
+    assert len(errors) == 1, log[-3000:]
+    (line,) = errors
+    assert f"{bindir}/qstat is not PBS Pro's qstat" in line and "Unknown option" in line
+    assert "export PATH=/opt/pbs/bin:$PATH" in line
+    assert not submitted(log) and not list(work.glob("logs/pbs/*.qsub"))

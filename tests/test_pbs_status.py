@@ -234,12 +234,16 @@ def test_persistent_errors_report_running_not_failed(tmp_path):
     assert status("5", FakeQstat([busy] * 3), tmp_path, attempts=3) == "failed"
 
 
-def test_cli_prints_exactly_one_word(tmp_path):
+def test_cli_without_qstat_stops_with_one_line(tmp_path):
+    """No qstat on PATH: one error line and exit 2 (which stops Snakemake's cluster-generic
+    executor), not ``running`` for ever."""
     proc = subprocess.run(
         [sys.executable, str(ROOT / "workflow/scripts/ncreel_pbs.py"), "status", "--attempts", "1",
          "--state-dir", str(tmp_path), "12345"],
         capture_output=True, text=True, env={"PATH": str(tmp_path)})  # no qstat on PATH
-    assert proc.returncode == 0 and proc.stdout == "running\n"
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith("ncreel-pbs: error: qstat not found on PATH")
+    assert proc.stderr.count("\n") == 1
 
 
 # ----------------------------------------------------------------------------- submit
