@@ -510,6 +510,70 @@ def test_queue_at_server_and_suffixed_job_ids(pbs, tmp_path):
     assert run(*status, long) == "failed" and jobs[long]["Exit_status"] in (143, 265, 271)
 
 
+PEER = "pbs2"  # the second PBS server of .ci/pbs-peer-up.sh
+
+
+@pytest.fixture(scope="session")
+def peer_server(pbs) -> str:
+    """A second, real PBS Pro server on this host (no MoM: its jobs stay queued)."""
+    def up():
+        return subprocess.run([QSTAT, "-B", PEER], capture_output=True).returncode == 0
+    if not up() and os.geteuid() == 0:
+        subprocess.run(["bash", str(ROOT / ".ci/pbs-peer-up.sh")], check=False)
+    if not up():
+        pytest.fail(f"the peer PBS server {PEER} is not running: run "
+                    "`sudo bash .ci/pbs-peer-up.sh` (see README.md, section Clusters)")
+    return PEER
+
+
+def test_peer_server_submit_status_delete(pbs, peer_server, tmp_path, monkeypatch):
+    """Two real PBS servers, as NCAR's Casper and Derecho are: the executor's qsub line
+    sends a job to ``share@pbs2`` and gets ``N.pbs2``; ONE ``qstat`` call answers for it
+    and for a job of the default server; ``qdel`` from the default server's clients
+    deletes it there; the deleted job is ``failed``. A killed run's job on the peer server
+    is found and deleted by the orphan clean-up (which asked only the default server)."""
+    from ncreel import pbs as ncpbs
+    from ncreel.scheduler import cancel_orphan_pbs_jobs
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", pbs_env()["PATH"])
+    (tmp_path / ".snakemake").mkdir()
+    script = _jobscript(tmp_path / ".snakemake" / "snakejob.peer.sh", "exit 0", "peer")
+    props = ncpbs.read_properties(script)
+    kw = dict(account=ACCOUNT, log_dir=str(tmp_path / "logs"))
+    (tmp_path / "logs").mkdir()
+    peer_job = ncpbs.run_qsub(ncpbs.build_qsub(props, str(script), queue=f"share@{peer_server}",
+                                               **kw))
+    held = ncpbs.build_qsub(props, str(script), queue="share", **kw)
+    home_job = ncpbs.run_qsub([held[0], "-h", *held[1:]])  # held: stays in the default server
+    assert peer_job.endswith(f".{peer_server}") and home_job.endswith(f".{pbs}")
+    calls = []
+
+    def counting(cmd, timeout=60):
+        calls.append(cmd)
+        return ncpbs._run(cmd, timeout=timeout)
+
+    got = ncpbs.statuses([peer_job, home_job], runner=counting, state_dir=tmp_path)
+    assert got == {peer_job: "running", home_job: "running"} and len(calls) == 1
+    rec = qstat_jobs(peer_job)[peer_job]
+    assert rec["queue"] == "share" and rec["Account_Name"] == ACCOUNT
+    assert rec["Resource_List"]["mem"] == "100mb" and rec["server"] == peer_server
+    subprocess.run([QDEL, peer_job], check=True)
+    assert wait_finished(peer_job)[peer_job]["job_state"] == "F"
+    assert ncpbs.statuses([peer_job], state_dir=tmp_path) == {peer_job: "failed"}
+
+    # A killed run's jobs, one per server, recorded in the executor's journal.
+    orphan = ncpbs.run_qsub(ncpbs.build_qsub(props, str(script), queue=f"share@{peer_server}",
+                                             **kw))
+    journal = tmp_path / ".snakemake" / "ncreel-pbs" / "journal.jsonl"
+    journal.parent.mkdir(parents=True)
+    journal.write_text("".join(json.dumps({"submit": j, "outputs": []}) + "\n"
+                               for j in (orphan, home_job)))
+    deleted = cancel_orphan_pbs_jobs(str(tmp_path), timeout=60, poll=1)
+    assert sorted(deleted) == sorted([orphan, home_job])
+    assert {j["job_state"] for j in wait_finished(orphan, home_job).values()} == {"F"}
+
+
 def test_missing_account_and_unknown_queue_stop_before_any_job(pbs, tmp_path_factory,
                                                                sample_nc):
     """No PBS_ACCOUNT, or a queue the server does not have: one ``ncreel: error:`` line
