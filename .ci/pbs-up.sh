@@ -44,3 +44,6 @@ done
 "$QMGR" -c "set queue share resources_max.mem = 100gb"
 "$QMGR" -c "set server scheduler_iteration = 10"
 echo "ncreel .ci/pbs-up.sh: PBS up with queues: $("$QSTAT" -Q | awk 'NR > 2 {print $1}' | tr '\n' ' ')"
+
+# A second PBS server, `pbs2`, for the peer-server tests (queue@server, N.pbs2, qdel across).
+bash "$REPO/.ci/pbs-peer-up.sh"

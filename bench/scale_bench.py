@@ -126,6 +126,9 @@ QSTAT_STANDIN = r'''#!PYTHON
 # Recording stand-in for qstat (bench only): every job is finished with Exit_status 0.
 import json, os, sys, time
 from pathlib import Path
+if sys.argv[1:] == ["--version"]:  # the executor's start-up check, not a status call
+    print("pbs_version = bench stand-in")
+    sys.exit(0)
 state = Path(os.environ["SCALE_STATE"])
 ids = [a for a in sys.argv[1:] if not a.startswith("-")]
 with open(state / "qstat.log", "a") as fh:
@@ -182,7 +185,7 @@ def dry_submissions(base: Path, n: int, arrays: bool) -> dict:
 
 QSTAT_SHIM = r'''#!/bin/sh
 # Pass-through counter (bench only): log the call, then run the REAL qstat.
-printf '%s %s\n' "$(date +%s.%N)" "$*" >> "$SCALE_STATE/qstat.calls"
+[ "$*" = --version ] || printf '%s %s\n' "$(date +%s.%N)" "$*" >> "$SCALE_STATE/qstat.calls"
 exec /opt/pbs/bin/qstat "$@"
 '''
 

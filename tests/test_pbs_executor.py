@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import ROOT
@@ -137,3 +138,121 @@ def test_subjob_refuses_a_changed_jobscript(manifest, tmp_path):
         fh.write("echo injected\n")
     with pytest.raises(subjob.Refused, match="changed"):
         subjob.own_entry(manifest, {"PBS_ARRAY_INDEX": "0", "PBS_JOBID": "55[0].vm"})
+
+
+# ------------------------------------------------- a qstat that cannot serve: stop, once
+# Against the real commands of this machine: Slurm's Torque wrapper /usr/bin/qstat (what
+# a Torque site or a mixed PATH gives) rejects PBS Pro's -x; /opt/pbs/bin is PBS Pro's.
+TORQUE_QSTAT = "/usr/bin/qstat"
+PBS_BIN = "/opt/pbs/bin"
+
+
+@pytest.fixture
+def torque_qstat():
+    """Slurm's Torque wrapper ``qstat`` (package slurm-wlm-torque); fails when absent."""
+    path = os.path.realpath(TORQUE_QSTAT)
+    text = Path(path).read_text(errors="replace") if os.path.exists(path) else ""
+    if "slurm" not in text.lower():
+        pytest.fail(f"{TORQUE_QSTAT} is not Slurm's Torque wrapper: run .ci/slurm-up.sh")
+    return TORQUE_QSTAT
+
+
+class Counting:
+    """Runs each command for real (ncreel.pbs's runner) and keeps the argument lists."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, cmd, timeout=60):
+        self.calls.append(cmd)
+        return pbs._run(cmd, timeout=timeout)
+
+
+@pytest.mark.pbs
+def test_qstat_rejecting_x_stops_at_once_naming_it(torque_qstat, tmp_path):
+    """Torque's qstat answers ``qstat -x`` with "Unknown option": one call, no retries
+    (4 tries with 5 s pauses would be 30 s), one message naming the qstat and the fix."""
+    runner = Counting()
+    with pytest.raises(pbs.QstatUnusable) as err:
+        pbs.statuses(["7.vm", "8[].vm"], qstat=torque_qstat, state_dir=tmp_path,
+                     attempts=4, delay=5, runner=runner, strict=False)
+    assert len(runner.calls) == 1
+    msg = str(err.value)
+    assert f"{torque_qstat} rejects `qstat -x -f -t`" in msg and "Unknown option" in msg
+    assert "PATH=/opt/pbs/bin:$PATH" in msg and "\n" not in msg
+
+
+@pytest.mark.pbs
+def test_start_up_check_of_the_pbs_commands(torque_qstat, tmp_path):
+    """Before any job: PBS Pro's commands pass; Torque's qstat or a missing qsub/qstat
+    is named, with what to do."""
+    assert pbs.pbs_pro_problem(qsub=f"{PBS_BIN}/qsub", qstat=f"{PBS_BIN}/qstat") is None
+    msg = pbs.pbs_pro_problem(qsub=f"{PBS_BIN}/qsub", qstat=torque_qstat)
+    assert msg.startswith(f"{torque_qstat} is not PBS Pro's qstat")
+    assert "Unknown option: version" in msg and "PATH=/opt/pbs/bin:$PATH" in msg
+    missing = str(tmp_path / "qsub")
+    assert pbs.pbs_pro_problem(qsub=missing, qstat=f"{PBS_BIN}/qstat").startswith(
+        f"{missing} not found on PATH")
+    with pytest.raises(pbs.QstatUnusable, match="not found on PATH"):
+        pbs.statuses(["7.vm"], qstat=str(tmp_path / "qstat"), state_dir=tmp_path)
+
+
+def _executor(tmp_path, **settings):
+    """The pbs-pro executor's status half, without a Snakemake run around it."""
+    import contextlib
+    import logging
+
+    from snakemake_executor_plugin_pbs_pro import Executor, ExecutorSettings, Journal
+    ex = object.__new__(Executor)
+    ex.settings = ExecutorSettings(**settings)
+    ex._runner, ex._failed_polls = Counting(), 0
+    ex.journal = Journal(tmp_path / "journal.jsonl")
+    ex.logger = logging.getLogger("test-pbs-pro")
+    ex.status_rate_limiter = contextlib.nullcontext()
+    return ex
+
+
+def _poll(ex, ids):
+    import asyncio
+
+    from snakemake_executor_plugin_pbs_pro import SubmittedJobInfo
+
+    async def run():
+        jobs = [SubmittedJobInfo(job=None, external_jobid=j) for j in ids]
+        return [j.external_jobid async for j in ex.check_active_jobs(jobs)]
+    return asyncio.run(run())
+
+
+@pytest.mark.pbs
+def test_executor_stops_when_qstat_keeps_failing(tmp_path, monkeypatch):
+    """A server that never answers (PBS Pro's real qstat, a port nothing listens on):
+    each poll keeps the jobs running, the third poll in a row stops the run with one
+    line naming the error and the jobs left; a poll that works resets the count."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", f"{PBS_BIN}:{os.environ['PATH']}")
+    ex = _executor(tmp_path, qstat_attempts=1, qstat_failed_polls=3)
+    ids = ["5.localhost:15999"]
+    monkeypatch.setenv("PBS_SERVER", "localhost:15999")
+    assert _poll(ex, ids) == ids and _poll(ex, ids) == ids
+    monkeypatch.delenv("PBS_SERVER")
+    ex.report_job_error = lambda *a, **kw: None
+    assert _poll(ex, ["999999.vm"]) == [] and ex._failed_polls == 0  # answered: purged
+    monkeypatch.setenv("PBS_SERVER", "localhost:15999")
+    _poll(ex, ids), _poll(ex, ids)
+    from snakemake_interface_common.exceptions import WorkflowError
+    with pytest.raises(WorkflowError) as err:
+        _poll(ex, ids)
+    msg = str(err.value)
+    assert msg.startswith("ncreel-pbs: error: cannot follow the run's PBS jobs: qstat")
+    assert "(3 polls in a row)" in msg and "5.localhost:15999" in msg and "\n" not in msg
+    assert len(ex._runner.calls) == 6
+
+
+@pytest.mark.pbs
+def test_executor_stops_at_once_on_a_torque_qstat(torque_qstat, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    ex = _executor(tmp_path)
+    ex._runner = lambda cmd, timeout=60: pbs._run([torque_qstat, *cmd[1:]], timeout)
+    from snakemake_interface_common.exceptions import WorkflowError
+    with pytest.raises(WorkflowError, match=r"rejects `qstat -x -f -t` \('Unknown option"):
+        _poll(ex, ["7.vm"])

@@ -163,45 +163,76 @@ def test_cheyenne_profile_end_to_end(cheyenne_demo):
     assert not list(work.glob("results/demo/**/*.part"))
 
 
-# casper and derecho differ from cheyenne only in the options of the same submit command
-# (queue, walltime cap, whole-node request), so one real job each shows what PBS makes of
-# them; the full demo through the same submit/status/cancel commands runs above.
-def test_casper_profile_runs_a_job(pbs, tmp_path_factory, sample_nc):
-    """``--profile profiles/casper``: a real job in the ``casper`` queue, Exit_status 0."""
+def test_casper_profile_end_to_end(pbs, tmp_path_factory, sample_nc):
+    """The whole demo through ``--profile profiles/casper``, nothing overridden (a
+    ``casper`` queue exists here): every job, the two shards' array sub-jobs included,
+    in ``qstat -x`` with its rule's mem_mb and threads, walltime within Casper's 24 h,
+    Exit_status 0; the movie and COPY file exact."""
     work = workdir(tmp_path_factory, sample_nc, "pbs_casper")
-    log = snakemake(work, "--profile", "profiles/casper", "--config", *SMALL, "--",
-                    "results/demo/stats.json", PBS_ACCOUNT=ACCOUNT)
-    jobs = check_jobs(log, "casper", {"statistics": 1})
-    assert [j["Resource_List"]["walltime"] for j in jobs.values()] == ["00:05:00"]
-    assert json.loads((work / "results/demo/stats.json").read_text())
+    log = snakemake(work, "--profile", "profiles/casper", "--config", *SMALL,
+                    "frames_per_shard=120", PBS_ACCOUNT=ACCOUNT)
+    check_jobs(log, "casper", {"statistics": 1, "calibrate_render": 1, "render_shard": 2,
+                               "reduce_cells": 1, "encode_movie": 1, "preview": 1})
+    assert len(re.findall(r"as PBS job array \S+ ", log)) == 1  # the two shards
+    assert count_rows(work / "results/demo/cells.copy") == ROWS
+    assert frame_count(work / "results/demo/movie.mp4") == FRAMES
 
 
-def test_derecho_profile_asks_for_a_whole_node(pbs, tmp_path_factory, sample_nc):
-    """``--profile profiles/derecho`` asks PBS for a whole 128-core, 235 GB node in ``main``.
-    PBS accepts the request and, this node being smaller, keeps it queued ("Can Never
-    Run: Insufficient amount of resource"): what PBS does with it, not just the qsub line."""
+#: Derecho's CPU nodes (NCAR: 128 cores, 235 GB usable), what profiles/derecho asks for.
+DERECHO_NODE = {"ncpus": "128", "mem": "240gb"}
+
+
+def _node_resources(node: str) -> dict[str, str]:
+    doc = json.loads(subprocess.run([str(PBS_BIN / "pbsnodes"), "-av", "-F", "json"],
+                                    capture_output=True, text=True, check=True).stdout)
+    avail = doc["nodes"][node]["resources_available"]
+    return {k: str(avail[k]) for k in DERECHO_NODE}
+
+
+@pytest.fixture
+def derecho_sized_node(pbs):
+    """This machine's one PBS vnode, made to advertise a Derecho node's 128 cores and
+    240 GB, so that whole-node jobs can run (MoM still enforces each job's own mem).
+    The values it had come back afterwards."""
+    qmgr = str(PBS_BIN / "qmgr")
+    doc = json.loads(subprocess.run([str(PBS_BIN / "pbsnodes"), "-av", "-F", "json"],
+                                    capture_output=True, text=True, check=True).stdout)
+    (node,) = doc["nodes"]
+    before = _node_resources(node)
+    try:
+        for key, value in DERECHO_NODE.items():
+            subprocess.run([qmgr, "-c", f"set node {node} resources_available.{key}={value}"],
+                           check=True)
+        yield node
+    finally:
+        # Set back as seen (``unset`` leaves mem missing until MoM reports it again, and
+        # then no job asking for mem can run).
+        for key, value in before.items():
+            subprocess.run([qmgr, "-c", f"set node {node} resources_available.{key}={value}"],
+                           check=True)
+        assert _node_resources(node) == before
+
+
+def test_derecho_profile_end_to_end(derecho_sized_node, tmp_path_factory, sample_nc):
+    """The whole demo through ``--profile profiles/derecho``, nothing overridden (a
+    ``main`` queue exists here), on a node advertising Derecho's size: every job asks for
+    a whole node (``ncpus=128``, ``mem=235gb``) in ``main``, the two shards run as one
+    group job, all end with Exit_status 0; the movie and COPY file exact."""
     work = workdir(tmp_path_factory, sample_nc, "pbs_derecho")
-    with subprocess.Popen([sys.executable, "-m", "snakemake", *FAST, "--profile",
-                           "profiles/derecho", "--config", *SMALL, "--",
-                           "results/demo/stats.json"], cwd=work, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                          env=pbs_env(PBS_ACCOUNT=ACCOUNT)) as proc:
-        try:
-            deadline, out = time.time() + 300, ""
-            while not submitted(out):
-                assert time.time() < deadline and proc.poll() is None, out
-                out += proc.stdout.readline()
-            (jobid,) = submitted(out)
-            while "Can Never Run" not in (rec := qstat_jobs(jobid)[jobid]).get("comment", ""):
-                assert time.time() < deadline, rec
-                time.sleep(1)
-        finally:
-            os.killpg(proc.pid, 9)
-    subprocess.run([QDEL, jobid], check=True)
-    assert rec["queue"] == "main" and rec["job_state"] == "Q"
-    assert rec["Resource_List"]["ncpus"] == 128 and rec["Resource_List"]["mem"] == "235gb"
-    assert "Insufficient amount of resource" in rec["comment"]
-    assert wait_finished(jobid)[jobid]["job_state"] == "F"
+    log = snakemake(work, "--profile", "profiles/derecho", "--config", *SMALL,
+                    "frames_per_shard=120", PBS_ACCOUNT=ACCOUNT)
+    jobs = wait_finished(*submitted(log))
+    names = sorted(re.sub(r"_[0-9a-f-]{36}$|_\d+$", "", j["Job_Name"]) for j in jobs.values())
+    assert names == sorted(["nc_statistics", "nc_calibrate_render", "nc_group_shards",
+                            "nc_reduce_cells", "nc_encode_movie", "nc_preview"]), names
+    for pbs_id, rec in jobs.items():
+        assert rec["Exit_status"] == 0, (pbs_id, rec.get("comment"))
+        assert rec["queue"] == "main" and rec["Account_Name"] == ACCOUNT, pbs_id
+        assert rec["Resource_List"]["ncpus"] == 128, pbs_id
+        assert rec["Resource_List"]["mem"] == "235gb", pbs_id
+        assert rec["Resource_List"]["select"].startswith("1:ncpus=128:mem=235GB"), pbs_id
+    assert count_rows(work / "results/demo/cells.copy") == ROWS
+    assert frame_count(work / "results/demo/movie.mp4") == FRAMES
 
 
 # ------------------------------------------------------------------ how jobs end, for real
@@ -289,6 +320,45 @@ def test_status_command_on_real_job_endings(pbs, tmp_path):
         docs.update({name: qstat_doc(jobid) for name, jobid in ids.items()})
         for name, doc in docs.items():
             Path(record, f"{name}.json").write_text(json.dumps(doc, indent=1) + "\n")
+
+
+def test_exiting_state_for_real(pbs, tmp_path):
+    """A job held in state E (exiting) for real: its stage-out copies into a FIFO that
+    nobody reads until the test has seen E, so MoM's ``cp`` blocks while the server waits
+    for it. The status command says ``running`` then, ``success`` once it is F. With
+    NCREEL_RECORD_QSTAT=<dir> the E document is written there as ``exiting.json``."""
+    src, fifo = tmp_path / "staged.txt", tmp_path / "stageout.fifo"
+    src.write_text("staged\n")
+    os.mkfifo(fifo)
+    script = tmp_path / "exiting.sh"
+    script.write_text("#!/bin/bash\nexit 0\n")
+    jobid = subprocess.run(
+        [QSUB, "-N", "nc_exiting", "-A", ACCOUNT, "-j", "oe", "-o", str(tmp_path),
+         "-l", "select=1:ncpus=1:mem=100MB", "-l", "walltime=00:02:00",
+         "-W", f"stageout={src}@{pbs}:{fifo}", str(script)],
+        capture_output=True, text=True, check=True, cwd=tmp_path, env=pbs_env()).stdout.strip()
+    reader = None
+    try:
+        deadline = time.time() + 240
+        while (rec := qstat_jobs(jobid)[jobid])["job_state"] != "E":
+            assert rec["job_state"] in "QR" and time.time() < deadline, rec
+            time.sleep(0.2)
+        doc = qstat_doc(jobid)
+        assert pbs_status(jobid) == "running"
+        assert qstat_jobs(jobid)[jobid]["job_state"] == "E"  # still, while asked
+    finally:
+        # Let the stage-out finish whatever happened (else the job stays E for ever).
+        reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        final = wait_finished(jobid, timeout=120)[jobid]
+        assert os.read(reader, 100) == b"staged\n"
+    finally:
+        os.close(reader)
+    assert final["Exit_status"] == 0 and pbs_status(jobid) == "success"
+    assert doc["Jobs"][jobid]["job_state"] == "E"
+    record = os.environ.get("NCREEL_RECORD_QSTAT")
+    if record:
+        Path(record, "exiting.json").write_text(json.dumps(doc, indent=1) + "\n")
 
 
 def test_memory_killed_shard_is_retried_with_more_memory(cheyenne_demo):
@@ -440,6 +510,70 @@ def test_queue_at_server_and_suffixed_job_ids(pbs, tmp_path):
     assert run(*status, long) == "failed" and jobs[long]["Exit_status"] in (143, 265, 271)
 
 
+PEER = "pbs2"  # the second PBS server of .ci/pbs-peer-up.sh
+
+
+@pytest.fixture(scope="session")
+def peer_server(pbs) -> str:
+    """A second, real PBS Pro server on this host (no MoM: its jobs stay queued)."""
+    def up():
+        return subprocess.run([QSTAT, "-B", PEER], capture_output=True).returncode == 0
+    if not up() and os.geteuid() == 0:
+        subprocess.run(["bash", str(ROOT / ".ci/pbs-peer-up.sh")], check=False)
+    if not up():
+        pytest.fail(f"the peer PBS server {PEER} is not running: run "
+                    "`sudo bash .ci/pbs-peer-up.sh` (see README.md, section Clusters)")
+    return PEER
+
+
+def test_peer_server_submit_status_delete(pbs, peer_server, tmp_path, monkeypatch):
+    """Two real PBS servers, as NCAR's Casper and Derecho are: the executor's qsub line
+    sends a job to ``share@pbs2`` and gets ``N.pbs2``; ONE ``qstat`` call answers for it
+    and for a job of the default server; ``qdel`` from the default server's clients
+    deletes it there; the deleted job is ``failed``. A killed run's job on the peer server
+    is found and deleted by the orphan clean-up (which asked only the default server)."""
+    from ncreel import pbs as ncpbs
+    from ncreel.scheduler import cancel_orphan_pbs_jobs
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", pbs_env()["PATH"])
+    (tmp_path / ".snakemake").mkdir()
+    script = _jobscript(tmp_path / ".snakemake" / "snakejob.peer.sh", "exit 0", "peer")
+    props = ncpbs.read_properties(script)
+    kw = dict(account=ACCOUNT, log_dir=str(tmp_path / "logs"))
+    (tmp_path / "logs").mkdir()
+    peer_job = ncpbs.run_qsub(ncpbs.build_qsub(props, str(script), queue=f"share@{peer_server}",
+                                               **kw))
+    held = ncpbs.build_qsub(props, str(script), queue="share", **kw)
+    home_job = ncpbs.run_qsub([held[0], "-h", *held[1:]])  # held: stays in the default server
+    assert peer_job.endswith(f".{peer_server}") and home_job.endswith(f".{pbs}")
+    calls = []
+
+    def counting(cmd, timeout=60):
+        calls.append(cmd)
+        return ncpbs._run(cmd, timeout=timeout)
+
+    got = ncpbs.statuses([peer_job, home_job], runner=counting, state_dir=tmp_path)
+    assert got == {peer_job: "running", home_job: "running"} and len(calls) == 1
+    rec = qstat_jobs(peer_job)[peer_job]
+    assert rec["queue"] == "share" and rec["Account_Name"] == ACCOUNT
+    assert rec["Resource_List"]["mem"] == "100mb" and rec["server"] == peer_server
+    subprocess.run([QDEL, peer_job], check=True)
+    assert wait_finished(peer_job)[peer_job]["job_state"] == "F"
+    assert ncpbs.statuses([peer_job], state_dir=tmp_path) == {peer_job: "failed"}
+
+    # A killed run's jobs, one per server, recorded in the executor's journal.
+    orphan = ncpbs.run_qsub(ncpbs.build_qsub(props, str(script), queue=f"share@{peer_server}",
+                                             **kw))
+    journal = tmp_path / ".snakemake" / "ncreel-pbs" / "journal.jsonl"
+    journal.parent.mkdir(parents=True)
+    journal.write_text("".join(json.dumps({"submit": j, "outputs": []}) + "\n"
+                               for j in (orphan, home_job)))
+    deleted = cancel_orphan_pbs_jobs(str(tmp_path), timeout=60, poll=1)
+    assert sorted(deleted) == sorted([orphan, home_job])
+    assert {j["job_state"] for j in wait_finished(orphan, home_job).values()} == {"F"}
+
+
 def test_missing_account_and_unknown_queue_stop_before_any_job(pbs, tmp_path_factory,
                                                                sample_nc):
     """No PBS_ACCOUNT, or a queue the server does not have: one ``ncreel: error:`` line
@@ -468,3 +602,29 @@ def test_rejected_resource_request_is_one_line(pbs, tmp_path_factory, sample_nc)
     assert lines and all("mem=200000MB" in ln for ln in lines), log[-3000:]
     assert "qsub: Job violates queue and/or server resource limits" in lines[0]
     assert not submitted(log)
+
+
+def test_a_qstat_that_is_not_pbs_pros_stops_before_any_job(pbs, tmp_path_factory, sample_nc):
+    """PBS Pro's qsub but Slurm's Torque-wrapper qstat first on PATH (it rejects ``-x``,
+    so finished jobs would never be seen): one ``ncreel-pbs: error:`` line naming that
+    qstat and the fix, before anything is submitted; no waiting for ever."""
+    work = workdir(tmp_path_factory, sample_nc, "pbs_torque_qstat")
+    bindir = work / "mixed-bin"
+    bindir.mkdir()
+    for name, target in (("qsub", QSUB), ("qdel", QDEL), ("qstat", "/usr/bin/qstat")):
+        (bindir / name).symlink_to(target)
+    e = pbs_env(PBS_ACCOUNT=ACCOUNT)
+    e["PATH"] = f"{bindir}:{e['PATH']}"
+    t = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "snakemake", *FAST, "--profile",
+                           "profiles/casper", "--config", *SMALL, "--",
+                           "results/demo/stats.json"], cwd=work, capture_output=True,
+                          text=True, env=e, timeout=300)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and time.monotonic() - t < 120, log[-3000:]
+    errors = {ln for ln in log.splitlines() if ln.startswith("ncreel-pbs: error:")}
+    assert len(errors) == 1, log[-3000:]
+    (line,) = errors
+    assert f"{bindir}/qstat is not PBS Pro's qstat" in line and "Unknown option" in line
+    assert "export PATH=/opt/pbs/bin:$PATH" in line
+    assert not submitted(log) and not list(work.glob("logs/pbs/*.qsub"))

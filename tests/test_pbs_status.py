@@ -6,8 +6,8 @@ Sources of the ``qstat`` text used here:
   Torque wrapper on the CI machine (see the README there). It never shows an exit status.
 - ``tests/data/qstat_pbspro/*.json``: PBS Pro ``qstat -x -f -F json`` documents
   **recorded** from a real OpenPBS 23.06.06 server (``.ci/pbs-up.sh``) by
-  ``tests/test_pbs_real.py::test_status_command_on_real_job_endings`` (all but
-  ``exiting.json``, constructed; see the README there). Exit codes: OpenPBS
+  ``tests/test_pbs_real.py::test_status_command_on_real_job_endings`` (``exiting.json``
+  by ``test_exiting_state_for_real``; see the README there). Exit codes: OpenPBS
   ``src/include/job.h`` (JOB_EXEC_KILL_MEM -27, JOB_EXEC_KILL_WALLTIME -29) and
   "256 + signal" (265 = SIGKILL; qdel's SIGTERM gives 271, or 143 from the job's shell).
 - ``TORQUE_DOC``: the ``qstat -f`` example in Adaptive Computing's TORQUE 3.0.5 manual,
@@ -234,12 +234,16 @@ def test_persistent_errors_report_running_not_failed(tmp_path):
     assert status("5", FakeQstat([busy] * 3), tmp_path, attempts=3) == "failed"
 
 
-def test_cli_prints_exactly_one_word(tmp_path):
+def test_cli_without_qstat_stops_with_one_line(tmp_path):
+    """No qstat on PATH: one error line and exit 2 (which stops Snakemake's cluster-generic
+    executor), not ``running`` for ever."""
     proc = subprocess.run(
         [sys.executable, str(ROOT / "workflow/scripts/ncreel_pbs.py"), "status", "--attempts", "1",
          "--state-dir", str(tmp_path), "12345"],
         capture_output=True, text=True, env={"PATH": str(tmp_path)})  # no qstat on PATH
-    assert proc.returncode == 0 and proc.stdout == "running\n"
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith("ncreel-pbs: error: qstat not found on PATH")
+    assert proc.stderr.count("\n") == 1
 
 
 # ----------------------------------------------------------------------------- submit

@@ -77,6 +77,20 @@ class QstatError(RuntimeError):
     """``qstat`` failed in a way that may be transient."""
 
 
+class QstatUnusable(QstatError):
+    """The ``qstat`` on PATH cannot answer PBS Pro's questions; asking again cannot help.
+
+    It is missing, rejects PBS Pro's options (Torque's ``qstat``, Slurm's Torque wrapper)
+    or prints something other than PBS Pro's ``qstat -f`` records.
+    """
+
+
+#: What to do when the PBS commands on PATH are not PBS Pro's.
+PBS_PRO_PATH_HINT = ("put PBS Pro's commands first on PATH (on NCAR login nodes they are "
+                     "there by default; a local OpenPBS: export PATH=/opt/pbs/bin:$PATH), "
+                     "then run the same command again")
+
+
 # ----------------------------------------------------------------------------- parsing
 
 
@@ -198,9 +212,42 @@ def _run(cmd: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
 
 
 def _unsupported(proc: subprocess.CompletedProcess) -> bool:
-    err = (proc.stderr or "").lower()
+    """Whether a failed ``qstat`` rejected its options (it is not PBS Pro's)."""
+    # stdout only when it holds no job records (whose values may say anything).
+    out = "" if "Job Id:" in (proc.stdout or "") else proc.stdout or ""
+    err = f"{proc.stderr or ''}\n{out}".lower()
     return proc.returncode != 0 and any(
         s in err for s in ("unknown option", "invalid option", "illegal option", "usage"))
+
+
+def _first_line(text: str) -> str:
+    return next((ln.strip() for ln in (text or "").splitlines() if ln.strip()), "")[:200]
+
+
+def _located(cmd: str) -> str:
+    """`cmd` with the directory PATH finds it in (what a user must look at)."""
+    return shutil.which(cmd) or cmd
+
+
+def pbs_pro_problem(qsub: str = "qsub", qstat: str = "qstat", runner=_run) -> str | None:
+    """One line saying why the PBS commands on PATH cannot serve PBS Pro, or None.
+
+    Checks that `qsub` and `qstat` are found and that ``qstat --version`` answers
+    ``pbs_version = ...`` as PBS Pro's does (Torque's ``qstat`` and Slurm's Torque wrapper
+    do not; they also reject ``qstat -x``, which the executor needs to see finished jobs).
+    """
+    for cmd in (qsub, qstat):
+        if shutil.which(cmd) is None:
+            return f"{cmd} not found on PATH: {PBS_PRO_PATH_HINT}"
+    try:
+        proc = runner([qstat, "--version"], timeout=60)
+    except (subprocess.TimeoutExpired, OSError) as err:
+        return f"`{_located(qstat)} --version` failed ({err}): {PBS_PRO_PATH_HINT}"
+    if "pbs_version" not in f"{proc.stdout}{proc.stderr}":
+        said = _first_line(proc.stderr) or _first_line(proc.stdout) or f"exit {proc.returncode}"
+        return (f"{_located(qstat)} is not PBS Pro's qstat (`qstat --version` said: {said!r}; "
+                f"the pbs-pro executor needs `qstat -x -f`): {PBS_PRO_PATH_HINT}")
+    return None
 
 
 def query(jobid: str, *, qstat: str = "qstat", attempts: int = 4, delay: float = 2.0,
@@ -221,6 +268,8 @@ def query(jobid: str, *, qstat: str = "qstat", attempts: int = 4, delay: float =
         for fmt, cmd in formats:
             try:
                 proc = runner(cmd)
+            except FileNotFoundError:
+                raise QstatUnusable(f"{qstat} not found on PATH: {PBS_PRO_PATH_HINT}") from None
             except (subprocess.TimeoutExpired, OSError) as err:
                 last = f"{' '.join(cmd)}: {err}"
                 break
@@ -328,10 +377,18 @@ def _log_stderr(msg: str) -> None:
 
 def status(jobid: str, *, state_dir: str | os.PathLike = STATE_DIR, qstat: str = "qstat",
            attempts: int = 4, delay: float = 2.0, runner=_run, log=None) -> str:
-    """Return ``running``, ``success`` or ``failed`` for `jobid` (see the module docstring)."""
+    """Return ``running``, ``success`` or ``failed`` for `jobid` (see the module docstring).
+
+    Raises
+    ------
+    QstatUnusable
+        When ``qstat`` is not on PATH (other ``qstat`` failures leave the job running).
+    """
     log = log or _log_stderr
     try:
         fmt, rec = query(jobid, qstat=qstat, attempts=attempts, delay=delay, runner=runner)
+    except QstatUnusable:
+        raise
     except QstatError as err:
         marker = read_marker(jobid, state_dir)
         if marker is not None:
@@ -368,6 +425,9 @@ def query_many(jobids: list[str], *, qstat: str = "qstat", attempts: int = 4,
 
     Raises
     ------
+    QstatUnusable
+        At once, without retrying, when ``qstat`` is missing, rejects ``-x -f -t`` or
+        prints no ``Job Id:`` records (not PBS Pro's ``qstat``).
     QstatError
         When ``qstat`` keeps failing otherwise (server busy, timeout) after `attempts`
         tries with growing delays.
@@ -380,41 +440,72 @@ def query_many(jobids: list[str], *, qstat: str = "qstat", attempts: int = 4,
             time.sleep(delay * attempt)
         try:
             proc = runner(cmd)
+        except FileNotFoundError:
+            raise QstatUnusable(f"{qstat} not found on PATH: {PBS_PRO_PATH_HINT}") from None
         except (subprocess.TimeoutExpired, OSError) as err:
             last = f"{cmd[0]}: {err}"
             continue
+        if _unsupported(proc):
+            said = _first_line(proc.stderr) or _first_line(proc.stdout)
+            raise QstatUnusable(
+                f"{_located(qstat)} rejects `qstat -x -f -t` ({said!r}): it is not PBS Pro's "
+                f"qstat (Torque's, or Slurm's Torque wrapper); {PBS_PRO_PATH_HINT}")
         unknown = re.search(r"Unknown Job Id", proc.stderr or "", re.I)
         if proc.returncode != 0 and not (unknown and proc.returncode == UNKNOWN_JOB_RC):
-            last = f"{cmd[0]}: exit {proc.returncode}: {(proc.stderr or '').strip()[:300]}"
+            said = " ".join((proc.stderr or "").split())[:300]
+            last = f"{cmd[0]}: exit {proc.returncode}: {said}"
             continue
         jobs = parse_torque(proc.stdout)
+        if proc.stdout.strip() and not jobs:
+            raise QstatUnusable(
+                f"{_located(qstat)} -x -f -t printed no 'Job Id:' records "
+                f"({_first_line(proc.stdout)!r}): it is not PBS Pro's qstat; "
+                f"{PBS_PRO_PATH_HINT}")
         return {j: _lookup(jobs, j) for j in jobids}
     raise QstatError(last or "qstat failed")
 
 
+def marker_statuses(jobids: list[str], state_dir: str | os.PathLike = STATE_DIR
+                    ) -> dict[str, str]:
+    """Verdicts from the exit statuses job wrappers recorded; ``running`` where none is."""
+    out = {}
+    for j in jobids:
+        marker = read_marker(j, state_dir)
+        out[j] = "running" if marker is None else ("success" if marker == 0 else "failed")
+    return out
+
+
 def statuses(jobids: list[str], *, state_dir: str | os.PathLike = STATE_DIR,
              qstat: str = "qstat", attempts: int = 4, delay: float = 2.0, runner=_run,
-             log=None) -> dict[str, str]:
+             log=None, strict: bool = False) -> dict[str, str]:
     """``running``/``success``/``failed`` for every id of `jobids`, from ONE ``qstat``.
 
     The same rules as :func:`status` (PBS Pro only, :func:`query_many`): ``Exit_status`` 0 is
     ``success``, anything else (−27, −29, 265, 271, a script's own status) ``failed``;
-    a purged job is decided by the exit status its wrapper recorded; when ``qstat``
-    keeps failing, jobs with a recorded exit status are decided by it and the others
-    stay ``running`` (asked again at the next poll).
+    a purged job is decided by the exit status its wrapper recorded. When ``qstat``
+    keeps failing (:class:`QstatError`): with `strict` the error is raised (the caller
+    counts failed polls), else jobs with a recorded exit status are decided by it and
+    the others stay ``running`` (asked again at the next poll).
+
+    Raises
+    ------
+    QstatUnusable
+        Always, when the ``qstat`` on PATH is missing or not PBS Pro's.
+    QstatError
+        With `strict`, when ``qstat`` keeps failing `attempts` times.
     """
     log = log or _log_stderr
     if not jobids:
         return {}
     try:
         recs = query_many(jobids, qstat=qstat, attempts=attempts, delay=delay, runner=runner)
+    except QstatUnusable:
+        raise
     except QstatError as err:
-        out = {}
-        for j in jobids:
-            marker = read_marker(j, state_dir)
-            out[j] = "running" if marker is None else ("success" if marker == 0 else "failed")
+        if strict:
+            raise
         log(f"qstat keeps failing ({err}); jobs without a recorded exit status stay running")
-        return out
+        return marker_statuses(jobids, state_dir)
     # PBS Pro ids are not Slurm ids: no sacct fallback here.
     return {j: _verdict(j, recs[j], state_dir=state_dir, runner=runner, log=log, waits=(0,),
                         accounting=False)
@@ -694,7 +785,12 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(jobid)
         return 0
-    print(status(args.jobid, state_dir=args.state_dir, attempts=args.attempts))
+    try:
+        print(status(args.jobid, state_dir=args.state_dir, attempts=args.attempts))
+    except QstatUnusable as err:
+        # A non-zero exit makes Snakemake's cluster-generic executor stop the run.
+        print(f"ncreel-pbs: error: {err}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -16,6 +16,9 @@ import os
 import shutil
 import subprocess
 import time
+from pathlib import Path
+
+from ncreel.pbs import STATE_DIR
 
 from ncreel.errors import NcreelError
 
@@ -128,14 +131,48 @@ def cancel_orphan_slurm_jobs(workdir=".", run=_out, cancel=None) -> list[str]:
     return ids
 
 
-def _pbs_active_jobs(run) -> dict[str, dict] | None:
-    out = run(["qstat", "-f", "-F", "json"])
-    if out is None:
-        return None
+def _pbs_active_jobs(run, servers=()) -> dict[str, dict] | None:
+    """Queued, held and running jobs of the default PBS server and of `servers`."""
+    jobs, answered = {}, False
+    for where in (None, *servers):
+        out = run(["qstat", "-f", "-F", "json", *([f"@{where}"] if where else [])])
+        if out is None:
+            continue
+        try:
+            jobs.update(json.loads(out).get("Jobs") or {})
+            answered = True
+        except (ValueError, AttributeError):
+            continue
+    return jobs if answered else None
+
+
+def pbs_peer_servers(workdir=".", env=None) -> list[str]:
+    """PBS servers a run in `workdir` may have sent jobs to, besides the default one.
+
+    The servers named in the ``pbs-pro`` executor's journal (the suffix of each job id it
+    recorded, ``123.casper-pbs``) and in ``$NCREEL_PBS_QUEUE`` (``queue@server``).
+    NCAR's Casper and Derecho are separate PBS servers: the default one does not list
+    the other's jobs.
+    """
+    env = os.environ if env is None else env
+    servers = []
+    queue = env.get("NCREEL_PBS_QUEUE") or ""
+    if "@" in queue:
+        servers.append(queue.split("@", 1)[1])
+    journal = Path(workdir, STATE_DIR, "journal.jsonl")
     try:
-        return json.loads(out).get("Jobs") or {}
-    except (ValueError, AttributeError):
-        return None
+        lines = journal.read_text().splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        try:
+            jobid = json.loads(line).get("submit") or ""
+        except (ValueError, AttributeError):
+            continue  # a line cut short by a kill
+        server = jobid.partition(".")[2]
+        if server:
+            servers.append(server)
+    return list(dict.fromkeys(servers))
 
 
 def cancel_orphan_pbs_jobs(workdir=".", run=_out, cancel=None, timeout=120.0,
@@ -144,7 +181,8 @@ def cancel_orphan_pbs_jobs(workdir=".", run=_out, cancel=None, timeout=120.0,
 
     The PBS counterpart of :func:`cancel_orphan_slurm_jobs`, with the same precondition
     (the run is known dead). Snakemake's jobs are recognised in ``qstat -f -F json`` (the
-    server's queued, held and running jobs) by ``Variable_List.PBS_O_WORKDIR`` (where
+    queued, held and running jobs of the default server and of the peer servers the run
+    used, :func:`pbs_peer_servers`) by ``Variable_List.PBS_O_WORKDIR`` (where
     ``qsub`` ran) being `workdir` and by their submission naming a jobscript under
     ``.snakemake/`` (``Submit_arguments``), which every Snakemake executor writes there.
     Then ``qdel`` deletes them, and this waits until PBS no longer lists them (at most
@@ -166,7 +204,8 @@ def cancel_orphan_pbs_jobs(workdir=".", run=_out, cancel=None, timeout=120.0,
     list of str
         The deleted job ids (as PBS names them, e.g. ``1234.desched1``).
     """
-    jobs = _pbs_active_jobs(run)
+    peers = pbs_peer_servers(workdir)
+    jobs = _pbs_active_jobs(run, peers)
     if not jobs:
         return []
     here = os.path.realpath(workdir)
@@ -182,7 +221,7 @@ def cancel_orphan_pbs_jobs(workdir=".", run=_out, cancel=None, timeout=120.0,
     (cancel or (lambda i: run(["qdel", *i])))(ids)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        left = _pbs_active_jobs(run)
+        left = _pbs_active_jobs(run, peers)
         if left is None or not set(ids) & set(left):
             break
         time.sleep(poll)

@@ -99,6 +99,11 @@ class ExecutorSettings(ExecutorSettingsBase):
         default=4,
         metadata={"help": "Tries of a failing qstat per poll before waiting for the next.",
                   "env_var": False, "required": False})
+    qstat_failed_polls: int = field(
+        default=20,
+        metadata={"help": "Polls in a row whose qstat keeps failing before the run stops "
+                  "(its jobs are left to PBS; the same command re-attaches to them).",
+                  "env_var": False, "required": False})
 
 
 common_settings = CommonSettings(
@@ -200,6 +205,12 @@ class Executor(RemoteExecutor):
             raise WorkflowError("pbs-pro-array-limit must be at least 2 (OpenPBS arrays "
                                 "have 2 or more sub-jobs)")
         self._runner = _runner
+        # Before any job: a qsub or qstat that is missing or not PBS Pro's would leave
+        # jobs that this executor can never see finish.
+        problem = pbs.pbs_pro_problem(runner=self._runner)
+        if problem:
+            raise WorkflowError(f"ncreel-pbs: error: {problem}")
+        self._failed_polls = 0
         self.journal = Journal(Path(pbs.STATE_DIR) / "journal.jsonl")
         self._killed_runs_jobs = self.journal.open_jobs()
 
@@ -350,11 +361,26 @@ class Executor(RemoteExecutor):
         """One ``qstat`` call for all active jobs; report finished ones."""
         if not active_jobs:
             return
+        ids = [j.external_jobid for j in active_jobs]
         async with self.status_rate_limiter:
-            verdicts = pbs.statuses([j.external_jobid for j in active_jobs],
-                                    state_dir=pbs.STATE_DIR,
-                                    attempts=self.settings.qstat_attempts,
-                                    runner=self._runner, log=self.logger.warning)
+            try:
+                verdicts = pbs.statuses(ids, state_dir=pbs.STATE_DIR,
+                                        attempts=self.settings.qstat_attempts,
+                                        runner=self._runner, log=self.logger.warning,
+                                        strict=True)
+                self._failed_polls = 0
+            except pbs.QstatUnusable as err:
+                raise WorkflowError(self._qstat_gave_up(err, ids)) from None
+            except pbs.QstatError as err:
+                self._failed_polls += 1
+                if self._failed_polls >= self.settings.qstat_failed_polls:
+                    raise WorkflowError(self._qstat_gave_up(
+                        f"{err} ({self._failed_polls} polls in a row)", ids)) from None
+                self.logger.warning(
+                    f"qstat keeps failing ({err}); poll {self._failed_polls} of "
+                    f"{self.settings.qstat_failed_polls} before the run stops; jobs without "
+                    "a recorded exit status stay running")
+                verdicts = pbs.marker_statuses(ids, pbs.STATE_DIR)
         self.journal.write([{"end": j.external_jobid} for j in active_jobs
                             if verdicts[j.external_jobid] != "running"])
         for job_info in active_jobs:
@@ -367,6 +393,13 @@ class Executor(RemoteExecutor):
                                       f"failed; its PBS log: {log}. ")
             else:
                 yield job_info
+
+    def _qstat_gave_up(self, err, ids: list[str]) -> str:
+        """Return the one line that stops the run when ``qstat`` cannot tell how jobs end."""
+        shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+        return (f"ncreel-pbs: error: cannot follow the run's PBS jobs: {err}. Its jobs "
+                f"({shown}) are left to PBS: run the same command again once `qstat -x -f "
+                "-t <id>` works (it takes them over), or delete them with qdel.")
 
     def cancel_jobs(self, active_jobs: list[SubmittedJobInfo]):
         """``qdel`` every active job; a whole array once (``123[]``), not each sub-job."""
