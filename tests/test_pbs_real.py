@@ -171,8 +171,8 @@ def test_casper_profile_end_to_end(pbs, tmp_path_factory, sample_nc):
     work = workdir(tmp_path_factory, sample_nc, "pbs_casper")
     log = snakemake(work, "--profile", "profiles/casper", "--config", *SMALL,
                     "frames_per_shard=120", PBS_ACCOUNT=ACCOUNT)
-    check_jobs(log, "casper", {"statistics": 1, "calibrate_render": 1, "render_shard": 2,
-                               "reduce_cells": 1, "encode_movie": 1, "preview": 1})
+    check_jobs(log, "casper", {"statistics": 1, "calibrate_render": 1, "process_shard": 2,
+                               "reduce_cells": 1, "concat_segments": 1, "preview": 1})
     assert len(re.findall(r"as PBS job array \S+ ", log)) == 1  # the two shards
     assert count_rows(work / "results/demo/cells.copy") == ROWS
     assert frame_count(work / "results/demo/movie.mp4") == FRAMES
@@ -224,7 +224,7 @@ def test_derecho_profile_end_to_end(derecho_sized_node, tmp_path_factory, sample
     jobs = wait_finished(*submitted(log))
     names = sorted(re.sub(r"_[0-9a-f-]{36}$|_\d+$", "", j["Job_Name"]) for j in jobs.values())
     assert names == sorted(["nc_statistics", "nc_calibrate_render", "nc_group_shards",
-                            "nc_reduce_cells", "nc_encode_movie", "nc_preview"]), names
+                            "nc_reduce_cells", "nc_concat_segments", "nc_preview"]), names
     for pbs_id, rec in jobs.items():
         assert rec["Exit_status"] == 0, (pbs_id, rec.get("comment"))
         assert rec["queue"] == "main" and rec["Account_Name"] == ACCOUNT, pbs_id

@@ -18,9 +18,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from ncreel.pbs import STATE_DIR
-
 from ncreel.errors import NcreelError
+from ncreel.pbs import STATE_DIR
 
 #: Executor plugin -> the batch scheduler it submits to. A generic executor (e.g.
 #: cluster-generic with ncreel_pbs.py) declares its scheduler in config ``scheduler``.
