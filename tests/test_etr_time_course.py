@@ -1,7 +1,7 @@
 """etr_risk's time course: published numbers and values recomputed here independently.
 
 Reference values are computed in this file (closed forms, brute-force numerical
-integration, a per-step loop), never by calling the ncreel.soil function under test.
+integration, a per-step loop), never by calling the ncreel.cells.soil function under test.
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ import numpy as np
 import pytest
 import xarray as xr
 from cells_data import write_risk_nc
-from ncreel import soil
-from ncreel.cells import CellContext, ShardRows, cells_settings, etr_risk_model, pec_soil
+from ncreel.cells import CellContext, ShardRows, cells_settings, etr_risk_model, pec_soil, soil
 from ncreel.errors import NcreelError
 from ncreel.source import TimeAxis, open_series
 

@@ -63,8 +63,8 @@ def test_missing_cells_give_no_rows(eofs_data):
 
 def test_infinite_values_are_rows_nan_is_not(pg_server, pg_conn, tmp_path):
     """±inf is a value (a row, loaded as Infinity); NaN is missing (no row): README agrees."""
-    from ncreel.load import load_copy
-    from ncreel.pgcopy import open_copy_writer, write_copy_rows
+    from ncreel.pg.copytext import open_copy_writer, write_copy_rows
+    from ncreel.pg.load import load_copy
     from ncreel.source import TimeAxis
 
     block = np.array([[[1.0, np.inf], [-np.inf, np.nan]]], dtype=np.float32)

@@ -21,8 +21,8 @@ import numpy as np
 import psycopg
 import pytest
 from ncreel.errors import NcreelError
-from ncreel.load import _stage_names, load_copy
-from ncreel.pgcopy import load_script, write_copy_rows
+from ncreel.pg.copytext import load_script, write_copy_rows
+from ncreel.pg.load import _stage_names, load_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 COLS = [("cell_id", "bigint"), ("value", "real"), ("label", "text")]
@@ -174,7 +174,7 @@ def test_table_of_an_earlier_version_gets_the_run_default(pg_server, pg_conn, tm
 _KILLABLE = """
 import json, sys
 sys.path.insert(0, {workflow!r})
-from ncreel.load import load_copy
+from ncreel.pg.load import load_copy
 print(json.dumps(load_copy({files!r}, conninfo={conninfo!r}, table={table!r}, run="r",
                            columns={cols!r}, jobs={jobs})))
 """

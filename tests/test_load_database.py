@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from cells_data import write_risk_nc
 from ncreel.errors import NcreelError
-from ncreel.load import conninfo_for, job_conninfo, load_copy, safe_conninfo
-from ncreel.pgcopy import concatenate, load_script, open_copy_writer, write_copy_rows
+from ncreel.pg.copytext import concatenate, load_script, open_copy_writer, write_copy_rows
+from ncreel.pg.load import conninfo_for, job_conninfo, load_copy, safe_conninfo
 
 ROOT = Path(__file__).resolve().parents[1]
 COLS = [("cell_id", "bigint"), ("value", "real"), ("label", "text")]

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from ncreel.maps import border_lines, coastline_lines, map_features, map_projection, map_scale
-from ncreel.render import FrameRenderer, frame_difference
-from ncreel.shardrender import map_settings
+from ncreel.render.frame import FrameRenderer, frame_difference
+from ncreel.render.maps import (
+    border_lines,
+    coastline_lines,
+    map_features,
+    map_projection,
+    map_scale,
+)
+from ncreel.render.shard import map_settings
 
 NY, NX = 36, 72
 LAT = np.linspace(87.5, -87.5, NY)
@@ -90,7 +96,7 @@ def test_map_settings_defaults_and_errors():
 
 def test_regional_map_is_centred_on_its_grid():
     """A grid across 180 degrees is drawn in one piece; a global grid stays centred on 0."""
-    from ncreel.maps import central_longitude
+    from ncreel.render.maps import central_longitude
 
     lon_pacific = np.array([[150.0, 160.0, 170.0, 180.0, 190.0], [152.0, 162.0, 172.0, 182.0,
                                                                   192.0]])

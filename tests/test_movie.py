@@ -6,8 +6,8 @@ import subprocess
 import numpy as np
 import pytest
 from ncreel.errors import NcreelError
-from ncreel.movie import encode_movie
-from ncreel.render import FrameRenderer
+from ncreel.render.frame import FrameRenderer
+from ncreel.render.movie import encode_movie
 
 
 def probe(path):

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
-from ncreel import pbs as ncpbs
+from ncreel.cluster import pbs as ncpbs
 from test_pbs_real import ACCOUNT, FAST, QSTAT, pbs_env, snakemake
 from test_pbs_real import pbs as pbs_server  # noqa: F401  (its `pbs` fixture)
 from test_slurm import ROWS, count_rows, declared_jobs, workdir
@@ -156,7 +156,7 @@ def test_kill_and_resume_with_array_in_flight(tmp_path):
     (array_id,) = array_ids(out)
     assert any(r["job_state"] in "QRB" for r in qstat_text(array_id).values())
     # A killed run leaves Snakemake's lock; ncreel's Snakefile clears it itself
-    # (ncreel.runlock), this bare test workflow needs --unlock.
+    # (ncreel.cluster.runlock), this bare test workflow needs --unlock.
     subprocess.run([*cmd, "--unlock"], cwd=tmp_path, env=env, check=True,
                    capture_output=True)
     log = snakemake(tmp_path, "--profile", CHEYENNE, "--pbs-pro-array-rules", "slow",

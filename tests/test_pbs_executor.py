@@ -15,7 +15,7 @@ import sys
 
 import pytest
 from conftest import ROOT
-from ncreel import pbs
+from ncreel.cluster import pbs
 from snakemake_executor_plugin_pbs_pro import subjob, write_manifest
 from test_pbs_status import FakeQstat
 

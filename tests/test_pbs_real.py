@@ -399,7 +399,7 @@ def _jobscript(path: Path, body: str, rule: str) -> Path:
 
 #: The cluster-generic commands ncreel still ships (workflow/scripts/ncreel_pbs.py) for
 #: sites that prefer that executor; the profiles use the pbs-pro executor, whose qsub
-#: line and state rules are the same functions (ncreel.pbs).
+#: line and state rules are the same functions (ncreel.cluster.pbs).
 GENERIC = {
     "submit": [sys.executable, "workflow/scripts/ncreel_pbs.py", "submit", "--queue", "share",
                "--max-walltime", "06:00:00"],

@@ -1,4 +1,5 @@
-"""The PBS status command and submit line (``ncreel.pbs``), on recorded and documented output.
+"""The PBS status command and submit line (``ncreel.cluster.pbs``), on recorded and
+documented output.
 
 Sources of the ``qstat`` text used here:
 
@@ -27,7 +28,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
-from ncreel import pbs
+from ncreel.cluster import pbs
 
 DATA = ROOT / "tests" / "data"
 TORQUE_REC = DATA / "qstat_torque"

@@ -4,7 +4,7 @@ import io
 
 import numpy as np
 import pytest
-from ncreel.pgcopy import concatenate, load_script, pg_type_for, table_name, write_copy_rows
+from ncreel.pg.copytext import concatenate, load_script, pg_type_for, table_name, write_copy_rows
 
 SPECIAL = ["plain", "tab\there", "new\nline", "carriage\rreturn", "back\\slash", "\\N",
            "", "\\.", "both\t\\\n\r", "ünïcødé ✓", None]

@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from ncreel.pgcopy import write_copy_rows
+from ncreel.pg.copytext import write_copy_rows
 
 SPECIAL = "\\\t\n\r\b\f\v\x01\x7f. N\\N\\.é€😀"
 texts = st.one_of(st.none(), st.just(""), st.just("\\."), st.just("\\N"),

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
-from ncreel.scheduler import cancel_orphan_slurm_jobs, slurm_env_problem
+from ncreel.cluster.slurm import cancel_orphan_slurm_jobs, slurm_env_problem
 from test_workflow import SMALL, make_workdir
 
 pytestmark = pytest.mark.integration

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 import xarray as xr
 from matplotlib.colors import Normalize
-from ncreel.calibrate import calibrate_render
 from ncreel.errors import NcreelError
-from ncreel.movie import SegmentEncoder, concat_segments
-from ncreel.render import ColorLookup, FrameRenderer, frame_difference
+from ncreel.render.calibrate import calibrate_render
+from ncreel.render.frame import ColorLookup, FrameRenderer, frame_difference
+from ncreel.render.movie import SegmentEncoder, concat_segments
+from ncreel.render.shard import png_sample, render_shard
 from ncreel.resources import render_mem_mb_calibrated, render_runtime_calibrated
-from ncreel.shardrender import png_sample, render_shard
 from ncreel.shards import Shard, frame_name
 
 needs_ffprobe = pytest.mark.skipif(shutil.which("ffprobe") is None, reason="needs ffprobe")

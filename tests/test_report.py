@@ -28,11 +28,11 @@ from test_workflow import SMALL, make_workdir, snakemake
 
 sys.path.insert(0, str(ROOT / "workflow"))
 
+from ncreel.cluster.runstatus import shard_status  # noqa: E402
 from ncreel.jobrecord import read_attempts  # noqa: E402
 from ncreel.logs import configure  # noqa: E402
 from ncreel.progress import Progress  # noqa: E402
-from ncreel.resourcereport import PNG_KEY, read_benchmark  # noqa: E402
-from ncreel.runstatus import shard_status  # noqa: E402
+from ncreel.report.resources import PNG_KEY, read_benchmark  # noqa: E402
 
 CONFIG = [*SMALL, "frames_per_shard=120", "calibration_frames=16"]
 
@@ -188,7 +188,7 @@ def test_status_and_shard_outside_plan(killed_run):
                    "calibration.json); ask for one of those"]
     assert "KeyError" not in proc.stderr
     (work / "results/demo/segments/00001.mp4").unlink()
-    out = subprocess.run([sys.executable, "-m", "ncreel.runstatus"], cwd=work, check=True,
+    out = subprocess.run([sys.executable, "-m", "ncreel.cluster.runstatus"], cwd=work, check=True,
                          capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(ROOT / "workflow")}).stdout
     assert re.search(r"^00000\s+120\s+done\s+2\b", out, re.M)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import xarray as xr
-from ncreel.runlock import RECORD, clear_stale_lock
+from ncreel.cluster.runlock import RECORD, clear_stale_lock
 
 WORKFLOW = Path(__file__).resolve().parents[1] / "workflow"
 
@@ -52,12 +52,12 @@ def test_lock_from_another_host_is_kept(tmp_path):
 
 
 def test_run_lock_is_exclusive_and_released_by_sigkill(tmp_path):
+    from ncreel.cluster.runlock import hold_run_lock
     from ncreel.errors import NcreelError
-    from ncreel.runlock import hold_run_lock
 
     lock = tmp_path / "results/r/.ncreel-run.lock"
     code = ("import sys, time; sys.path.insert(0, sys.argv[2]); "
-            "from ncreel.runlock import hold_run_lock; hold_run_lock(sys.argv[1], 'r'); "
+            "from ncreel.cluster.runlock import hold_run_lock; hold_run_lock(sys.argv[1], 'r'); "
             "print('held', flush=True); time.sleep(60)")
     with subprocess.Popen([sys.executable, "-c", code, str(lock), str(WORKFLOW)],
                           stdout=subprocess.PIPE, text=True) as holder:
@@ -104,7 +104,7 @@ def test_same_run_refused_after_another_run_removed_snakemake_locks(tmp_path, sa
 
 
 def test_batch_jobscripts_are_not_snakemake_runs():
-    from ncreel.runlock import _runs_snakemake
+    from ncreel.cluster.runlock import _runs_snakemake
 
     def argv(cmd):
         return [a.encode() for a in cmd.split()]

@@ -181,7 +181,7 @@ def test_names_checked_whole_before_any_job(config, expected, tmp_path):
 def test_check_names(run, table, expected):
     from ncreel.configcheck import check_names
     from ncreel.errors import NcreelError
-    from ncreel.pgcopy import table_name
+    from ncreel.pg.copytext import table_name
 
     if isinstance(expected, tuple):
         assert table_name(check_names({"run": run, "table": table})) == expected

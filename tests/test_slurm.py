@@ -252,10 +252,10 @@ def _fake_jobscript(path: Path, body: str, mem_mb: int, rule: str = "probe") -> 
      "failed"),
 ])
 def test_pbs_status_on_real_wrapper_jobs(case, body, mem, expected, slurm, tmp_path):
-    """ncreel.pbs submit/status against the real qsub/qstat wrappers: success, a non-zero
+    """ncreel.cluster.pbs submit/status against the real qsub/qstat wrappers: success, a non-zero
     exit and a memory kill (the job never records an exit status) are told apart."""
     sys.path.insert(0, str(ROOT / "workflow"))
-    from ncreel import pbs
+    from ncreel.cluster import pbs
 
     script = _fake_jobscript(tmp_path / f"snakejob.{case}.sh", body, mem, rule=case)
     os.chdir(tmp_path)

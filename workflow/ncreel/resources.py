@@ -77,7 +77,7 @@ def render_mem_mb_calibrated(calibration: Mapping, *, ny: int, nx: int, n_frames
     Parameters
     ----------
     calibration : mapping
-        Result of :func:`ncreel.calibrate.calibrate_render` (``base_mb``,
+        Result of :func:`ncreel.render.calibrate.calibrate_render` (``base_mb``,
         ``worker_peak_mb``, ``encoder_peak_mb`` in MiB).
     ny, nx : int
         Grid size.

@@ -10,12 +10,12 @@ from collections.abc import Mapping
 import numpy as np
 
 from ncreel.cells import ShardRows, cells_settings
+from ncreel.cells.soil import read_degradation_state
 from ncreel.io import atomic_path
-from ncreel.pgcopy import open_copy_writer
+from ncreel.pg.copytext import open_copy_writer
 from ncreel.progress import Progress
-from ncreel.shardrender import render_shard
+from ncreel.render.shard import render_shard
 from ncreel.shards import Shard
-from ncreel.soil import read_degradation_state
 from ncreel.source import Series
 
 log = logging.getLogger(__name__)
@@ -32,7 +32,7 @@ def run_shard(series: Series, shard: Shard, *, stats_json: str | os.PathLike,
               degradation: tuple | None = None) -> dict:
     """Write the COPY rows and render the frames of time steps ``shard.start:shard.stop``.
 
-    Frames: :func:`ncreel.shardrender.render_shard` reads the slice in its own small
+    Frames: :func:`ncreel.render.shard.render_shard` reads the slice in its own small
     blocks. Rows, afterwards: the shard is read again in blocks of at most
     ``MAX_BLOCK_CELLS`` values, each written and then dropped (a second read of the slice
     costs far less than drawing). The passes stay independent, so peak memory is about the
@@ -61,7 +61,7 @@ def run_shard(series: Series, shard: Shard, *, stats_json: str | os.PathLike,
         Cell-model settings from :func:`ncreel.cells.cells_settings` (default: ``field``
         model, no geometry, no compression).
     png_times : iterable of int
-        Global time indices also written as PNG (see :func:`ncreel.shardrender.png_sample`).
+        Global time indices also written as PNG (see :func:`ncreel.render.shard.png_sample`).
     workers : int
         Render worker processes (the job's ``threads``).
     png_compress : int

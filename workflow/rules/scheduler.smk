@@ -1,8 +1,8 @@
 # Checks for runs through a batch scheduler (profiles/slurm, profiles/cheyenne|derecho|casper).
 import os
 
-from ncreel.pbs import profile_queue, queue_problem  # noqa: E402
-from ncreel.scheduler import slurm_env_problem  # noqa: E402
+from ncreel.cluster.pbs import profile_queue, queue_problem  # noqa: E402
+from ncreel.cluster.slurm import slurm_env_problem  # noqa: E402
 
 
 onstart:

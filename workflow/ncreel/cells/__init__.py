@@ -18,6 +18,11 @@ and ``etr_risk`` (:func:`etr_risk_model`, the environmental-risk model of the or
 per-cell job). Users name their own as ``package.module:function``
 (config ``cells.model``); :func:`resolve_model` imports it and :func:`check_columns`
 validates every block's output against the declaration, naming model and column on error.
+
+This package owns the cell models and what they produce; :mod:`.soil` is the soil fate
+behind ``etr_risk``. May import: the standard library, numpy, cftime, polars,
+:mod:`ncreel.source`, :mod:`ncreel.errors`, :mod:`ncreel.io` and :mod:`ncreel.pg` (to
+encode rows as COPY text). Not the render code, the report or the cluster code.
 """
 
 from __future__ import annotations
@@ -78,7 +83,7 @@ class CellContext:
     read_variable: Callable[[str, int, int], np.ndarray] | None = field(default=None,
                                                                         repr=False)
     #: Per-run inputs from pre-passes (e.g. ``degradation``: the soil degradation state
-    #: of :func:`ncreel.soil.degradation_prepass`), and a cache a model may fill while it
+    #: of :func:`ncreel.cells.soil.degradation_prepass`), and a cache a model may fill while it
     #: is called on a shard's blocks in order.
     state: dict = field(default_factory=dict, repr=False)
 
@@ -189,7 +194,7 @@ ETR_DEFAULTS = {
     "thresholds": [0.01, 0.1, 1.0],
     "interception_variable": None,
     "interception_percent": 0.0,
-    # Time course after application(s) (ncreel.soil); off without applications.
+    # Time course after application(s) (ncreel.cells.soil); off without applications.
     "applications": [],
     "first_application": None,
     "application_number": 1,
@@ -213,9 +218,9 @@ ETR_DEFAULTS = {
 def etr_columns(ctx: CellContext, **params) -> list[tuple[str, str]]:
     """Column names and PostgreSQL types written by :func:`etr_risk_model`, in order.
 
-    With applications configured, :func:`ncreel.soil.time_course_columns` follow.
+    With applications configured, :func:`ncreel.cells.soil.time_course_columns` follow.
     """
-    from ncreel import soil
+    from ncreel.cells import soil
 
     p = {**ETR_DEFAULTS, **params}
     extra = soil.time_course_columns(ctx.time.postgres_type, p) \
@@ -300,7 +305,7 @@ def risk_level(etr: np.ndarray, thresholds: Sequence[float]) -> np.ndarray:
 
 
 def _check_etr(params: Mapping) -> None:
-    from ncreel import soil
+    from ncreel.cells import soil
 
     unknown = sorted(set(params) - set(ETR_DEFAULTS))
     if unknown:
@@ -328,7 +333,7 @@ def etr_risk_model(block: np.ndarray, t0: int, ctx: CellContext, **params) -> di
     - ``etr = PEC / EC50`` (dimensionless; EC50 in mg/kg dry soil);
     - ``risk_class`` from the thresholds, see :func:`risk_level`;
     - with ``applications`` (or ``first_application``): the time course after them,
-      :func:`ncreel.soil.time_course` (PEC actual and TWA in mg/kg under first-order
+      :func:`ncreel.cells.soil.time_course` (PEC actual and TWA in mg/kg under first-order
       decay, optionally Arrhenius-corrected by a temperature variable, the season's
       maximum and its time, the plateau, and acute/long-term ETRs with their triggers).
 
@@ -411,8 +416,8 @@ def etr_risk_model(block: np.ndarray, t0: int, ctx: CellContext, **params) -> di
 
 def _etr_time_course(p: Mapping, block: np.ndarray, t0: int, ctx: CellContext,
                      t_local: np.ndarray, cell: np.ndarray) -> dict:
-    """:func:`ncreel.soil.time_course` columns, or none without applications."""
-    from ncreel import soil
+    """:func:`ncreel.cells.soil.time_course` columns, or none without applications."""
+    from ncreel.cells import soil
 
     if not soil.time_course_enabled(p):
         return {}
@@ -549,7 +554,7 @@ def check_declaration(model: str, declared) -> list[tuple[str, str]]:
         Not a list of (name, type) string pairs, a name that is not a lower-case SQL
         identifier, a duplicate, or the reserved names ``run``/``geom``.
     """
-    from ncreel.pgcopy import IDENTIFIER
+    from ncreel.pg.copytext import IDENTIFIER
 
     try:
         pairs = [(str(n), str(t)) for n, t in declared]
@@ -597,7 +602,7 @@ def check_columns(model: str, declared: Sequence[tuple[str, str]],
         A missing or undeclared column, columns of different lengths, or a dtype that does
         not fit the declared type (e.g. float for ``integer``, float64 for ``real``).
     """
-    from ncreel.pgcopy import coerce_column
+    from ncreel.pg.copytext import coerce_column
 
     if not isinstance(produced, Mapping):
         raise NcreelError(f"cell model '{model}': must return a dict of columns, got "
@@ -866,7 +871,7 @@ class ShardRows:
 
     def write(self, fh, t0: int, block: np.ndarray) -> int:
         """Append one block's rows to `fh` in COPY text format; returns rows written."""
-        from ncreel.pgcopy import write_copy_rows
+        from ncreel.pg.copytext import write_copy_rows
 
         out = self.rows(t0, block)
         if self.geometry is None:

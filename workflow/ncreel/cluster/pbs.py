@@ -514,7 +514,7 @@ def write_wrapper(jobscript: str | os.PathLike, state_dir: str | os.PathLike) ->
     wrapper = jobscript.with_name(jobscript.name + ".pbs.sh")
     wrapper.write_text(
         "#!/bin/bash\n"
-        "# Written by ncreel.pbs: runs the Snakemake jobscript, records its exit status.\n"
+        "# Written by ncreel.cluster.pbs: runs the Snakemake jobscript, records its exit status.\n"
         f"/bin/sh {shlex.quote(str(jobscript))}\n"
         "status=$?\n"
         'id="${PBS_JOBID:-${SLURM_JOB_ID:-unknown}}"\n'

@@ -1,6 +1,6 @@
 """Which shards of a run are done, running, failed or still to do; starts nothing.
 
-``python -m ncreel.runstatus [--run NAME] [--workdir DIR]`` (``make status RUN=NAME``)
+``python -m ncreel.cluster.runstatus [--run NAME] [--workdir DIR]`` (``make status RUN=NAME``)
 reads only files: the plan (``results/<run>/stats.json`` ``n_time`` and
 ``calibration.json`` ``frames_per_shard``), each shard's outputs, Snakemake's incomplete
 markers (``.snakemake/incomplete/``, which hold the scheduler's job id of a submitted job),
@@ -66,7 +66,7 @@ def scheduler_state(scheduler: str | None, jobid: str) -> str | None:
         commands are not available.
     """
     if scheduler == "pbs" or (scheduler is None and "." in jobid):
-        from ncreel import pbs
+        from ncreel.cluster import pbs
 
         qstat = shutil.which("qstat", path="/opt/pbs/bin:" + os.environ.get("PATH", ""))
         if not qstat:
@@ -146,8 +146,8 @@ def shard_status(workdir: str | os.PathLike = ".", run: str = "demo", *,
 
 def main(argv: list[str] | None = None) -> int:
     """Print one line per shard and a summary; exit status 0 (1 if there is no plan)."""
-    ap = argparse.ArgumentParser(prog="python -m ncreel.runstatus", description=__doc__.split(
-        "\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m ncreel.cluster.runstatus",
+                                 description=__doc__.split("\n")[0])
     ap.add_argument("--run", default="demo", help="run name (config key run)")
     ap.add_argument("--workdir", default=".", help="where snakemake runs (default: .)")
     args = ap.parse_args(argv)

@@ -61,7 +61,7 @@ def slurm_env_problem(env=None, run=_out) -> str | None:
 def cancel_orphan_slurm_jobs(workdir=".", run=_out, cancel=None) -> list[str]:
     """Cancel Slurm jobs that a killed Snakemake run submitted from `workdir`.
 
-    Call only when that run is known to be dead (:func:`ncreel.runlock.clear_stale_lock`
+    Call only when that run is known to be dead (:func:`ncreel.cluster.runlock.clear_stale_lock`
     returned True). Its queued and running jobs would otherwise keep working on outputs the
     new run redoes anyway (Snakemake marked them incomplete), writing the same temporary
     files. Jobs are recognised by their working directory and the ``rule_...`` comment the

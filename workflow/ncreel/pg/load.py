@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 
 from ncreel.errors import NcreelError
-from ncreel.pgcopy import (
+from ncreel.pg.copytext import (
     advisory_key,
     copy_statement,
     create_statement,

@@ -11,7 +11,7 @@ import os
 from collections.abc import Sequence
 
 from ncreel.io import atomic_path
-from ncreel.pgcopy import concatenate, load_script
+from ncreel.pg.copytext import concatenate, load_script
 
 log = logging.getLogger(__name__)
 

@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ncreel.io import atomic_path
-from ncreel.movie import SegmentEncoder
 from ncreel.procmem import current_rss_mb, peak_rss_mb
+from ncreel.render.movie import SegmentEncoder
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ def calibrate_render(spec: Mapping, *, n_time: int, probe_frames: int = PROBE_FR
     Parameters
     ----------
     spec : mapping
-        As for :func:`ncreel.shardrender.render_range` (``series``, ``render``, ``encode``,
+        As for :func:`ncreel.render.shard.render_range` (``series``, ``render``, ``encode``,
         ``vmin``, ``vmax``).
     n_time : int
         Time steps in the series; probes cycle through the first ones if there are fewer.
@@ -72,7 +72,7 @@ def calibrate_render(spec: Mapping, *, n_time: int, probe_frames: int = PROBE_FR
     NcreelError
         If the input cannot be read or ffmpeg fails.
     """
-    from ncreel.shardrender import make_renderer, time_labels
+    from ncreel.render.shard import make_renderer, time_labels
     from ncreel.source import open_spec
 
     if probe_frames < 1 or n_time < 1:

@@ -63,7 +63,7 @@ class FrameRenderer:
         path is measured against (:func:`frame_difference`), about a million times slower
         per cell.
     projection : cartopy.crs.Projection, optional
-        Map projection of the axes (see :func:`ncreel.maps.map_projection`); `x`, `y` are
+        Map projection of the axes (see :func:`ncreel.render.maps.map_projection`); `x`, `y` are
         then longitudes and latitudes (``cartopy.crs.PlateCarree``). None: plain axes.
     features : iterable of cartopy.feature.Feature
         Map features (coastlines, borders) drawn above the field; needs `projection`.

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-DATA = Path(__file__).parent / "data" / "natural_earth"
+DATA = Path(__file__).parent.parent / "data" / "natural_earth"
 #: Map span (degrees, larger of longitude and latitude) below which 1:50m is drawn.
 SCALE_50M_BELOW_DEG = 50.0
 #: A grid spanning at least this many degrees of longitude is global: maps centre on 0.

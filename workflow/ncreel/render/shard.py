@@ -1,8 +1,8 @@
 """Render one shard's frames into an H.264 segment, with one or more worker processes.
 
 Each worker opens the input itself, reads only its own contiguous time range in bounded
-blocks, draws every frame with one reused :class:`~ncreel.render.FrameRenderer` and pipes
-the raw pixels into its own ffmpeg process (:class:`~ncreel.movie.SegmentEncoder`). A sample
+blocks, draws every frame with one reused :class:`~ncreel.render.frame.FrameRenderer` and pipes
+the raw pixels into its own ffmpeg process (:class:`~ncreel.render.movie.SegmentEncoder`). A sample
 of frames is also written as PNG so a person (and the report) can inspect them. With several
 workers the shard's range is split into contiguous sub-ranges, one part segment each, joined
 in order without re-encoding; workers are separate processes because pyplot is not
@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ncreel.movie import SegmentEncoder, concat_segments
 from ncreel.procmem import peak_rss_mb
 from ncreel.progress import Progress, current_log_file
+from ncreel.render.movie import SegmentEncoder, concat_segments
 from ncreel.shards import Shard, frame_name, plan_shards
 
 log = logging.getLogger(__name__)
@@ -246,13 +246,13 @@ def time_labels(series) -> list[str]:
 
 
 def make_renderer(series, render: Mapping, *, vmin: float, vmax: float, blit: bool = True):
-    """Build the :class:`~ncreel.render.FrameRenderer` for `series` (axes, labels, title, map).
+    """Build the :class:`~.frame.FrameRenderer` for `series` (axes, labels, title, map).
 
     ``render["map"]`` (optional: ``coastlines`` true/false/None, ``borders``,
     ``projection``, ``projection_params``) applies to grids with latitude/longitude, see
     :func:`map_settings`.
     """
-    from ncreel.render import FrameRenderer
+    from ncreel.render.frame import FrameRenderer
 
     x, y, xlabel, ylabel = plot_axes(series)
     geo = xlabel.startswith("longitude")
@@ -274,7 +274,7 @@ def map_settings(settings: Mapping, *, lon=None, lat=None):
         ``coastlines`` (None: on when the grid has latitude/longitude), ``borders``,
         ``projection`` (a cartopy CRS class name, default PlateCarree) and
         ``projection_params``. Without a ``central_longitude`` there, a regional grid is
-        centred on itself (:func:`ncreel.maps.central_longitude`).
+        centred on itself (:func:`ncreel.render.maps.central_longitude`).
     lon, lat : numpy.ndarray, optional
         Cell-centre longitudes / latitudes (degrees); None for grids in plain indices, which
         get plain axes and no features.
@@ -293,7 +293,7 @@ def map_settings(settings: Mapping, *, lon=None, lat=None):
         return None, []
     import inspect
 
-    from ncreel.maps import central_longitude, map_features, map_projection, map_scale
+    from ncreel.render.maps import central_longitude, map_features, map_projection, map_scale
 
     name = settings.get("projection") or "PlateCarree"
     params = dict(settings.get("projection_params") or {})

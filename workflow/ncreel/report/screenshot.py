@@ -1,6 +1,6 @@
 """Screenshot of one page of a Snakemake HTML report, with headless Chromium.
 
-``python -m ncreel.reportshot results/demo/report.html docs/report-resources.png``
+``python -m ncreel.report.screenshot results/demo/report.html docs/report-resources.png``
 (``make report-screenshot``). The report is a single-page app; a copy of it gets one
 ``<script>`` that does what a click on the result does (open its category, show the
 result), then Chromium renders it headless and saves the PNG. Nothing else in the report
@@ -94,7 +94,7 @@ def screenshot(report: str | os.PathLike, png: str | os.PathLike, *,
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: report.html, output PNG, optional --result/--category."""
-    ap = argparse.ArgumentParser(prog="python -m ncreel.reportshot")
+    ap = argparse.ArgumentParser(prog="python -m ncreel.report.screenshot")
     ap.add_argument("report")
     ap.add_argument("png")
     ap.add_argument("--result", default="resources.html")
