@@ -249,7 +249,7 @@ def test_settings_checks_and_params_deprecation(tmp_path, caplog):
 @pytest.mark.integration
 def test_workflow_runs_prepass_and_independent_shards(tmp_path, pg_server):
     """snakemake on a tiny file, 3 shards: the table equals one in-process pass."""
-    from test_workflow import make_workdir, psql_load, snakemake
+    from workflow_run import make_workdir, psql_load, snakemake
 
     (tmp_path / "w").mkdir()
     work = make_workdir(tmp_path / "w")

@@ -7,7 +7,7 @@ Sources of the ``qstat`` text used here:
   Torque wrapper on the CI machine (see the README there). It never shows an exit status.
 - ``tests/data/qstat_pbspro/*.json``: PBS Pro ``qstat -x -f -F json`` documents
   **recorded** from a real OpenPBS 23.06.06 server (``.ci/pbs-up.sh``) by
-  ``tests/test_pbs_real.py::test_status_command_on_real_job_endings`` (all but
+  ``tests/integration/test_pbs.py::test_status_command_on_real_job_endings`` (all but
   ``exiting.json``, constructed; see the README there). Exit codes: OpenPBS
   ``src/include/job.h`` (JOB_EXEC_KILL_MEM -27, JOB_EXEC_KILL_WALLTIME -29) and
   "256 + signal" (265 = SIGKILL; qdel's SIGTERM gives 271, or 143 from the job's shell).

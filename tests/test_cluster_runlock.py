@@ -72,7 +72,7 @@ def test_run_lock_is_exclusive_and_released_by_sigkill(tmp_path):
 @pytest.mark.integration
 def test_same_run_refused_after_another_run_removed_snakemake_locks(tmp_path, sample_nc):
     """P runs; Q finishes in the same directory (Snakemake removes all locks); P again: refused."""
-    from test_workflow import SMALL, make_workdir, snakemake
+    from workflow_run import SMALL, make_workdir, snakemake
 
     work = make_workdir(tmp_path)
     with xr.open_dataset(sample_nc, decode_times=False) as ds:

@@ -10,7 +10,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT
+
 WORKFLOW = ROOT / "workflow"
 CLUSTER_MODULES = sorted(
     f"ncreel.cluster.{p.stem}" for p in (WORKFLOW / "ncreel" / "cluster").glob("*.py")

@@ -24,7 +24,7 @@ import time
 import pytest
 from conftest import ROOT
 from PIL import Image
-from test_workflow import SMALL, make_workdir, snakemake
+from workflow_run import SMALL, make_workdir, snakemake
 
 sys.path.insert(0, str(ROOT / "workflow"))
 

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 from ncreel.resources import said_over_cap
-from test_workflow import make_workdir, snakemake
+from workflow_run import make_workdir, snakemake
 
 
 def test_said_over_cap_keeps_value_and_signature(capsys):

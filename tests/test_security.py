@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from cells_data import write_risk_nc
-from test_workflow import make_workdir
+from workflow_run import make_workdir
 
 SECRET = "Zq7-ncreel-secret-9Xw"
 ROLE = "ncreel_pw_role"

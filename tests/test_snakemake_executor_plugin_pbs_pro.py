@@ -2,7 +2,7 @@
 
 Unit tests read ``qstat`` output RECORDED on the CI machine's real OpenPBS 23.06.06
 (``tests/data/qstat_pbspro_arrays/``); the sub-job runner runs for real. The tests on the
-real PBS server are in ``tests/test_pbs_real.py``.
+real PBS server are in ``tests/integration/test_pbs.py``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 from conftest import ROOT
 from ncreel.cluster import pbs
 from snakemake_executor_plugin_pbs_pro import subjob, write_manifest
-from test_pbs_status import FakeQstat
+from test_cluster_pbs import FakeQstat
 
 ARRAYS = ROOT / "tests" / "data" / "qstat_pbspro_arrays"
 RECORDED = (153, (ARRAYS / "array_running_memkilled_plain_exit3.txt").read_text(),

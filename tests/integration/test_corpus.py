@@ -26,7 +26,7 @@ from layouts import (
 )
 from ncreel.sample import sample_path
 from ncreel.source import open_series
-from test_workflow import make_workdir, probe, psql_load, snakemake
+from workflow_run import make_workdir, probe, psql_load, snakemake
 
 pytestmark = pytest.mark.integration
 
@@ -147,7 +147,7 @@ def _check_run(work: Path, run: str, case: dict, pg_server, pg_conn) -> None:
         assert when.replace(" ", "T") == labels[t], (run, t, when, labels[t])
 
 
-# A1B, the tidy case, is the demo run of test_workflow.py.
+# A1B, the tidy case, is the demo run of integration/test_workflow.py.
 CASES = ["e1_multifile_names_out_of_order", "ostia_real",
          "sst_north_first_missing", "orca2_tripolar_dateline", "stereographic_2d_latlon",
          "lon_lat_order_360day", "wrapped_pm180_noleap_packed", "curvilinear_dateline", "wrf",

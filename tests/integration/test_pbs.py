@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 from test_slurm import ROWS, _incomplete, count_rows, declared_jobs, workdir
-from test_workflow import SMALL
+from workflow_run import SMALL
 
 pytestmark = [pytest.mark.pbs, pytest.mark.integration]
 

@@ -1,7 +1,7 @@
 """Job arrays of the PBS Pro executor (``--executor pbs-pro``) on the REAL PBS server.
 
 Nothing is mocked: ``snakemake --profile profiles/cheyenne`` submits with OpenPBS's own
-``qsub -J`` (``/opt/pbs/bin`` first on PATH, asserted by :func:`test_pbs_real.pbs_env`),
+``qsub -J`` (``/opt/pbs/bin`` first on PATH, asserted by :func:`test_pbs.pbs_env`),
 and what PBS ran is read back with ``qstat -x -f -t``. The memory kill is MoM's (``$enforce
 mem``). These tests FAIL (never skip) when PBS is not up.
 """
@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 from ncreel.cluster import pbs as ncpbs
-from test_pbs_real import ACCOUNT, FAST, QSTAT, pbs_env, snakemake
-from test_pbs_real import pbs as pbs_server  # noqa: F401  (its `pbs` fixture)
+from test_pbs import ACCOUNT, FAST, QSTAT, pbs_env, snakemake
+from test_pbs import pbs as pbs_server  # noqa: F401  (its `pbs` fixture)
 from test_slurm import ROWS, count_rows, declared_jobs, workdir
-from test_workflow import SMALL
+from workflow_run import SMALL
 
 pytestmark = [pytest.mark.pbs, pytest.mark.integration, pytest.mark.usefixtures("pbs_server")]
 

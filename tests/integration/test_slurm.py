@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
-from test_workflow import SMALL, make_workdir
+from workflow_run import SMALL, make_workdir
 
 pytestmark = [pytest.mark.slurm, pytest.mark.integration]
 
@@ -189,7 +189,7 @@ def test_memory_killed_shard_is_retried_with_more_memory(slurm, tmp_path_factory
 
 
 # The PBS profiles use ncreel's pbs-pro executor (tested on a real PBS Pro server in
-# test_pbs_real.py / test_pbs_arrays.py). Sites without it keep Snakemake's cluster-generic
+# test_pbs.py / test_pbs_arrays.py). Sites without it keep Snakemake's cluster-generic
 # executor with ncreel_pbs.py's submit/status commands, which also read Torque-style qstat.
 CLUSTER_GENERIC_PBS = [
     "--executor", "cluster-generic",
