@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from ncreel.errors import NcreelError
 from ncreel.render.frame import FrameRenderer
-from ncreel.render.movie import encode_movie
+from ncreel.render.movie import SegmentEncoder, concat_segments, encode_movie
+from render_data import H, W, ffprobe, fields, needs_ffprobe, renderer
 
 
 def probe(path):
@@ -58,3 +59,47 @@ def test_ffmpeg_error_is_reported(tmp_path):
     with pytest.raises(NcreelError, match="ffmpeg failed"):
         encode_movie([bad], out)
     assert not out.exists() and not (tmp_path / "m.mp4.part").exists()
+
+
+@needs_ffprobe
+def test_segments_concat_to_right_frame_count(tmp_path):
+    shape = (6, 8)
+    data = fields(13, shape)
+    r = renderer(shape, blit=True)
+    segments = []
+    for k, (a, b) in enumerate([(0, 5), (5, 6), (6, 13)]):
+        seg = tmp_path / f"seg{k}.mp4"
+        with SegmentEncoder(seg, width=W, height=H, fps=12, crf=18, preset="ultrafast") as enc:
+            for i in range(a, b):
+                enc.write(r.draw(data[i], str(i)))
+        assert enc.n_frames == b - a
+        assert not seg.with_name(seg.name + ".part").exists()
+        segments.append(seg)
+    movie = tmp_path / "movie.mp4"
+    concat_segments(segments, movie)
+    info = ffprobe(movie)
+    assert int(info["nb_read_frames"]) == 13
+    assert (info["codec_name"], info["pix_fmt"]) == ("h264", "yuv420p")
+    assert (info["width"], info["height"]) == (W, H)
+
+
+def test_concat_fails_loudly_on_missing_segment(tmp_path):
+    (tmp_path / "a.mp4").write_bytes(b"x")
+    with pytest.raises(NcreelError, match="1 of 2 segments missing"):
+        concat_segments([tmp_path / "a.mp4", tmp_path / "b.mp4"], tmp_path / "m.mp4")
+    assert not (tmp_path / "m.mp4").exists()
+
+
+def test_segment_encoder_leaves_no_file_on_error(tmp_path):
+    seg = tmp_path / "seg.mp4"
+    with pytest.raises(RuntimeError), SegmentEncoder(seg, width=W, height=H, fps=12, crf=18,
+                                                     preset="ultrafast") as enc:
+        enc.write(np.zeros((H, W, 4), np.uint8))
+        raise RuntimeError("killed mid-shard")
+    assert not seg.exists() and not seg.with_name("seg.mp4.part").exists()
+
+
+def test_segment_encoder_rejects_wrong_frame_size(tmp_path):
+    with pytest.raises(ValueError, match="expected"), SegmentEncoder(
+            tmp_path / "s.mp4", width=W, height=H, fps=12, crf=18, preset="ultrafast") as enc:
+        enc.write(np.zeros((H + 1, W, 4), np.uint8))
