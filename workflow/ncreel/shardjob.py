@@ -6,6 +6,7 @@ import json
 import logging
 import os
 from collections.abc import Mapping
+from pathlib import Path
 
 import numpy as np
 
@@ -75,7 +76,7 @@ def run_shard(series: Series, shard: Shard, *, stats_json: str | os.PathLike,
     dict
         ``frames`` and ``rows`` written, and the render statistics.
     """
-    stats = json.loads(open(stats_json).read())
+    stats = json.loads(Path(stats_json).read_text())
     cells = cells_settings(cells or {})
     spec = {"series": series.spec(),
             "render": dict(render), "encode": dict(encode), "vmin": stats["vmin"],
