@@ -1,5 +1,7 @@
 """Inspecting a run: resources page, contact sheet, progress lines, status, report edges.
 
+Progress lines on their own (no run) are in ``tests/test_progress.py``.
+
 One small real run (160 x 96 frames, two shards) in which the first shard's job is killed
 with SIGKILL while it renders, as the kernel's OOM killer or a scheduler would, so that it
 needs a second attempt; the report is then built by ``snakemake --report`` and its embedded
@@ -12,7 +14,6 @@ import base64
 import csv
 import io
 import json
-import logging
 import os
 import re
 import shutil
@@ -30,49 +31,9 @@ sys.path.insert(0, str(ROOT / "workflow"))
 
 from ncreel.cluster.runstatus import shard_status  # noqa: E402
 from ncreel.jobrecord import read_attempts  # noqa: E402
-from ncreel.logs import configure  # noqa: E402
-from ncreel.progress import Progress  # noqa: E402
 from ncreel.report.resources import PNG_KEY, read_benchmark  # noqa: E402
 
 CONFIG = [*SMALL, "frames_per_shard=120", "calibration_frames=16"]
-
-
-class FakeClock:
-    def __init__(self, step):
-        self.t, self.step = 0.0, step
-
-    def __call__(self):
-        self.t += self.step
-        return self.t
-
-
-def test_progress_bounded_rate_and_job_log_only(tmp_path, capsys):
-    root = logging.getLogger()
-    saved_handlers, saved_level = root.handlers[:], root.level
-    try:
-        configure(tmp_path / "job.log")
-        fast = Progress(1000, "shard 00000 frames 0..999", clock=FakeClock(0.01))
-        for i in range(1, 1001):
-            fast.update(i)
-        # Fast work: one line per 10 %.
-        assert fast.lines == 10
-        slow = Progress(1000, "slow", clock=FakeClock(7.0))
-        for i in range(1, 201):
-            slow.update(i, rows_written=i * 10)
-        # Slow work (7 s per frame): a line every 30 s at most, plus the 10 % marks.
-        assert slow.lines <= 200 * 7 / 30 + 2 + 1
-    finally:
-        for h in root.handlers:
-            if h not in saved_handlers:
-                h.close()
-        root.handlers[:] = saved_handlers
-        root.setLevel(saved_level)
-        logging.captureWarnings(False)
-    text = (tmp_path / "job.log").read_text()
-    assert "shard 00000 frames 0..999: 500/1000 frames (50 %)" in text
-    assert "1000/1000 frames (100 %)" in text and "ETA 0 s" in text
-    assert re.search(r"slow: \d+/1000 frames .*ETA \d+ s, rows_written \d+", text)
-    assert "ncreel.progress" not in capsys.readouterr().err
 
 
 def _report_files(html: str) -> dict[str, bytes]:
