@@ -291,8 +291,22 @@ def test_walltime_format():
 def test_submit_needs_account(tmp_path):
     script = tmp_path / "snakejob.sh"
     script.write_text(f"#!/bin/sh\n# properties = {json.dumps(props())}\necho hi\n")
-    with pytest.raises(SystemExit, match="PBS_ACCOUNT"):
+    with pytest.raises(pbs.MissingAccount, match="export PBS_ACCOUNT=<project code>"):
         pbs.submit(str(script), queue="q", account=None, log_dir=str(tmp_path))
+    with pytest.raises(pbs.MissingAccount, match="export PROJ="):
+        pbs.project_account("PROJ", environ={"PBS_ACCOUNT": "x"})
+    assert pbs.project_account("PROJ", environ={"PROJ": "UABC0001"}) == "UABC0001"
+    assert pbs.project_account("PROJ", no_account=True, environ={}) is None
+
+
+def test_submit_cli_exits_1_with_one_error_line(tmp_path, monkeypatch, capsys):
+    """Only the CLI exits; the library raises (``SubmitError``)."""
+    script = tmp_path / "snakejob.sh"
+    script.write_text(f"#!/bin/sh\n# properties = {json.dumps(props())}\necho hi\n")
+    monkeypatch.delenv("PBS_ACCOUNT", raising=False)
+    assert pbs.main(["submit", str(script), "--log-dir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("ncreel-pbs: error: PBS_ACCOUNT is unset")
 
 
 def test_submit_calls_qsub_with_argument_list(tmp_path):

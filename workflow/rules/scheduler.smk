@@ -1,7 +1,13 @@
 # Checks for runs through a batch scheduler (profiles/slurm, profiles/cheyenne|derecho|casper).
 import os
 
-from ncreel.cluster.pbs import profile_queue, queue_problem  # noqa: E402
+from ncreel.cluster.pbs import (  # noqa: E402
+    ACCOUNT_ENV,
+    MissingAccount,
+    profile_queue,
+    project_account,
+    queue_problem,
+)
 from ncreel.cluster.slurm import slurm_env_problem  # noqa: E402
 
 
@@ -27,17 +33,14 @@ onstart:
             and "ncreel_pbs" in str(workflow.executor_settings.submit_cmd)
         )
     )
-    if (
-        _pbs
-        and not getattr(workflow.executor_settings, "no_account", False)
-        and not os.environ.get(
-            getattr(workflow.executor_settings, "account_env", "PBS_ACCOUNT")
-        )
-    ):
-        fail(
-            "PBS_ACCOUNT is unset: export PBS_ACCOUNT=<project code> (NCAR: from "
-            "`gladequota`/`sam`), then run the same command again"
-        )
+    if _pbs:
+        try:
+            project_account(
+                getattr(workflow.executor_settings, "account_env", ACCOUNT_ENV),
+                no_account=getattr(workflow.executor_settings, "no_account", False),
+            )
+        except MissingAccount as _err:
+            fail(str(_err))
     # ...and a queue the server knows (qsub would otherwise fail once per job).
     if _pbs:
         if _plugin.name == "pbs-pro":

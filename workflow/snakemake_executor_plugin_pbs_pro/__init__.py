@@ -194,7 +194,11 @@ class Executor(RemoteExecutor):
         s = self.workflow.executor_settings
         self.settings = s
         self.queue = os.environ.get("NCREEL_PBS_QUEUE") or s.queue
-        self.account = None if s.no_account else (os.environ.get(s.account_env) or None)
+        try:
+            self.account = pbs.project_account(s.account_env, no_account=s.no_account)
+            self.account_problem = None
+        except pbs.MissingAccount as err:
+            self.account, self.account_problem = None, f"ncreel-pbs: error: {err}"
         self.array_rules = {r.strip() for r in (s.array_rules or "").split(",") if r.strip()}
         if s.array_limit < 2:
             raise WorkflowError("pbs-pro-array-limit must be at least 2 (OpenPBS arrays "
@@ -222,14 +226,10 @@ class Executor(RemoteExecutor):
 
     def run_jobs(self, jobs: list[JobExecutorInterface]):
         """Submit the jobs Snakemake found ready: arrays for array rules, else one each."""
-        s = self.settings
-        if not s.no_account and not self.account:
+        if self.account_problem:
             # (ncreel's Snakefile says so once, before any job; other workflows learn here.)
             for job in jobs:
-                self.report_job_error(SubmittedJobInfo(job), msg=(
-                    f"ncreel-pbs: error: {s.account_env} is unset: export {s.account_env}="
-                    "<project code> (NCAR: from `gladequota`/`sam`), then run the same "
-                    "command again"))
+                self.report_job_error(SubmittedJobInfo(job), msg=self.account_problem)
             return
         jobs = self._reattach(jobs)
         batches: dict[tuple, list] = {}

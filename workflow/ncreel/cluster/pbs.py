@@ -46,6 +46,8 @@ from pathlib import Path
 
 #: Where job wrappers record exit statuses (relative to the Snakemake working directory).
 STATE_DIR = ".snakemake/ncreel-pbs"
+#: Environment variable holding the project account (``qsub -A``) unless a profile names another.
+ACCOUNT_ENV = "PBS_ACCOUNT"
 
 #: PBS Pro / Torque job states that mean "not finished yet".
 #: Q queued, R running, H held, W waiting, T transit, B array begun, E exiting (still
@@ -528,17 +530,69 @@ def write_wrapper(jobscript: str | os.PathLike, state_dir: str | os.PathLike) ->
     return wrapper
 
 
+class SubmitError(RuntimeError):
+    """A job cannot be submitted (no project account, no ``qsub``, ``qsub`` refused it)."""
+
+
+class MissingAccount(SubmitError):
+    """The project account's environment variable is unset (its message says what to do)."""
+
+
+def project_account(account_env: str = ACCOUNT_ENV, *, no_account: bool = False,
+                    environ=None) -> str | None:
+    """Return the project account for ``qsub -A``, from the environment variable `account_env`.
+
+    The one place the account is checked: the ``qsub`` CLI, the ``pbs-pro`` executor
+    plugin and the workflow's parse-time check all call it.
+
+    Parameters
+    ----------
+    account_env : str
+        Name of the environment variable (``PBS_ACCOUNT`` unless the profile says otherwise).
+    no_account : bool
+        The site needs no account: return None without looking.
+    environ : mapping, optional
+        Environment to read (default: ``os.environ``).
+
+    Returns
+    -------
+    str or None
+        The account, or None when `no_account`.
+
+    Raises
+    ------
+    MissingAccount
+        The variable is unset or empty and an account is needed.
+    """
+    if no_account:
+        return None
+    account = (os.environ if environ is None else environ).get(account_env)
+    if not account:
+        raise _missing_account(account_env)
+    return account
+
+
+def _missing_account(account_env: str) -> MissingAccount:
+    return MissingAccount(f"{account_env} is unset: export {account_env}=<project code> "
+                          "(NCAR: from `gladequota`/`sam`), then run the same command again")
+
+
 def submit(jobscript: str, *, queue: str | None, account: str | None, log_dir: str,
            state_dir: str = STATE_DIR, require_account: bool = True, runner=_run,
-           **kw) -> str:
-    """Submit `jobscript` with ``qsub``; return the job id ``qsub`` printed."""
+           account_env: str = ACCOUNT_ENV, **kw) -> str:
+    """Submit `jobscript` with ``qsub``; return the job id ``qsub`` printed.
+
+    Raises
+    ------
+    SubmitError
+        No account (:class:`MissingAccount`, when `require_account`), no ``qsub`` on PATH,
+        or ``qsub`` refused the job; the message is one line for the user.
+    """
     if require_account and not account:
-        raise SystemExit(
-            "ncreel-pbs: error: no PBS project account: export PBS_ACCOUNT=<project code> "
-            "(NCAR: the project code from `gladequota`/`sam`), then run snakemake again")
+        raise _missing_account(account_env)
     if runner is _run and shutil.which("qsub") is None:
-        raise SystemExit("ncreel-pbs: error: qsub not found on PATH: run snakemake on a PBS "
-                         "login node (or load the PBS module) to use this profile")
+        raise SubmitError("qsub not found on PATH: run snakemake on a PBS login node (or "
+                          "load the PBS module) to use this profile")
     props = read_properties(jobscript)
     Path(log_dir).mkdir(parents=True, exist_ok=True)
     wrapper = write_wrapper(jobscript, state_dir)
@@ -546,7 +600,7 @@ def submit(jobscript: str, *, queue: str | None, account: str | None, log_dir: s
     try:
         return run_qsub(cmd, runner=runner)
     except QsubError as err:
-        raise SystemExit(f"ncreel-pbs: error: {err}") from None
+        raise SubmitError(str(err)) from None
 
 
 class QsubError(RuntimeError):
@@ -635,7 +689,7 @@ def main(argv: list[str] | None = None) -> int:
     sp.add_argument("jobscript")
     sp.add_argument("--queue", default=None,
                     help="queue (overridden by $NCREEL_PBS_QUEUE when set)")
-    sp.add_argument("--account-env", default="PBS_ACCOUNT",
+    sp.add_argument("--account-env", default=ACCOUNT_ENV,
                     help="environment variable holding the project account")
     sp.add_argument("--no-account", action="store_true",
                     help="submit without -A (sites that need no account)")
@@ -654,11 +708,17 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.cmd == "submit":
         queue = os.environ.get("NCREEL_PBS_QUEUE") or args.queue
-        account = None if args.no_account else os.environ.get(args.account_env)
-        print(submit(args.jobscript, queue=queue, account=account, log_dir=args.log_dir,
-                     state_dir=args.state_dir, require_account=not args.no_account,
-                     max_walltime=args.max_walltime, node_cores=args.node_cores,
-                     node_mem_gb=args.node_mem_gb, extra_l=args.extra_l))
+        try:
+            account = project_account(args.account_env, no_account=args.no_account)
+            jobid = submit(args.jobscript, queue=queue, account=account, log_dir=args.log_dir,
+                           state_dir=args.state_dir, require_account=not args.no_account,
+                           account_env=args.account_env, max_walltime=args.max_walltime,
+                           node_cores=args.node_cores, node_mem_gb=args.node_mem_gb,
+                           extra_l=args.extra_l)
+        except SubmitError as err:
+            print(f"ncreel-pbs: error: {err}", file=sys.stderr)
+            return 1
+        print(jobid)
         return 0
     print(status(args.jobid, state_dir=args.state_dir, attempts=args.attempts))
     return 0
