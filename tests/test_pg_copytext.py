@@ -4,7 +4,7 @@ import io
 
 import numpy as np
 import pytest
-from ncreel.pg.copytext import concatenate, load_script, pg_type_for, table_name, write_copy_rows
+from ncreel.pg.copytext import concatenate, load_script, table_name, write_copy_rows
 
 SPECIAL = ["plain", "tab\there", "new\nline", "carriage\rreturn", "back\\slash", "\\N",
            "", "\\.", "both\t\\\n\r", "ünïcødé ✓", None]
@@ -37,14 +37,6 @@ def test_nul_byte_rejected():
 def test_length_mismatch_rejected():
     with pytest.raises(ValueError, match="columns differ in length"):
         encode({"a": np.zeros(2), "b": np.zeros(3)})
-
-
-def test_pg_types():
-    assert pg_type_for(np.zeros(1, np.float32)) == "real"
-    assert pg_type_for(np.zeros(1)) == "double precision"
-    assert pg_type_for(np.zeros(1, np.int64)) == "bigint"
-    assert pg_type_for(np.zeros(1, bool)) == "boolean"
-    assert pg_type_for(["x"]) == "text"
 
 
 def test_round_trip_through_postgres(pg_conn):

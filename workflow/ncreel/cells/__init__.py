@@ -37,14 +37,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ncreel.errors import NcreelError
+from ncreel.pg.types import GEOMETRY_TYPES, value_type
 from ncreel.source import TimeAxis, wrap_longitude
 
 #: Column name the load step adds to every table (the run's name); models may not use it.
 RUN_COLUMN = "run"
 #: Name of the optional polygon column appended when ``cells.geometry`` is not ``none``.
 GEOMETRY_COLUMN = "geom"
-#: PostgreSQL type of :data:`GEOMETRY_COLUMN` per ``cells.geometry`` setting.
-GEOMETRY_TYPES = {"text": "text", "postgis": "geometry(Polygon, 4326)"}
 #: Risk classes of :func:`etr_risk_model`, lowest first (one more than thresholds).
 RISK_CLASSES = ("very low", "low", "medium", "high")
 
@@ -883,11 +882,6 @@ class ShardRows:
             part[GEOMETRY_COLUMN] = self.geometry.polygons(np.asarray(part["cell_id"]))
             write_copy_rows(fh, part)
         return n
-
-
-def value_type(dtype) -> str:
-    """PostgreSQL type of the series' values: ``real`` for float32, else ``double precision``."""
-    return "real" if np.dtype(dtype) == np.float32 else "double precision"
 
 
 def table_columns(model: ResolvedModel, ctx: CellContext, *,

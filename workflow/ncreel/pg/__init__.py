@@ -1,7 +1,8 @@
 """PostgreSQL side of the cell table: COPY text, the load script, the reduce and load steps.
 
-Owns: :mod:`.copytext` (COPY text encoding of rows, type names of columns, joining shard
-files, the DDL and ``\\copy`` script), :mod:`.reduce` (the reduce rule: one COPY file for
+Owns: :mod:`.types` (every PostgreSQL type ncreel decides: values, time, geometry),
+:mod:`.copytext` (COPY text encoding of rows, joining shard files, the DDL and ``\\copy``
+script), :mod:`.reduce` (the reduce rule: one COPY file for
 the run) and :mod:`.load` (the load rule: stream that file into PostgreSQL with psycopg).
 
 May import: the standard library, numpy, polars, zstandard and psycopg (each where it is

@@ -18,41 +18,10 @@ from typing import BinaryIO
 import numpy as np
 
 from ncreel.io import atomic_path
+from ncreel.pg.types import pg_type_for  # noqa: F401  (its home before ncreel.pg.types)
 
 # polars is imported inside the functions that use it: the reduce and load jobs import
 # this module only to stream bytes, and should stay at a few tens of MB resident.
-
-#: numpy dtype kind/size → PostgreSQL type used in the generated DDL.
-_PG_TYPES = {
-    np.dtype(np.float32): "real",
-    np.dtype(np.float64): "double precision",
-    np.dtype(np.int16): "smallint",
-    np.dtype(np.int32): "integer",
-    np.dtype(np.int64): "bigint",
-    np.dtype(np.bool_): "boolean",
-}
-
-
-def pg_type_for(values) -> str:
-    """PostgreSQL type that holds `values` exactly.
-
-    Parameters
-    ----------
-    values : numpy.ndarray or sequence
-        A column: numeric/bool ndarray, or strings (``text``).
-
-    Returns
-    -------
-    str
-        ``real`` for float32, ``double precision`` for float64, ``smallint``/``integer``/
-        ``bigint`` for int16/32/64, ``boolean``, ``timestamp without time zone`` for
-        datetime64, else ``text``.
-    """
-    arr = np.asarray(values) if not isinstance(values, np.ndarray) else values
-    if arr.dtype.kind == "M":
-        return "timestamp without time zone"
-    return _PG_TYPES.get(arr.dtype, "text")
-
 
 #: Text that needs escaping (or is invalid: NUL) in COPY text format.
 _SPECIAL = "[\\x00\\\\\t\n\r]"
