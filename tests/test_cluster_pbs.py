@@ -342,3 +342,27 @@ def test_profile_queue_reads_the_profiles_queue():
     assert pbs.profile_queue(cmd, env={"NCREEL_PBS_QUEUE": "develop@desched1"}) == \
         "develop@desched1"
     assert pbs.profile_queue("python3 x.py submit", env={}) is None
+
+
+def test_orphan_cancel_only_touches_this_workdirs_snakemake_jobs(tmp_path):
+    other = tmp_path / "other"
+    other.mkdir()
+
+    def job(wd, args):
+        return {"Variable_List": {"PBS_O_WORKDIR": str(wd)}, "Submit_arguments": args}
+
+    listed = {"41.vm": job(tmp_path, f"-N x {tmp_path}/.snakemake/tmp.a/snakejob.a.1.sh"),
+              "42[].vm": job(tmp_path, ".snakemake/ncreel-pbs/arrays/a.sh"),
+              "43.vm": job(tmp_path, f"{tmp_path}/my_own_job.sh"),
+              "44.vm": job(other, f"-N x {other}/.snakemake/tmp.b/snakejob.a.1.sh")}
+    calls = []
+
+    def run(cmd):
+        calls.append(cmd)
+        # qstat lists the jobs until they are deleted.
+        return json.dumps({"Jobs": {} if len(calls) > 1 else listed})
+
+    cancelled = []
+    ids = pbs.cancel_orphan_pbs_jobs(tmp_path, run=run, cancel=cancelled.extend, poll=0)
+    assert ids == cancelled == ["41.vm", "42[].vm"]
+    assert calls == [["qstat", "-f", "-F", "json"]] * 2

@@ -26,10 +26,8 @@ from ncreel.inputcheck import (  # noqa: E402
     check_time_steps,
 )
 from ncreel.cluster.runlock import clear_stale_lock, hold_run_lock  # noqa: E402
-from ncreel.cluster.slurm import (
-    cancel_orphan_pbs_jobs,
-    cancel_orphan_slurm_jobs,
-)  # noqa: E402
+from ncreel.cluster.pbs import cancel_orphan_pbs_jobs  # noqa: E402
+from ncreel.cluster.slurm import cancel_orphan_slurm_jobs  # noqa: E402
 from ncreel.render.shard import png_sample  # noqa: E402
 from ncreel.shards import frame_name, plan_shards  # noqa: E402
 from ncreel.cells.soil import check_run, needs_prepass  # noqa: E402

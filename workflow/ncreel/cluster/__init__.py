@@ -1,9 +1,11 @@
 """Code that runs on a login node or inside a batch job's wrapper: PBS Pro, Slurm, run lock.
 
-Owns: :mod:`.pbs` (the ``qsub`` line and status parsing used by the PBS executor plugin and
-``workflow/scripts/ncreel_pbs.py``), :mod:`.slurm` (checks of the Slurm environment and
-cancelling a dead run's jobs), :mod:`.runlock` (resuming a killed run) and
-:mod:`.runstatus` (``python -m ncreel.cluster.runstatus``: which shards are done).
+Owns: :mod:`.pbs` (the ``qsub`` line, the project account, status parsing, used by the PBS
+executor plugin and ``workflow/scripts/ncreel_pbs.py``; also the status of jobs submitted
+through Slurm's Torque ``qsub`` wrappers, via ``sacct``), :mod:`.slurm` (checks of the
+Slurm environment), :mod:`.runlock` (resuming a killed run), :mod:`.runstatus`
+(``python -m ncreel.cluster.runstatus``: which shards are done) and :mod:`.commands` (a
+scheduler command's output). Cancelling a dead run's jobs is in each scheduler's module.
 
 May import: the Python standard library only, plus the standard-library-only modules
 :mod:`ncreel.errors`, :mod:`ncreel.shards` and :mod:`ncreel.jobrecord`. These modules run

@@ -44,6 +44,8 @@ import sys
 import time
 from pathlib import Path
 
+from ncreel.cluster.commands import stdout_of
+
 #: Where job wrappers record exit statuses (relative to the Snakemake working directory).
 STATE_DIR = ".snakemake/ncreel-pbs"
 #: Environment variable holding the project account (``qsub -A``) unless a profile names another.
@@ -679,6 +681,68 @@ def queue_problem(queue: str, runner=_run) -> str | None:
 
 
 # ----------------------------------------------------------------------------- CLI
+
+
+def _pbs_active_jobs(run) -> dict[str, dict] | None:
+    out = run(["qstat", "-f", "-F", "json"])
+    if out is None:
+        return None
+    try:
+        return json.loads(out).get("Jobs") or {}
+    except (ValueError, AttributeError):
+        return None
+
+
+def cancel_orphan_pbs_jobs(workdir=".", run=stdout_of, cancel=None, timeout=120.0,
+                           poll=2.0) -> list[str]:
+    """Delete PBS jobs that a killed Snakemake run submitted from `workdir`; wait for them.
+
+    The PBS counterpart of :func:`ncreel.cluster.slurm.cancel_orphan_slurm_jobs`, with the
+    same precondition (the run is known dead). Snakemake's jobs are recognised in
+    ``qstat -f -F json`` (the server's queued, held and running jobs) by
+    ``Variable_List.PBS_O_WORKDIR`` (where ``qsub`` ran) being `workdir` and by their
+    submission naming a jobscript under ``.snakemake/`` (``Submit_arguments``), which every
+    Snakemake executor writes there.
+    Then ``qdel`` deletes them, and this waits until PBS no longer lists them (at most
+    `timeout` seconds), so that no output is worked on by an old and a new job at once.
+
+    Parameters
+    ----------
+    workdir : path
+        The Snakemake working directory.
+    run : callable
+        ``run(argv) -> stdout or None`` (None: command missing or failed).
+    cancel : callable, optional
+        ``cancel(ids)``; default ``qdel <ids>``.
+    timeout, poll : float
+        Seconds to wait for the deleted jobs to leave, and between checks.
+
+    Returns
+    -------
+    list of str
+        The deleted job ids (as PBS names them, e.g. ``1234.desched1``).
+    """
+    jobs = _pbs_active_jobs(run)
+    if not jobs:
+        return []
+    here = os.path.realpath(workdir)
+    ids = []
+    for jobid, rec in jobs.items():
+        env = rec.get("Variable_List") or {}
+        wd = env.get("PBS_O_WORKDIR", "") if isinstance(env, dict) else ""
+        args = str(rec.get("Submit_arguments", ""))
+        if wd and os.path.realpath(wd) == here and "/.snakemake/" in f"/{args}":
+            ids.append(jobid)
+    if not ids:
+        return []
+    (cancel or (lambda i: run(["qdel", *i])))(ids)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        left = _pbs_active_jobs(run)
+        if left is None or not set(ids) & set(left):
+            break
+        time.sleep(poll)
+    return ids
 
 
 def main(argv: list[str] | None = None) -> int:

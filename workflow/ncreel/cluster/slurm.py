@@ -1,4 +1,4 @@
-"""Checks made when the workflow runs through a batch scheduler (``profiles/slurm``).
+"""Slurm: checks of the environment before a run, and cancelling a dead run's jobs.
 
 The Slurm profile takes the account and partition from ``SBATCH_ACCOUNT`` and
 ``SBATCH_PARTITION``, the variables ``sbatch`` itself reads. When they are unset, jobs go
@@ -11,21 +11,9 @@ combination specified".
 from __future__ import annotations
 
 import getpass
-import json
 import os
-import shutil
-import subprocess
-import time
 
-
-def _out(cmd: list[str]) -> str | None:
-    if shutil.which(cmd[0]) is None:
-        return None
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-    except (subprocess.TimeoutExpired, OSError):
-        return None
-    return proc.stdout if proc.returncode == 0 else None
+from ncreel.cluster.commands import stdout_of as _out
 
 
 def slurm_env_problem(env=None, run=_out) -> str | None:
@@ -66,7 +54,7 @@ def cancel_orphan_slurm_jobs(workdir=".", run=_out, cancel=None) -> list[str]:
     new run redoes anyway (Snakemake marked them incomplete), writing the same temporary
     files. Jobs are recognised by their working directory and the ``rule_...`` comment the
     Slurm executor plugin gives every job; nothing else is touched. PBS:
-    :func:`cancel_orphan_pbs_jobs`.
+    :func:`ncreel.cluster.pbs.cancel_orphan_pbs_jobs`.
 
     Returns
     -------
@@ -85,65 +73,4 @@ def cancel_orphan_slurm_jobs(workdir=".", run=_out, cancel=None) -> list[str]:
             ids.append(jobid.strip())
     if ids:
         (cancel or (lambda i: run(["scancel", *i])))(ids)
-    return ids
-
-
-def _pbs_active_jobs(run) -> dict[str, dict] | None:
-    out = run(["qstat", "-f", "-F", "json"])
-    if out is None:
-        return None
-    try:
-        return json.loads(out).get("Jobs") or {}
-    except (ValueError, AttributeError):
-        return None
-
-
-def cancel_orphan_pbs_jobs(workdir=".", run=_out, cancel=None, timeout=120.0,
-                           poll=2.0) -> list[str]:
-    """Delete PBS jobs that a killed Snakemake run submitted from `workdir`; wait for them.
-
-    The PBS counterpart of :func:`cancel_orphan_slurm_jobs`, with the same precondition
-    (the run is known dead). Snakemake's jobs are recognised in ``qstat -f -F json`` (the
-    server's queued, held and running jobs) by ``Variable_List.PBS_O_WORKDIR`` (where
-    ``qsub`` ran) being `workdir` and by their submission naming a jobscript under
-    ``.snakemake/`` (``Submit_arguments``), which every Snakemake executor writes there.
-    Then ``qdel`` deletes them, and this waits until PBS no longer lists them (at most
-    `timeout` seconds), so that no output is worked on by an old and a new job at once.
-
-    Parameters
-    ----------
-    workdir : path
-        The Snakemake working directory.
-    run : callable
-        ``run(argv) -> stdout or None`` (None: command missing or failed).
-    cancel : callable, optional
-        ``cancel(ids)``; default ``qdel <ids>``.
-    timeout, poll : float
-        Seconds to wait for the deleted jobs to leave, and between checks.
-
-    Returns
-    -------
-    list of str
-        The deleted job ids (as PBS names them, e.g. ``1234.desched1``).
-    """
-    jobs = _pbs_active_jobs(run)
-    if not jobs:
-        return []
-    here = os.path.realpath(workdir)
-    ids = []
-    for jobid, rec in jobs.items():
-        env = rec.get("Variable_List") or {}
-        wd = env.get("PBS_O_WORKDIR", "") if isinstance(env, dict) else ""
-        args = str(rec.get("Submit_arguments", ""))
-        if wd and os.path.realpath(wd) == here and "/.snakemake/" in f"/{args}":
-            ids.append(jobid)
-    if not ids:
-        return []
-    (cancel or (lambda i: run(["qdel", *i])))(ids)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        left = _pbs_active_jobs(run)
-        if left is None or not set(ids) & set(left):
-            break
-        time.sleep(poll)
     return ids
