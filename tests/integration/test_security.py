@@ -2,6 +2,7 @@
 
 The load job authenticates as a role whose pg_hba line requires scram-sha-256, so the run
 can only succeed if libpq found the password in PGPASSFILE (outside the working tree).
+The name checks on their own are in ``tests/test_configcheck.py``.
 """
 
 from __future__ import annotations
@@ -165,26 +166,3 @@ def test_names_checked_whole_before_any_job(config, expected, tmp_path):
     assert proc.returncode != 0 and len(lines) == 1, proc.stderr[-2000:]
     assert expected in lines[0]
     assert not (work / "results").exists()
-
-
-@pytest.mark.parametrize("run, table, expected", [
-    ("ok", "t\n", "config key 'table'"),
-    ("ok", "s.t\n", "config key 'table'"),
-    ("ok", "a.b.c", "config key 'table'"),
-    ("ok", "t" * 64, "64 bytes"),
-    ("r" * 57, None, "config key 'run'"),
-    ("r" * 56, None, ("ncreel_" + "r" * 56,)),
-    ("a-b.C", None, ("ncreel_a_b_c",)),
-    ("ok", "select", ("select",)),  # quoted in SQL: reserved words and case are kept
-    ("ok", "Geo.MixedCase", ("Geo", "MixedCase")),
-])
-def test_check_names(run, table, expected):
-    from ncreel.configcheck import check_names
-    from ncreel.errors import NcreelError
-    from ncreel.pg.copytext import table_name
-
-    if isinstance(expected, tuple):
-        assert table_name(check_names({"run": run, "table": table})) == expected
-    else:
-        with pytest.raises(NcreelError, match=expected):
-            check_names({"run": run, "table": table})
