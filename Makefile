@@ -77,11 +77,11 @@ report: $(VENV)/.installed $(SAMPLE)
 # Reads files only (and squeue/qstat for jobs a scheduler ran); starts nothing.
 RUN ?= demo
 status:
-	@PYTHONPATH=workflow $(PY) -m ncreel.runstatus --run $(RUN)
+	@PYTHONPATH=workflow $(PY) -m ncreel.cluster.runstatus --run $(RUN)
 
 # Headless Chromium (Debian: apt-get install -y chromium) on the report's resources page.
 report-screenshot: report
-	PYTHONPATH=workflow $(PY) -m ncreel.reportshot results/demo/report.html docs/report-resources.png
+	PYTHONPATH=workflow $(PY) -m ncreel.report.screenshot results/demo/report.html docs/report-resources.png
 
 clean:
 	rm -rf results logs .snakemake

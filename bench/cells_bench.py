@@ -2,13 +2,13 @@
 
 In one run (``make bench-cells``):
 
-1. COPY writer: rows/s of :func:`ncreel.pgcopy.write_copy_rows` vs ``pandas.DataFrame.to_csv``
+1. COPY writer: rows/s of :func:`ncreel.pg.copytext.write_copy_rows` vs ``pandas.DataFrame.to_csv``
    (tab-separated) vs a per-cell Python loop building one string (the original job's
    approach), on the same ``field``-model rows, each in its own process (peak RSS each);
 2. a synthetic 1 000 000-cell x 100-step run of the real workflow; every process_shard job's
    ``max_rss`` (Snakemake benchmark file) against the ``mem_mb`` it declared;
-3. reduce: :func:`ncreel.pgcopy.concatenate` vs ``cat`` on that run's shard files (GB);
-4. load: :func:`ncreel.load.load_copy` with 1 and 2 connections vs ``psql \\copy`` of the
+3. reduce: :func:`ncreel.pg.copytext.concatenate` vs ``cat`` on that run's shard files (GB);
+4. load: :func:`ncreel.pg.load.load_copy` with 1 and 2 connections vs ``psql \\copy`` of the
    same file into a throw-away PostgreSQL (``load_fraction_of_psql``, ``…_jobs2``).
 
 ``--smoke`` runs every phase at tiny sizes in seconds (a CI test runs it).
@@ -59,7 +59,7 @@ def _rows(n: int):
 
 
 def child_writer(n: int, out: str) -> dict:
-    from ncreel.pgcopy import write_copy_rows
+    from ncreel.pg.copytext import write_copy_rows
 
     cols = _rows(n)
     t = time.perf_counter()
@@ -94,7 +94,7 @@ def child_loop(n: int, out: str) -> dict:
 
 
 def child_reduce(out: str, *parts: str) -> dict:
-    from ncreel.pgcopy import concatenate
+    from ncreel.pg.copytext import concatenate
 
     t = time.perf_counter()
     size = concatenate(list(parts), out)
@@ -102,7 +102,7 @@ def child_reduce(out: str, *parts: str) -> dict:
 
 
 def child_load(files: str, conninfo: str, columns: str, jobs: int) -> dict:
-    from ncreel.load import load_copy
+    from ncreel.pg.load import load_copy
 
     s = load_copy(json.loads(files), conninfo=conninfo, table="bench_load", run="bench",
                   columns=json.loads(columns), jobs=jobs)
@@ -177,7 +177,7 @@ def load_vs_psql(rows_file: Path, n_rows: int, repeats: int) -> dict:
     """
     import psycopg
     from ncreel.cells import field_columns
-    from ncreel.pgcopy import copy_statement, create_statement
+    from ncreel.pg.copytext import copy_statement, create_statement
     from ncreel.source import TimeAxis
     from pgserver import start_server
 

@@ -1,6 +1,6 @@
 """Rows/s of the etr_risk time course against the field model on a 0.25° global grid.
 
-Each model computes and writes (COPY text, :func:`ncreel.pgcopy.write_copy_rows`) the rows
+Each model computes and writes (COPY text, :func:`ncreel.pg.copytext.write_copy_rows`) the rows
 of a synthetic 720 x 1440 grid (1 036 800 cells, one block per step as in a shard job)
 for ``--steps`` daily steps, in the same process one after another; the ratio to
 ``field`` is the figure (same run, same machine). Also the degradation pre-pass speed
@@ -22,9 +22,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow"))
 
-from ncreel import soil  # noqa: E402
-from ncreel.cells import CellContext, check_columns, resolve_model  # noqa: E402
-from ncreel.pgcopy import write_copy_rows  # noqa: E402
+from ncreel.cells import (  # noqa: E402
+    CellContext,
+    check_columns,
+    resolve_model,
+    soil,  # noqa: E402
+)
+from ncreel.pg.copytext import write_copy_rows  # noqa: E402
 from ncreel.source import TimeAxis  # noqa: E402
 
 TIME_COURSE = {"first_application": "2001-01-01", "application_number": 3,

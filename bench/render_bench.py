@@ -73,8 +73,8 @@ def _sample(n, path):
 
 def _job(path, variable, *, preset, vmin, vmax):
     """Build the FrameJob a shard job of `path` gets (map settings: the config defaults)."""
+    from ncreel.render.shard import FrameJob
     from ncreel.settings import EncodeSettings, RenderSettings, SeriesSelection
-    from ncreel.shardrender import FrameJob
 
     return FrameJob(
         series=SeriesSelection(paths=(str(path),), variable=variable, time_dim="time",
@@ -97,7 +97,7 @@ def _spec(path, preset=ENC["preset"]):
 
 def case_ncreel_render(nc, n, tmp):
     """Raw frames from the blitted, reused figure (one process, one core)."""
-    from ncreel.shardrender import make_renderer
+    from ncreel.render.shard import make_renderer
     from ncreel.source import open_series
 
     with open_series(str(nc), "air_temperature") as s:
@@ -113,7 +113,7 @@ def case_ncreel_render(nc, n, tmp):
 
 def case_ncreel_png(nc, n, tmp):
     """Blitted frames, each also written as PNG (zlib 6, as savefig): the PNG-path cap."""
-    from ncreel.shardrender import make_renderer
+    from ncreel.render.shard import make_renderer
     from ncreel.source import open_series
 
     with open_series(str(nc), "air_temperature") as s:
@@ -131,8 +131,8 @@ def case_ncreel_e2e(nc, n, tmp):
 
     Part segments joined with -c copy, then the movie's concat with +faststart.
     """
-    from ncreel.movie import concat_segments
-    from ncreel.shardrender import render_shard
+    from ncreel.render.movie import concat_segments
+    from ncreel.render.shard import render_shard
     from ncreel.shards import Shard
 
     t = time.perf_counter()
@@ -149,7 +149,7 @@ def case_ncreel_shard(nc, n, tmp):
     Preset ultrafast keeps 2000 frames short: the encoder is a separate process, and this
     case measures the render worker's memory.
     """
-    from ncreel.shardrender import render_shard
+    from ncreel.render.shard import render_shard
     from ncreel.shards import Shard
 
     t = time.perf_counter()
@@ -183,7 +183,7 @@ def case_xmovie_e2e(nc, n, tmp):
     """Run xmovie frames, then the same encoder settings (PNGs piped to ffmpeg)."""
     import glob
 
-    from ncreel.movie import encode_movie
+    from ncreel.render.movie import encode_movie
 
     mov = _xmovie(nc, n)
     t = time.perf_counter()
@@ -265,8 +265,8 @@ def _curvi_coords():
 
 def _map_renderer(kind, *, blit=True):
     import numpy as np
-    from ncreel.render import FrameRenderer
-    from ncreel.shardrender import map_settings
+    from ncreel.render.frame import FrameRenderer
+    from ncreel.render.shard import map_settings
 
     if kind == "curvilinear":
         lat, lon = _curvi_coords()
@@ -314,7 +314,7 @@ def case_map_curvilinear(nc, n, tmp):
 
 def case_map_exactness(nc, n, tmp):
     """Index path vs a full pcolormesh redraw: share of map pixels differing, and by how much."""
-    from ncreel.render import frame_difference
+    from ncreel.render.frame import frame_difference
 
     out = {"frames": 1, "seconds": 0.0}
     for kind in ("platecarree", "robinson", "curvilinear"):
@@ -330,8 +330,8 @@ def case_map_exactness(nc, n, tmp):
 
 def case_demo_exactness(nc, n, tmp):
     """Index path vs a full pcolormesh redraw on the demo grid (HadCM3 sample, PlateCarree)."""
-    from ncreel.render import frame_difference
-    from ncreel.shardrender import make_renderer
+    from ncreel.render.frame import frame_difference
+    from ncreel.render.shard import make_renderer
     from ncreel.source import open_series
 
     with open_series(str(nc), "air_temperature") as s:
@@ -386,7 +386,7 @@ def _big_spec(nc):
 
 def case_big_shard(nc, n, tmp):
     """One single-worker shard of the 0.25 degree file: the worker's peak memory."""
-    from ncreel.shardrender import render_shard
+    from ncreel.render.shard import render_shard
     from ncreel.shards import Shard
 
     spec = _big_spec(nc)
@@ -397,7 +397,7 @@ def case_big_shard(nc, n, tmp):
 
 def case_big_calibrate(nc, n, tmp):
     """calibrate_render on the 0.25 degree file: the mem_mb a process_shard job declares."""
-    from ncreel.calibrate import calibrate_render
+    from ncreel.render.calibrate import calibrate_render
     from ncreel.resources import render_mem_mb_calibrated
 
     spec = _big_spec(nc)

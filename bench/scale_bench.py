@@ -196,7 +196,7 @@ def walltime_s(text: str) -> int:
 
 
 def real_pbs(base: Path, n_shards: int, poll: int = 10) -> dict:
-    from ncreel import pbs
+    from ncreel.cluster import pbs
 
     work, cfg = workflow_with_shards(base, n_shards)
     (work / "bin").mkdir()

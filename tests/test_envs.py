@@ -34,7 +34,7 @@ PACKAGES = {
     "zstandard": ("zstandard", "zstandard"),
 }
 #: Programs an env provides besides Python packages, and the ncreel module that runs them.
-PROGRAMS = {"ffmpeg": "ncreel.movie"}
+PROGRAMS = {"ffmpeg": "ncreel.render.movie"}
 
 
 def _name(spec: str) -> str:

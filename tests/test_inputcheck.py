@@ -13,7 +13,7 @@ import pytest
 import xarray as xr
 from ncreel.errors import NcreelError
 from ncreel.inputcheck import MAX_TIME_STEPS, check_input_sizes, netcdf3_size
-from test_workflow import make_workdir
+from workflow_run import make_workdir
 
 FORMATS = ["NETCDF3_CLASSIC", "NETCDF3_64BIT_OFFSET", "NETCDF3_64BIT_DATA"]
 

@@ -19,10 +19,10 @@ from layouts import (
 )
 from ncreel.cells import CellContext, CellGeometry, ShardRows, field_model
 from ncreel.errors import NcreelError
-from ncreel.maps import map_xy
-from ncreel.pgcopy import load_script, open_copy_writer
+from ncreel.pg.copytext import load_script, open_copy_writer
+from ncreel.render.maps import map_xy
+from ncreel.render.shard import make_renderer, time_labels
 from ncreel.settings import CellsSettings, RenderSettings
-from ncreel.shardrender import make_renderer, time_labels
 from ncreel.source import open_series
 
 # Coastlines off: these tests read cell colours at cell centres, which a line may cover.

@@ -15,7 +15,7 @@ from ncreel.resources import (
     said_over_cap,
     with_job_overhead,
 )
-from test_workflow import make_workdir, snakemake
+from workflow_run import make_workdir, snakemake
 
 
 def test_said_over_cap_keeps_value_and_signature(capsys):

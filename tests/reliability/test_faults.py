@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
-from test_workflow import make_workdir
+from workflow_run import make_workdir
 
 pytestmark = [pytest.mark.integration, pytest.mark.reliability]
 

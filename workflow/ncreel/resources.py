@@ -181,7 +181,7 @@ def render_mem_mb_calibrated(calibration: Calibration, *, ny: int, nx: int, n_fr
     Parameters
     ----------
     calibration : Calibration
-        Result of :func:`ncreel.calibrate.calibrate_render` (uses ``base_mb``,
+        Result of :func:`ncreel.render.calibrate.calibrate_render` (uses ``base_mb``,
         ``worker_peak_mb``, ``encoder_peak_mb`` in MiB).
     ny, nx : int
         Grid size.

@@ -5,17 +5,18 @@ from __future__ import annotations
 import json
 import logging
 import os
+from pathlib import Path
 
 import numpy as np
 
 from ncreel.cells import ShardRows
+from ncreel.cells.soil import read_degradation_state
 from ncreel.io import atomic_path
-from ncreel.pgcopy import open_copy_writer
+from ncreel.pg.copytext import open_copy_writer
 from ncreel.progress import Progress
+from ncreel.render.shard import FrameJob, render_shard
 from ncreel.settings import CellsSettings, EncodeSettings, RenderSettings, SeriesSelection
-from ncreel.shardrender import FrameJob, render_shard
 from ncreel.shards import Shard
-from ncreel.soil import read_degradation_state
 from ncreel.source import MAX_BLOCK_CELLS
 
 log = logging.getLogger(__name__)
@@ -29,7 +30,7 @@ def run_shard(selection: SeriesSelection, shard: Shard, *, stats_json: str | os.
               degradation: tuple | None = None) -> dict:
     """Write the COPY rows and render the frames of time steps ``shard.start:shard.stop``.
 
-    Frames: :func:`ncreel.shardrender.render_shard` reads the slice in its own small
+    Frames: :func:`ncreel.render.shard.render_shard` reads the slice in its own small
     blocks. Rows, afterwards: the shard is read again in blocks of at most
     ``MAX_BLOCK_CELLS`` values, each written and then dropped (a second read of the slice
     costs far less than drawing). The passes stay independent, so peak memory is about the
@@ -56,7 +57,7 @@ def run_shard(selection: SeriesSelection, shard: Shard, *, stats_json: str | os.
     cells : CellsSettings
         Cell model, geometry column and compression of the COPY file.
     png_times : iterable of int
-        Global time indices also written as PNG (see :func:`ncreel.shardrender.png_sample`).
+        Global time indices also written as PNG (see :func:`ncreel.render.shard.png_sample`).
     workers : int
         Render worker processes (the job's ``threads``).
     png_compress : int
@@ -70,7 +71,7 @@ def run_shard(selection: SeriesSelection, shard: Shard, *, stats_json: str | os.
     dict
         ``frames`` and ``rows`` written, and the render statistics.
     """
-    stats = json.loads(open(stats_json).read())
+    stats = json.loads(Path(stats_json).read_text())
     job = FrameJob(series=selection, render=render, encode=encode, vmin=stats["vmin"],
                    vmax=stats["vmax"], png_compress=png_compress,
                    label=f"shard {shard.name} frames")

@@ -18,13 +18,14 @@ import numpy as np
 import xarray as xr
 
 from ncreel.errors import NcreelError
+from ncreel.pg.types import time_type
 
 log = logging.getLogger(__name__)
 
 #: Default bound on one block read by :meth:`Series.iter_blocks` (the statistics pass).
 BLOCK_BYTES = 64 * 2**20
 #: Bound on values in one block of the rows passes (time steps x cells): keeps row columns
-#: ~100 MB at most. Used by ncreel.shardjob and ncreel.soil; modelled by ncreel.resources.
+#: ~100 MB at most. Used by ncreel.shardjob and ncreel.cells.soil; modelled by ncreel.resources.
 MAX_BLOCK_CELLS = 1_000_000
 
 # CF conventions section 4: how latitude/longitude and X/Y axes are recognised.
@@ -32,8 +33,6 @@ _LAT_NAMES = {"lat", "latitude", "nav_lat", "rlat", "y", "yc", "south_north", "n
 _LON_NAMES = {"lon", "longitude", "nav_lon", "rlon", "x", "xc", "west_east", "nlon", "i"}
 _LAT_UNITS = {"degrees_north", "degree_north", "degree_n", "degrees_n", "degreen", "degreesn"}
 _LON_UNITS = {"degrees_east", "degree_east", "degree_e", "degrees_e", "degreee", "degreese"}
-# CF calendars that PostgreSQL's proleptic-Gregorian `timestamp` type can hold exactly.
-GREGORIAN_CALENDARS = {"standard", "gregorian", "proleptic_gregorian"}
 
 
 @dataclass(frozen=True)
@@ -65,25 +64,8 @@ class TimeAxis:
 
     @property
     def postgres_type(self) -> str:
-        """PostgreSQL type for the ``time`` column.
-
-        ``timestamp`` holds only proleptic Gregorian dates of years 1 to 9999 here (ISO 8601
-        text with a four-digit year); 360-day, noleap and other CF calendars have dates such
-        as 2000-02-30 that it rejects, CF ``standard`` dates before 1582-10-15 are Julian,
-        and year 0, negative or five-digit years do not parse, so all those are ``text``
-        (ISO 8601 strings in the file's calendar). Every label then loads.
-        """
-        labels = [lab for lab in self.labels if lab is not None]
-        if not self.decoded or self.calendar not in GREGORIAN_CALENDARS:
-            return "text"
-        if not all(re.match(r"\d{4}-", lab) and lab[:4] != "0000" for lab in labels):
-            return "text"
-        # CF 'standard' is Julian before 1582-10-15; PostgreSQL is proleptic Gregorian.
-        # An axis without labels (a model's column declaration made before any data is
-        # read) has no Julian dates either.
-        if self.calendar != "proleptic_gregorian" and labels and min(labels) < "1582-10-15":
-            return "text"
-        return "timestamp without time zone"
+        """PostgreSQL type for the ``time`` column (:func:`ncreel.pg.types.time_type`)."""
+        return time_type(self.labels, self.calendar, decoded=self.decoded)
 
 
 @dataclass

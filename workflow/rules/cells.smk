@@ -1,6 +1,6 @@
 # Per-cell table: join the shards' COPY files, write the psql load script, and (when a
 # database is configured) load the rows with psycopg.
-from ncreel.load import job_conninfo
+from ncreel.pg.load import job_conninfo
 
 DATABASE = config["database"]
 LOAD_OUTPUTS = []

@@ -29,11 +29,11 @@ from ncreel.inputcheck import (  # noqa: E402
     check_series_size,
     check_time_steps,
 )
-from ncreel.runlock import clear_stale_lock, hold_run_lock  # noqa: E402
+from ncreel.cells.soil import check_run, needs_prepass  # noqa: E402
+from ncreel.cluster.runlock import clear_stale_lock, hold_run_lock  # noqa: E402
+from ncreel.render.shard import png_sample  # noqa: E402
 from ncreel.settings import Calibration, SeriesSelection  # noqa: E402
-from ncreel.shardrender import png_sample  # noqa: E402
 from ncreel.shards import frame_name, plan_shards  # noqa: E402
-from ncreel.soil import check_run, needs_prepass  # noqa: E402
 from ncreel.source import resolve_paths  # noqa: E402
 
 SCHEMA = Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"
@@ -173,7 +173,7 @@ except NcreelError as err:
     fail(err)
 
 try:  # a wrong projection name or parameter stops the run before any job or file
-    from ncreel.maps import map_projection  # noqa: E402
+    from ncreel.render.maps import map_projection  # noqa: E402
 
     map_projection(config["map"]["projection"], config["map"]["projection_params"])
 except ValueError as err:

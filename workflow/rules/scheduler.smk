@@ -3,14 +3,20 @@
 # a killed run left queued, and the checks made once before the first submission.
 import os
 
-from ncreel.errors import NcreelError  # noqa: E402
-from ncreel.pbs import account_problem, profile_queue, queue_problem  # noqa: E402
-from ncreel.scheduler import (  # noqa: E402
+from ncreel.cluster.pbs import (  # noqa: E402
+    ACCOUNT_ENV,
+    MissingAccount,
     cancel_orphan_pbs_jobs,
-    cancel_orphan_slurm_jobs,
-    job_scheduler,
-    slurm_env_problem,
+    profile_queue,
+    project_account,
+    queue_problem,
 )
+from ncreel.cluster.schedulers import job_scheduler  # noqa: E402
+from ncreel.cluster.slurm import (
+    cancel_orphan_slurm_jobs,
+    slurm_env_problem,
+)  # noqa: E402
+from ncreel.errors import NcreelError  # noqa: E402
 
 if STALE_LOCK_CLEARED:
     # The killed run's scheduler jobs still queued or running would redo work this run
@@ -40,12 +46,13 @@ onstart:
     # PBS: a project account is required by NCAR's qsub, and a queue the server knows;
     # said once, before the first submission, not once per failed job.
     if _scheduler == "pbs":
-        if not getattr(_settings, "no_account", False):
-            _problem = account_problem(
-                getattr(_settings, "account_env", "PBS_ACCOUNT")
+        try:
+            project_account(
+                getattr(_settings, "account_env", ACCOUNT_ENV),
+                no_account=getattr(_settings, "no_account", False),
             )
-            if _problem:
-                fail(_problem)
+        except MissingAccount as _err:
+            fail(str(_err))
         if _plugin.name == "pbs-pro":
             _queue = os.environ.get("NCREEL_PBS_QUEUE") or _settings.queue
         else:  # ncreel_pbs.py under cluster-generic: its --queue option

@@ -6,11 +6,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821
 
-from ncreel.calibrate import calibrate_render  # noqa: E402
 from ncreel.jobrecord import record_attempt  # noqa: E402
 from ncreel.logs import configure  # noqa: E402
+from ncreel.render.calibrate import calibrate_render  # noqa: E402
+from ncreel.render.shard import FrameJob  # noqa: E402
 from ncreel.settings import EncodeSettings, RenderSettings, SeriesSelection  # noqa: E402
-from ncreel.shardrender import FrameJob  # noqa: E402
 
 configure(snakemake.log[0])  # noqa: F821
 record_attempt(snakemake)  # noqa: F821

@@ -6,11 +6,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821
 
-from ncreel.contactsheet import contact_sheet, plan_page, sampled_frames  # noqa: E402
 from ncreel.jobrecord import attempts_path, read_attempts, record_attempt  # noqa: E402
 from ncreel.logs import configure  # noqa: E402
+from ncreel.render.shard import time_labels  # noqa: E402
+from ncreel.report.contactsheet import contact_sheet, plan_page, sampled_frames  # noqa: E402
 from ncreel.settings import Calibration, SeriesSelection  # noqa: E402
-from ncreel.shardrender import time_labels  # noqa: E402
 
 configure(snakemake.log[0])  # noqa: F821
 record_attempt(snakemake)  # noqa: F821

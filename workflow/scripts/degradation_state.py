@@ -5,10 +5,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821
 
+from ncreel.cells.soil import write_series_degradation_state  # noqa: E402
 from ncreel.jobrecord import record_attempt  # noqa: E402
 from ncreel.logs import configure  # noqa: E402
 from ncreel.settings import CellsSettings, SeriesSelection  # noqa: E402
-from ncreel.soil import write_series_degradation_state  # noqa: E402
 
 configure(snakemake.log[0])  # noqa: F821
 record_attempt(snakemake)  # noqa: F821

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PBS submit/status helper for the cheyenne, derecho and casper profiles.
 
-Runs ``ncreel.pbs`` from this checkout (standard library only, so any ``python3``
+Runs ``ncreel.cluster.pbs`` from this checkout (standard library only, so any ``python3``
 works, with or without the workflow's environment):
 
     python3 workflow/scripts/ncreel_pbs.py submit --queue casper JOBSCRIPT
@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ncreel.pbs import main  # noqa: E402
+from ncreel.cluster.pbs import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -3,7 +3,7 @@
 Every job is submitted with ``qsub`` (an argument list, never a shell string):
 ``-l select=1:ncpus={threads}:mem={mem_mb}MB,walltime=...`` from the job's ``threads``,
 ``mem_mb`` and ``runtime``, ``-A $PBS_ACCOUNT``, ``-q queue[@server]``, a sanitised job
-name and a joined log under ``logs/pbs/`` (:func:`ncreel.pbs.build_qsub`).
+name and a joined log under ``logs/pbs/`` (:func:`ncreel.cluster.pbs.build_qsub`).
 
 Ready jobs of the rules named in ``--pbs-pro-array-rules`` that ask for the same
 resources go out as ONE job array per batch (``qsub -J 0-(N-1)``, at most
@@ -12,7 +12,7 @@ entry of its own ``PBS_ARRAY_INDEX`` from the batch's manifest and refuses anyth
 A batch of one job is a plain job (OpenPBS refuses ``-J`` ranges of one sub-job).
 
 All active jobs are checked with ONE ``qstat -x -f -t <ids>`` per poll
-(:func:`ncreel.pbs.statuses`; the text form, because OpenPBS 23.06 prints only the first
+(:func:`ncreel.cluster.pbs.statuses`; the text form, because OpenPBS 23.06 prints only the first
 of several jobs with ``-F json``: ``Exit_status`` 0 is success; −27 memory, −29 walltime,
 265/271 signals and any other value are failures; ``qstat`` hiccups are retried; purged
 jobs are decided by the exit status their wrapper recorded). Sub-jobs are mapped back
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from ncreel import pbs
+from ncreel.cluster import pbs
 from snakemake_interface_common.exceptions import WorkflowError
 from snakemake_interface_executor_plugins.executors.base import SubmittedJobInfo
 from snakemake_interface_executor_plugins.executors.remote import RemoteExecutor
@@ -199,7 +199,11 @@ class Executor(RemoteExecutor):
         s = self.workflow.executor_settings
         self.settings = s
         self.queue = os.environ.get("NCREEL_PBS_QUEUE") or s.queue
-        self.account = None if s.no_account else (os.environ.get(s.account_env) or None)
+        try:
+            self.account = pbs.project_account(s.account_env, no_account=s.no_account)
+            self.account_problem = None
+        except pbs.MissingAccount as err:
+            self.account, self.account_problem = None, f"ncreel-pbs: error: {err}"
         self.array_rules = {r.strip() for r in (s.array_rules or "").split(",") if r.strip()}
         if s.array_limit < 2:
             raise WorkflowError("pbs-pro-array-limit must be at least 2 (OpenPBS arrays "
@@ -233,12 +237,10 @@ class Executor(RemoteExecutor):
 
     def run_jobs(self, jobs: list[JobExecutorInterface]):
         """Submit the jobs Snakemake found ready: arrays for array rules, else one each."""
-        s = self.settings
-        if not s.no_account and not self.account:
+        if self.account_problem:
             # (ncreel's Snakefile says so once, before any job; other workflows learn here.)
             for job in jobs:
-                self.report_job_error(SubmittedJobInfo(job), msg=(
-                    f"ncreel-pbs: error: {pbs.account_problem(s.account_env, {})}"))
+                self.report_job_error(SubmittedJobInfo(job), msg=self.account_problem)
             return
         jobs = self._reattach(jobs)
         batches: dict[tuple, list] = {}

@@ -6,7 +6,7 @@ the index comes from PBS (``PBS_ARRAY_INDEX``) and must agree with the sub-job's
 (``PBS_JOBID`` = ``<n>[<index>].<server>``). The entry's ``index`` must equal it and its
 jobscript must still have the SHA-256 recorded at submission; otherwise the sub-job
 refuses to run (exit status 2) and is reported failed. The jobscript's exit status is
-recorded like a plain job's (:func:`ncreel.pbs.write_marker`), so a sub-job purged from
+recorded like a plain job's (:func:`ncreel.cluster.pbs.write_marker`), so a sub-job purged from
 ``qstat`` is still decided by it.
 """
 
@@ -20,7 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ncreel import pbs
+from ncreel.cluster import pbs
 
 #: Exit status of a sub-job that refused to run.
 REFUSED = 2

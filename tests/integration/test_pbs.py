@@ -1,0 +1,630 @@
+"""The PBS profiles against a REAL PBS Pro server (OpenPBS 23.06, ``.ci/pbs-up.sh``).
+
+Every test runs what a user types -- ``snakemake --profile profiles/cheyenne`` (casper,
+derecho) -- or the profile's own submit/status commands, with ``/opt/pbs/bin`` first on
+PATH, and reads back what PBS ran from ``qstat -x -f -F json``. Slurm's Torque wrappers
+(``/usr/bin/qsub``) are never used: :func:`pbs_env` asserts that ``qsub``, ``qstat`` and
+``qdel`` resolve to ``/opt/pbs/bin``. These tests FAIL (never skip) when PBS is not up; as
+root, the session fixture starts it with ``.ci/pbs-up.sh`` first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+from test_slurm import ROWS, _incomplete, count_rows, declared_jobs, workdir
+from workflow_run import SMALL
+
+pytestmark = [pytest.mark.pbs, pytest.mark.integration]
+
+PBS_BIN = Path("/opt/pbs/bin")
+QSTAT, QSUB, QDEL = (str(PBS_BIN / n) for n in ("qstat", "qsub", "qdel"))
+ACCOUNT = "ncreel"
+FRAMES = 240  # time steps of the sample
+# Test-only: poll PBS more often than the profiles do (they are tuned for NCAR's big
+# shared servers), and do not wait for a shared file system.
+FAST = ["--seconds-between-status-checks", "2", "--latency-wait", "5"]
+
+
+def _pbs_up() -> bool:
+    ok = PBS_BIN.joinpath("qstat").exists() and subprocess.run(
+        [QSTAT, "-Q", "share"], capture_output=True).returncode == 0
+    return ok
+
+
+@pytest.fixture(scope="session")
+def pbs() -> str:
+    """A working PBS Pro server with ncreel's queues; started with .ci/pbs-up.sh as root.
+
+    Returns the server's name (the suffix of its job ids).
+    """
+    if not _pbs_up() and os.geteuid() == 0:
+        subprocess.run(["bash", str(ROOT / ".ci/pbs-up.sh")], check=False)
+    if not _pbs_up():
+        pytest.fail("PBS Pro is not running (or has no `share` queue): run "
+                    "`sudo bash .ci/pbs-up.sh` (see README.md, section Clusters)")
+    doc = json.loads(subprocess.run([QSTAT, "-B", "-f", "-F", "json"], capture_output=True,
+                                    text=True, check=True).stdout)
+    return next(iter(doc["Server"]))
+
+
+def pbs_env(**extra) -> dict:
+    """The environment of a user with PBS Pro's commands first on PATH."""
+    e = dict(os.environ)
+    e.pop("SNAKEMAKE_PROFILE", None)
+    for k in ("PBS_ACCOUNT", "NCREEL_PBS_QUEUE"):
+        e.pop(k, None)
+    e["PATH"] = f"{PBS_BIN}:{Path(sys.executable).parent}:{e.get('PATH', '')}"
+    e.update({k: v for k, v in extra.items() if v is not None})
+    for cmd in ("qsub", "qstat", "qdel"):
+        assert shutil.which(cmd, path=e["PATH"]) == str(PBS_BIN / cmd), cmd
+    return e
+
+
+def snakemake(work: Path, *args, check=True, timeout=900, **envs) -> str:
+    cmd = [sys.executable, "-m", "snakemake", *FAST, *args]
+    proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True,
+                          env=pbs_env(**envs), timeout=timeout)
+    out = proc.stdout + proc.stderr
+    (work / "snakemake.out").write_text(out)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed:\n{out[-6000:]}")
+    if not check:
+        assert proc.returncode != 0, f"{' '.join(cmd)} should have failed:\n{out[-3000:]}"
+    return out
+
+
+def submitted(log: str) -> dict[str, str]:
+    """PBS job id -> Snakemake job id (cluster-generic's "external jobid" lines)."""
+    return {pbs_id: sm for sm, pbs_id in
+            re.findall(r"Submitted (?:group )?job (\S+) with external jobid '([^']+)'", log)}
+
+
+def qstat_doc(jobid: str) -> dict:
+    """The ``qstat -x -f -F json`` document of one job (finished ones included)."""
+    proc = subprocess.run([QSTAT, "-x", "-f", "-F", "json", jobid], capture_output=True,
+                          text=True, timeout=60)
+    return json.loads(proc.stdout) if proc.stdout.strip() else {}
+
+
+def qstat_jobs(*ids: str) -> dict[str, dict]:
+    """``qstat -x -f -F json`` records of `ids`, one query each: given several finished
+    jobs, OpenPBS 23.06's ``qstat -x -f -F json`` prints only the first."""
+    jobs = {}
+    for jobid in ids:
+        jobs.update(qstat_doc(jobid).get("Jobs", {}))
+    return jobs
+
+
+def wait_finished(*ids: str, timeout=180) -> dict[str, dict]:
+    deadline = time.time() + timeout
+    while True:
+        jobs = qstat_jobs(*ids)
+        if len(jobs) == len(ids) and all(j["job_state"] == "F" for j in jobs.values()):
+            return jobs
+        assert time.time() < deadline, {k: j["job_state"] for k, j in jobs.items()}
+        time.sleep(1)
+
+
+def frame_count(movie: Path) -> int:
+    out = subprocess.run(["ffprobe", "-v", "error", "-count_frames", "-select_streams", "v:0",
+                          "-show_entries", "stream=nb_read_frames", "-of", "json", str(movie)],
+                         capture_output=True, text=True, check=True).stdout
+    return int(json.loads(out)["streams"][0]["nb_read_frames"])
+
+
+def check_jobs(log: str, queue: str, expect_rules: dict[str, int]) -> dict[str, dict]:
+    """Every job Snakemake submitted is in qstat -x, finished with Exit_status 0, asked for
+    its rule's mem_mb and threads, in `queue` under the test account."""
+    ids = submitted(log)
+    declared = declared_jobs(log)
+    jobs = wait_finished(*ids)
+    seen: dict[str, int] = {}
+    for pbs_id, sm_id in ids.items():
+        rec = jobs[pbs_id]
+        want = declared[sm_id][-1]
+        seen[want["rule"]] = seen.get(want["rule"], 0) + 1
+        assert rec["Exit_status"] == 0, (pbs_id, rec.get("comment"))
+        assert rec["Resource_List"]["mem"] == f"{want['mem_mb']}mb", (pbs_id, want)
+        assert rec["Resource_List"]["ncpus"] == want["threads"], (pbs_id, want)
+        assert rec["queue"] == queue and rec["Account_Name"] == ACCOUNT, pbs_id
+        assert rec["Job_Name"].startswith(f"nc_{want['rule']}"), rec["Job_Name"]
+    assert seen == expect_rules
+    return jobs
+
+
+@pytest.fixture(scope="module")
+def cheyenne_demo(pbs, tmp_path_factory, sample_nc) -> tuple[Path, str]:
+    """The demo run once through ``--profile profiles/cheyenne``; (workdir, its log)."""
+    work = workdir(tmp_path_factory, sample_nc, "pbs_cheyenne")
+    return work, snakemake(work, "--profile", "profiles/cheyenne", "--config", *SMALL,
+                           "frames_per_shard=120", PBS_ACCOUNT=ACCOUNT)
+
+
+def test_cheyenne_profile_end_to_end(cheyenne_demo):
+    """The demo through ``--profile profiles/cheyenne`` on PBS Pro, nothing overridden:
+    the ``share`` queue exists here as on Cheyenne."""
+    work, log = cheyenne_demo
+    check_jobs(log, "share", {"statistics": 1, "calibrate_render": 1, "process_shard": 2,
+                              "reduce_cells": 1, "concat_segments": 1, "preview": 1})
+    assert count_rows(work / "results/demo/cells.copy") == ROWS
+    assert frame_count(work / "results/demo/movie.mp4") == FRAMES
+    assert not list(work.glob("results/demo/**/*.part"))
+
+
+def test_casper_profile_end_to_end(pbs, tmp_path_factory, sample_nc):
+    """The whole demo through ``--profile profiles/casper``, nothing overridden (a
+    ``casper`` queue exists here): every job, the two shards' array sub-jobs included,
+    in ``qstat -x`` with its rule's mem_mb and threads, walltime within Casper's 24 h,
+    Exit_status 0; the movie and COPY file exact."""
+    work = workdir(tmp_path_factory, sample_nc, "pbs_casper")
+    log = snakemake(work, "--profile", "profiles/casper", "--config", *SMALL,
+                    "frames_per_shard=120", PBS_ACCOUNT=ACCOUNT)
+    check_jobs(log, "casper", {"statistics": 1, "calibrate_render": 1, "process_shard": 2,
+                               "reduce_cells": 1, "concat_segments": 1, "preview": 1})
+    assert len(re.findall(r"as PBS job array \S+ ", log)) == 1  # the two shards
+    assert count_rows(work / "results/demo/cells.copy") == ROWS
+    assert frame_count(work / "results/demo/movie.mp4") == FRAMES
+
+
+#: Derecho's CPU nodes (NCAR: 128 cores, 235 GB usable), what profiles/derecho asks for.
+DERECHO_NODE = {"ncpus": "128", "mem": "240gb"}
+
+
+def _node_resources(node: str) -> dict[str, str]:
+    doc = json.loads(subprocess.run([str(PBS_BIN / "pbsnodes"), "-av", "-F", "json"],
+                                    capture_output=True, text=True, check=True).stdout)
+    avail = doc["nodes"][node]["resources_available"]
+    return {k: str(avail[k]) for k in DERECHO_NODE}
+
+
+@pytest.fixture
+def derecho_sized_node(pbs):
+    """This machine's one PBS vnode, made to advertise a Derecho node's 128 cores and
+    240 GB, so that whole-node jobs can run (MoM still enforces each job's own mem).
+    The values it had come back afterwards."""
+    qmgr = str(PBS_BIN / "qmgr")
+    doc = json.loads(subprocess.run([str(PBS_BIN / "pbsnodes"), "-av", "-F", "json"],
+                                    capture_output=True, text=True, check=True).stdout)
+    (node,) = doc["nodes"]
+    before = _node_resources(node)
+    try:
+        for key, value in DERECHO_NODE.items():
+            subprocess.run([qmgr, "-c", f"set node {node} resources_available.{key}={value}"],
+                           check=True)
+        yield node
+    finally:
+        # Set back as seen (``unset`` leaves mem missing until MoM reports it again, and
+        # then no job asking for mem can run).
+        for key, value in before.items():
+            subprocess.run([qmgr, "-c", f"set node {node} resources_available.{key}={value}"],
+                           check=True)
+        assert _node_resources(node) == before
+
+
+def test_derecho_profile_end_to_end(derecho_sized_node, tmp_path_factory, sample_nc):
+    """The whole demo through ``--profile profiles/derecho``, nothing overridden (a
+    ``main`` queue exists here), on a node advertising Derecho's size: every job asks for
+    a whole node (``ncpus=128``, ``mem=235gb``) in ``main``, the two shards run as one
+    group job, all end with Exit_status 0; the movie and COPY file exact."""
+    work = workdir(tmp_path_factory, sample_nc, "pbs_derecho")
+    log = snakemake(work, "--profile", "profiles/derecho", "--config", *SMALL,
+                    "frames_per_shard=120", PBS_ACCOUNT=ACCOUNT)
+    jobs = wait_finished(*submitted(log))
+    names = sorted(re.sub(r"_[0-9a-f-]{36}$|_\d+$", "", j["Job_Name"]) for j in jobs.values())
+    assert names == sorted(["nc_statistics", "nc_calibrate_render", "nc_group_shards",
+                            "nc_reduce_cells", "nc_concat_segments", "nc_preview"]), names
+    for pbs_id, rec in jobs.items():
+        assert rec["Exit_status"] == 0, (pbs_id, rec.get("comment"))
+        assert rec["queue"] == "main" and rec["Account_Name"] == ACCOUNT, pbs_id
+        assert rec["Resource_List"]["ncpus"] == 128, pbs_id
+        assert rec["Resource_List"]["mem"] == "235gb", pbs_id
+        assert rec["Resource_List"]["select"].startswith("1:ncpus=128:mem=235GB"), pbs_id
+    assert count_rows(work / "results/demo/cells.copy") == ROWS
+    assert frame_count(work / "results/demo/movie.mp4") == FRAMES
+
+
+# ------------------------------------------------------------------ how jobs end, for real
+#: name -> (qsub options, job body, verdict of the status command). Submitted directly with
+#: PBS's qsub (no -V, so the recorded documents hold no environment beyond PBS_O_*).
+ENDINGS = {
+    "finished_ok": ([], "exit 0", "success"),
+    "finished_failed": ([], "exit 3", "failed"),
+    # 600 MB touched against mem=100MB: MoM's `$enforce mem` kills it (Exit_status -27).
+    "memory_killed": ([], "python3 -c 'import time; a = bytearray(600 << 20); time.sleep(120)'",
+                      "failed"),
+    "walltime_killed": (["-l", "walltime=00:00:05"], "sleep 120", "failed"),
+    # `qsig -s KILL` once running, as a node's OOM killer would: 256 + SIGKILL.
+    "killed_sigkill_265": ([], "exec sleep 300", "failed"),
+    # qdel once running: 256 + SIGTERM, or 128 + SIGTERM when the job's shell outlives
+    # the killed process and reports it (both seen on this server).
+    "deleted_running_271": ([], "exec sleep 300", "failed"),
+    "deleted_before_run": (["-h"], "sleep 1", "failed"),  # held, then qdel
+    "held": (["-h"], "sleep 1", "running"),
+    # More than the node has: PBS keeps it queued ("Can Never Run").
+    "queued": (["-l", "select=1:ncpus=64:mem=100MB"], "sleep 1", "running"),
+}
+
+
+def pbs_status(jobid: str) -> str:
+    """What the profiles' status command (cluster-generic-status-cmd) prints for `jobid`."""
+    proc = subprocess.run([sys.executable, str(ROOT / "workflow/scripts/ncreel_pbs.py"),
+                           "status", jobid], capture_output=True, text=True, env=pbs_env(),
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+def test_status_command_on_real_job_endings(pbs, tmp_path):
+    """Each way a PBS job ends, for real: the status command's verdict, the Exit_status
+    PBS records and why. With NCREEL_RECORD_QSTAT=<dir> the ``qstat -x -f -F json``
+    documents are written there (tests/data/qstat_pbspro/ was recorded this way)."""
+    ids = {}
+    for name, (opts, body, _) in ENDINGS.items():
+        script = tmp_path / f"{name}.sh"
+        script.write_text(f"#!/bin/bash\n{body}\n")
+        ids[name] = subprocess.run(
+            [QSUB, "-N", f"nc_{name}"[:15], "-A", ACCOUNT, "-j", "oe", "-o", str(tmp_path),
+             "-l", "select=1:ncpus=1:mem=100MB", "-l", "walltime=00:02:00", *opts,
+             str(script)], capture_output=True, text=True, check=True, cwd=tmp_path,
+            env=pbs_env()).stdout.strip()
+    docs = {}
+    deadline = time.time() + 240
+    for name in ("deleted_running_271", "killed_sigkill_265"):
+        while (rec := qstat_jobs(ids[name])[ids[name]])["job_state"] != "R":
+            assert time.time() < deadline, rec
+            time.sleep(0.5)
+    docs["running"] = qstat_doc(ids["deleted_running_271"])
+    subprocess.run([str(PBS_BIN / "qsig"), "-s", "KILL", ids["killed_sigkill_265"]], check=True)
+    while "Can Never Run" not in qstat_jobs(ids["queued"])[ids["queued"]].get("comment", ""):
+        assert time.time() < deadline
+        time.sleep(0.5)
+    for name in ("queued", "held"):
+        docs[name] = qstat_doc(ids[name])
+        assert pbs_status(ids[name]) == "running"
+    subprocess.run([QDEL, ids["deleted_running_271"], ids["deleted_before_run"],
+                    ids["queued"], ids["held"]], check=True)
+    del ids["queued"], ids["held"]
+    final = wait_finished(*ids.values(), timeout=240)
+    verdicts = {name: pbs_status(jobid) for name, jobid in ids.items()}
+    assert verdicts == {name: ENDINGS[name][2] for name in ids}
+    codes = {name: final[jobid].get("Exit_status") for name, jobid in ids.items()}
+    # A signal that ends the job's top shell is 256 + signal; one that ends the command it
+    # runs while the shell lives on is the shell's 128 + signal. Which process the signal
+    # reaches first varies from run to run here, so both are right (and both are failed).
+    assert codes.pop("deleted_running_271") in (271, 143)
+    assert codes.pop("killed_sigkill_265") in (265, 137)
+    assert codes == {"finished_ok": 0, "finished_failed": 3, "memory_killed": -27,
+                     "walltime_killed": -29, "deleted_before_run": None}
+    assert final[ids["memory_killed"]]["comment"].endswith("exceeded resource mem")
+    assert final[ids["memory_killed"]]["Resource_List"]["mem"] == "100mb"
+    assert final[ids["walltime_killed"]]["comment"].endswith("exceeded resource walltime")
+    unknown = subprocess.run([QSTAT, "-x", "-f", "-F", "json", f"99999999.{pbs}"],
+                             capture_output=True, text=True)
+    assert unknown.returncode == 153 and "Unknown Job Id" in unknown.stderr
+    docs["no_jobs"] = json.loads(unknown.stdout)
+    assert pbs_status(f"99999999.{pbs}") == "failed"
+    record = os.environ.get("NCREEL_RECORD_QSTAT")
+    if record:
+        docs.update({name: qstat_doc(jobid) for name, jobid in ids.items()})
+        for name, doc in docs.items():
+            Path(record, f"{name}.json").write_text(json.dumps(doc, indent=1) + "\n")
+
+
+def test_exiting_state_for_real(pbs, tmp_path):
+    """A job held in state E (exiting) for real: its stage-out copies into a FIFO that
+    nobody reads until the test has seen E, so MoM's ``cp`` blocks while the server waits
+    for it. The status command says ``running`` then, ``success`` once it is F. With
+    NCREEL_RECORD_QSTAT=<dir> the E document is written there as ``exiting.json``."""
+    src, fifo = tmp_path / "staged.txt", tmp_path / "stageout.fifo"
+    src.write_text("staged\n")
+    os.mkfifo(fifo)
+    script = tmp_path / "exiting.sh"
+    script.write_text("#!/bin/bash\nexit 0\n")
+    jobid = subprocess.run(
+        [QSUB, "-N", "nc_exiting", "-A", ACCOUNT, "-j", "oe", "-o", str(tmp_path),
+         "-l", "select=1:ncpus=1:mem=100MB", "-l", "walltime=00:02:00",
+         "-W", f"stageout={src}@{pbs}:{fifo}", str(script)],
+        capture_output=True, text=True, check=True, cwd=tmp_path, env=pbs_env()).stdout.strip()
+    reader = None
+    try:
+        deadline = time.time() + 240
+        while (rec := qstat_jobs(jobid)[jobid])["job_state"] != "E":
+            assert rec["job_state"] in "QR" and time.time() < deadline, rec
+            time.sleep(0.2)
+        doc = qstat_doc(jobid)
+        assert pbs_status(jobid) == "running"
+        assert qstat_jobs(jobid)[jobid]["job_state"] == "E"  # still, while asked
+    finally:
+        # Let the stage-out finish whatever happened (else the job stays E for ever).
+        reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        final = wait_finished(jobid, timeout=120)[jobid]
+        assert os.read(reader, 100) == b"staged\n"
+    finally:
+        os.close(reader)
+    assert final["Exit_status"] == 0 and pbs_status(jobid) == "success"
+    assert doc["Jobs"][jobid]["job_state"] == "E"
+    record = os.environ.get("NCREEL_RECORD_QSTAT")
+    if record:
+        Path(record, "exiting.json").write_text(json.dumps(doc, indent=1) + "\n")
+
+
+def test_memory_killed_shard_is_retried_with_more_memory(cheyenne_demo):
+    """Through ``--profile profiles/cheyenne``: shard 00001 (removed after the demo run)
+    declares mem_mb = 100 x attempt², too little the first time: the job's own Snakemake
+    process alone is above it for the job's whole life, so MoM's periodic check (every
+    2-10 s) always sees it. PBS kills it (Exit_status -27, "exceeded resource mem"), the
+    status command says failed, Snakemake resubmits it with more memory until it succeeds
+    (400, then 900 MB), with the same rows as before."""
+    work, _ = cheyenne_demo
+    shard_copy = work / "results/demo/cells/00001.copy"
+    rows = count_rows(shard_copy)
+    shard_copy.unlink()
+    log = snakemake(work, "--profile", "profiles/cheyenne", "--config", *SMALL,
+                    "frames_per_shard=120", "--set-resources",
+                    "process_shard:mem_mb=100*attempt*attempt",
+                    "--", str(shard_copy.relative_to(work)), PBS_ACCOUNT=ACCOUNT)
+    ids = sorted(submitted(log), key=lambda jobid: int(jobid.split(".")[0]))
+    jobs = wait_finished(*ids)
+    shard = [jobs[i] for i in ids]
+    assert [r["Job_Name"] for r in shard] == ["nc_process_shard_00001"] * len(shard)
+    got = [(r["Exit_status"], r["Resource_List"]["mem"]) for r in shard]
+    # The first attempt is always killed; the second's 400 MB may or may not hold.
+    assert got in ([(-27, "100mb"), (0, "400mb")],
+                   [(-27, "100mb"), (-27, "400mb"), (0, "900mb")]), \
+        [r.get("comment") for r in shard]
+    assert shard[0]["comment"].endswith("exceeded resource mem")
+    assert "JOB_EXEC_KILL_MEM" in log
+    assert count_rows(shard_copy) == rows
+
+
+def _stamp(text: str) -> float:
+    return time.mktime(time.strptime(text, "%a %b %d %H:%M:%S %Y"))
+
+
+def test_kill_snakemake_and_resume_on_pbs(pbs, tmp_path_factory, sample_nc):
+    """SIGKILL the snakemake process while shards are queued/running in PBS, run the same
+    command again: the killed run's jobs are deleted before anything new is submitted (no
+    shard runs twice at once), finished shards are kept, the COPY file has exactly the
+    expected rows, and no job of either run is left in qstat."""
+    work = workdir(tmp_path_factory, sample_nc, "pbs_resume")
+    args = ["--profile", "profiles/cheyenne", "--config", *SMALL, "frames_per_shard=60", "--",
+            "results/demo/cells.copy"]
+    cells = work / "results/demo/cells"
+    first_log = work / "first.out"
+
+    def finished():  # shards Snakemake has seen succeed (no longer marked incomplete)
+        marked = _incomplete(work)
+        return [p for p in cells.glob("*.copy") if f"results/demo/cells/{p.name}" not in marked]
+
+    with open(first_log, "w") as out, subprocess.Popen(
+            [sys.executable, "-m", "snakemake", *FAST, *args], cwd=work, stdout=out,
+            stderr=subprocess.STDOUT, env=pbs_env(PBS_ACCOUNT=ACCOUNT),
+            start_new_session=True) as proc:
+        deadline = time.time() + 600
+        while time.time() < deadline and len(finished()) < 1:
+            assert proc.poll() is None, "snakemake ended before it could be killed"
+            time.sleep(0.5)
+        proc.send_signal(signal.SIGKILL)  # snakemake only: its PBS jobs keep going
+    old = list(submitted(first_log.read_text()))
+    active = [j for j, rec in qstat_jobs(*old).items() if rec["job_state"] != "F"]
+    assert active, "some shards should still be queued or running in PBS"
+    incomplete = _incomplete(work)
+    done = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in cells.glob("*.copy")
+            if f"results/demo/cells/{p.name}" not in incomplete}
+    assert 1 <= len(done) < 4
+    log = snakemake(work, *args, PBS_ACCOUNT=ACCOUNT)  # the same command again
+    assert "removed the stale lock" in log
+    assert count_rows(work / "results/demo/cells.copy") == ROWS
+    for p in done:  # finished shards were not redone
+        assert f"wildcards: shard={p.stem}" not in log, f"shard {p.stem} was redone"
+    assert {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in done} == done
+    assert len(list(cells.glob("*.copy"))) == 4
+    assert not list(work.glob("results/demo/**/*.part"))
+    # Every job of both runs has ended; jobs of one shard never overlapped in time.
+    jobs = wait_finished(*old, *submitted(log), timeout=60)
+    # Sub-jobs of an array share its Job_Name: name them by the shard they ran.
+    shard_of = {}
+    for array, manifest in re.findall(r"as PBS job array (\S+) \(manifest (\S+)\)",
+                                      first_log.read_text() + log):
+        for e in json.loads(Path(manifest).read_text())["jobs"]:
+            shard_of[array.replace("[]", f"[{e['index']}]")] = \
+                f"nc_process_shard_{e['wildcards']['shard']}"
+    spans: dict[str, list] = {}
+    for jobid, rec in jobs.items():
+        if "stime" in rec:
+            spans.setdefault(shard_of.get(jobid, rec["Job_Name"]), []).append(
+                (_stamp(rec["stime"]), _stamp(rec["obittime"])))
+    for name, runs in spans.items():
+        runs.sort()
+        for (_, end), (start, _) in zip(runs, runs[1:], strict=False):
+            assert start >= end, f"{name} ran twice at once: {runs}"
+    for jobid in active:  # deleted itself, or with its whole array (123[].server)
+        deleted = [f"ncreel: deleted PBS job {j} of the killed run"
+                   for j in (jobid, re.sub(r"\[\d+\]", "[]", jobid))]
+        assert any(d in log for d in deleted) or jobs[jobid].get("Exit_status") == 0, \
+            (jobid, jobs[jobid])
+
+
+# ------------------------------------------------------------- peer servers, accounts, errors
+def _jobscript(path: Path, body: str, rule: str) -> Path:
+    """A jobscript as Snakemake writes it (the submit command reads its properties line)."""
+    props = {"type": "single", "rule": rule, "wildcards": {}, "threads": 1,
+             "resources": {"mem_mb": 100, "runtime": 2}, "jobid": 1}
+    path.write_text(f"#!/bin/sh\n# properties = {json.dumps(props)}\n{body}\n")
+    return path
+
+
+#: The cluster-generic commands ncreel still ships (workflow/scripts/ncreel_pbs.py) for
+#: sites that prefer that executor; the profiles use the pbs-pro executor, whose qsub
+#: line and state rules are the same functions (ncreel.cluster.pbs).
+GENERIC = {
+    "submit": [sys.executable, "workflow/scripts/ncreel_pbs.py", "submit", "--queue", "share",
+               "--max-walltime", "06:00:00"],
+    "status": [sys.executable, "workflow/scripts/ncreel_pbs.py", "status"],
+    "cancel": ["qdel"],
+}
+
+
+def test_queue_at_server_and_suffixed_job_ids(pbs, tmp_path):
+    """ncreel's cluster-generic submit/status/cancel commands with a ``queue@server``
+    destination (how a job goes to a peer server, as Casper's and Derecho's are): the job
+    id carries the server's suffix, status answers for it (and for the bare number), and
+    the cancel command (qdel) of a running job makes it ``failed``."""
+    env = pbs_env(PBS_ACCOUNT=ACCOUNT, NCREEL_PBS_QUEUE=f"share@{pbs}")
+    (tmp_path / "workflow").symlink_to(ROOT / "workflow")
+
+    def run(*cmd):
+        proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout.strip()
+
+    submit, status = GENERIC["submit"], GENERIC["status"]
+    ok = run(*submit, str(_jobscript(tmp_path / "snakejob.ok.sh", "exit 0", "ok")))
+    long = run(*submit, str(_jobscript(tmp_path / "snakejob.long.sh", "sleep 300", "long")))
+    assert ok.endswith(f".{pbs}") and long.endswith(f".{pbs}")
+    deadline = time.time() + 240
+    while qstat_jobs(long)[long]["job_state"] != "R":
+        assert time.time() < deadline
+        time.sleep(0.5)
+    run(*GENERIC["cancel"], long)
+    jobs = wait_finished(ok, long)
+    assert {j["queue"] for j in jobs.values()} == {"share"}
+    assert {j["Account_Name"] for j in jobs.values()} == {ACCOUNT}
+    assert run(*status, ok) == "success" and run(*status, ok.split(".")[0]) == "success"
+    # 271 = 256 + SIGTERM; 143 = 128 + SIGTERM when the job's shell outlives its child;
+    # 265 = 256 + SIGKILL when the job outlives qdel's SIGTERM and kill_delay.
+    assert run(*status, long) == "failed" and jobs[long]["Exit_status"] in (143, 265, 271)
+
+
+PEER = "pbs2"  # the second PBS server of .ci/pbs-peer-up.sh
+
+
+@pytest.fixture(scope="session")
+def peer_server(pbs) -> str:
+    """A second, real PBS Pro server on this host (no MoM: its jobs stay queued)."""
+    def up():
+        return subprocess.run([QSTAT, "-B", PEER], capture_output=True).returncode == 0
+    if not up() and os.geteuid() == 0:
+        subprocess.run(["bash", str(ROOT / ".ci/pbs-peer-up.sh")], check=False)
+    if not up():
+        pytest.fail(f"the peer PBS server {PEER} is not running: run "
+                    "`sudo bash .ci/pbs-peer-up.sh` (see README.md, section Clusters)")
+    return PEER
+
+
+def test_peer_server_submit_status_delete(pbs, peer_server, tmp_path, monkeypatch):
+    """Two real PBS servers, as NCAR's Casper and Derecho are: the executor's qsub line
+    sends a job to ``share@pbs2`` and gets ``N.pbs2``; ONE ``qstat`` call answers for it
+    and for a job of the default server; ``qdel`` from the default server's clients
+    deletes it there; the deleted job is ``failed``. A killed run's job on the peer server
+    is found and deleted by the orphan clean-up (which asked only the default server)."""
+    from ncreel.cluster import pbs as ncpbs
+    from ncreel.cluster.slurm import cancel_orphan_pbs_jobs
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", pbs_env()["PATH"])
+    (tmp_path / ".snakemake").mkdir()
+    script = _jobscript(tmp_path / ".snakemake" / "snakejob.peer.sh", "exit 0", "peer")
+    props = ncpbs.read_properties(script)
+    kw = dict(account=ACCOUNT, log_dir=str(tmp_path / "logs"))
+    (tmp_path / "logs").mkdir()
+    peer_job = ncpbs.run_qsub(ncpbs.build_qsub(props, str(script), queue=f"share@{peer_server}",
+                                               **kw))
+    held = ncpbs.build_qsub(props, str(script), queue="share", **kw)
+    home_job = ncpbs.run_qsub([held[0], "-h", *held[1:]])  # held: stays in the default server
+    assert peer_job.endswith(f".{peer_server}") and home_job.endswith(f".{pbs}")
+    calls = []
+
+    def counting(cmd, timeout=60):
+        calls.append(cmd)
+        return ncpbs._run(cmd, timeout=timeout)
+
+    got = ncpbs.statuses([peer_job, home_job], runner=counting, state_dir=tmp_path)
+    assert got == {peer_job: "running", home_job: "running"} and len(calls) == 1
+    rec = qstat_jobs(peer_job)[peer_job]
+    assert rec["queue"] == "share" and rec["Account_Name"] == ACCOUNT
+    assert rec["Resource_List"]["mem"] == "100mb" and rec["server"] == peer_server
+    subprocess.run([QDEL, peer_job], check=True)
+    assert wait_finished(peer_job)[peer_job]["job_state"] == "F"
+    assert ncpbs.statuses([peer_job], state_dir=tmp_path) == {peer_job: "failed"}
+
+    # A killed run's jobs, one per server, recorded in the executor's journal.
+    orphan = ncpbs.run_qsub(ncpbs.build_qsub(props, str(script), queue=f"share@{peer_server}",
+                                             **kw))
+    journal = tmp_path / ".snakemake" / "ncreel-pbs" / "journal.jsonl"
+    journal.parent.mkdir(parents=True)
+    journal.write_text("".join(json.dumps({"submit": j, "outputs": []}) + "\n"
+                               for j in (orphan, home_job)))
+    deleted = cancel_orphan_pbs_jobs(str(tmp_path), timeout=60, poll=1)
+    assert sorted(deleted) == sorted([orphan, home_job])
+    assert {j["job_state"] for j in wait_finished(orphan, home_job).values()} == {"F"}
+
+
+def test_missing_account_and_unknown_queue_stop_before_any_job(pbs, tmp_path_factory,
+                                                               sample_nc):
+    """No PBS_ACCOUNT, or a queue the server does not have: one ``ncreel: error:`` line
+    naming what to set, before anything is submitted."""
+    work = workdir(tmp_path_factory, sample_nc, "pbs_errors")
+    target = ["--profile", "profiles/cheyenne", "--config", *SMALL, "--",
+              "results/demo/stats.json"]
+    log = snakemake(work, *target, check=False)
+    assert "ncreel: error: PBS_ACCOUNT is unset: export PBS_ACCOUNT=<project code>" in log
+    log2 = snakemake(work, *target, check=False, PBS_ACCOUNT=ACCOUNT,
+                     NCREEL_PBS_QUEUE="nosuch")
+    errors = [ln for ln in log2.splitlines() if ln.startswith("ncreel: error:")]
+    assert errors == [errors[0]] and "PBS queue 'nosuch' does not exist" in errors[0]
+    assert "share" in errors[0]  # lists the queues there are
+    assert not submitted(log + log2) and not (work / "results/demo/stats.json").exists()
+
+
+def test_rejected_resource_request_is_one_line(pbs, tmp_path_factory, sample_nc):
+    """A job asking more memory than the queue allows (share: resources_max.mem 100gb):
+    PBS's qsub rejects it and the run fails naming the reason in one line."""
+    work = workdir(tmp_path_factory, sample_nc, "pbs_rejected")
+    log = snakemake(work, "--profile", "profiles/cheyenne", "--config", *SMALL,
+                    "--set-resources", "statistics:mem_mb=200000", "--",
+                    "results/demo/stats.json", check=False, PBS_ACCOUNT=ACCOUNT)
+    lines = [ln for ln in log.splitlines() if "ncreel-pbs: error:" in ln]
+    assert lines and all("mem=200000MB" in ln for ln in lines), log[-3000:]
+    assert "qsub: Job violates queue and/or server resource limits" in lines[0]
+    assert not submitted(log)
+
+
+def test_a_qstat_that_is_not_pbs_pros_stops_before_any_job(pbs, tmp_path_factory, sample_nc):
+    """PBS Pro's qsub but Slurm's Torque-wrapper qstat first on PATH (it rejects ``-x``,
+    so finished jobs would never be seen): one ``ncreel-pbs: error:`` line naming that
+    qstat and the fix, before anything is submitted; no waiting for ever."""
+    work = workdir(tmp_path_factory, sample_nc, "pbs_torque_qstat")
+    bindir = work / "mixed-bin"
+    bindir.mkdir()
+    for name, target in (("qsub", QSUB), ("qdel", QDEL), ("qstat", "/usr/bin/qstat")):
+        (bindir / name).symlink_to(target)
+    e = pbs_env(PBS_ACCOUNT=ACCOUNT)
+    e["PATH"] = f"{bindir}:{e['PATH']}"
+    t = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "snakemake", *FAST, "--profile",
+                           "profiles/casper", "--config", *SMALL, "--",
+                           "results/demo/stats.json"], cwd=work, capture_output=True,
+                          text=True, env=e, timeout=300)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and time.monotonic() - t < 120, log[-3000:]
+    errors = {ln for ln in log.splitlines() if ln.startswith("ncreel-pbs: error:")}
+    assert len(errors) == 1, log[-3000:]
+    (line,) = errors
+    assert f"{bindir}/qstat is not PBS Pro's qstat" in line and "Unknown option" in line
+    assert "export PATH=/opt/pbs/bin:$PATH" in line
+    assert not submitted(log) and not list(work.glob("logs/pbs/*.qsub"))

@@ -1,0 +1,195 @@
+"""Job arrays of the PBS Pro executor (``--executor pbs-pro``) on the REAL PBS server.
+
+Nothing is mocked: ``snakemake --profile profiles/cheyenne`` submits with OpenPBS's own
+``qsub -J`` (``/opt/pbs/bin`` first on PATH, asserted by :func:`test_pbs.pbs_env`),
+and what PBS ran is read back with ``qstat -x -f -t``. The memory kill is MoM's (``$enforce
+mem``). These tests FAIL (never skip) when PBS is not up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+from ncreel.cluster import pbs as ncpbs
+from test_pbs import ACCOUNT, FAST, QSTAT, pbs_env, snakemake
+from test_pbs import pbs as pbs_server  # noqa: F401  (its `pbs` fixture)
+from test_slurm import ROWS, count_rows, declared_jobs, workdir
+from workflow_run import SMALL
+
+pytestmark = [pytest.mark.pbs, pytest.mark.integration, pytest.mark.usefixtures("pbs_server")]
+
+CHEYENNE = str(ROOT / "profiles" / "cheyenne")
+
+
+def qstat_text(*ids: str) -> dict[str, dict]:
+    """``qstat -x -f -t`` records of `ids` (arrays with their sub-jobs), one call."""
+    proc = subprocess.run([QSTAT, "-x", "-f", "-t", *ids], capture_output=True, text=True,
+                          timeout=60)
+    return ncpbs.parse_torque(proc.stdout)
+
+
+def qsub_lines(work: Path) -> list[str]:
+    return [p.read_text().strip() for p in sorted((work / "logs/pbs").glob("*.qsub"))]
+
+
+def manifests(work: Path) -> list[dict]:
+    return [json.loads(p.read_text())["jobs"]
+            for p in sorted((work / ".snakemake/ncreel-pbs/arrays").glob("*.json"))]
+
+
+def array_ids(log: str) -> list[str]:
+    return re.findall(r"as PBS job array (\S+) ", log)
+
+
+def test_render_shards_go_out_as_one_array(tmp_path_factory, sample_nc):
+    """Four shards through ``--profile profiles/cheyenne``: ONE ``qsub -J 0-3``; every
+    sub-job ran the shard its index names in the manifest (its log says which), asked
+    for the shard's declared mem_mb, ended with Exit_status 0; the shards hold exactly
+    the sample's rows."""
+    work = workdir(tmp_path_factory, sample_nc, "pbs_array")
+    shards = [f"results/demo/cells/{i:05d}.copy" for i in range(4)]
+    log = snakemake(work, "--profile", CHEYENNE, "--config", *SMALL, "frames_per_shard=60",
+                    "--", *shards, PBS_ACCOUNT=ACCOUNT)
+    assert sum(count_rows(work / s) for s in shards) == ROWS
+    arrays = [q for q in qsub_lines(work) if " -J " in q]
+    assert len(arrays) == 1 and " -J 0-3 " in arrays[0], arrays
+    assert not [q for q in qsub_lines(work) if "nc_process_shard_" in q]  # no single shards
+    (array_id,) = array_ids(log)
+    (entries,) = manifests(work)
+    assert sorted(e["wildcards"]["shard"] for e in entries) == [f"{i:05d}" for i in range(4)]
+    declared = declared_jobs(log)
+    recs = qstat_text(array_id)
+    tag = Path(arrays[0].split(" -o ")[1].split()[0].strip("'")).name.split(".")[1]
+    for e in entries:
+        sub = array_id.replace("[]", f"[{e['index']}]")
+        rec = recs[sub]
+        assert rec["job_state"] == "F" and rec["Exit_status"] == "0", (sub, rec.get("comment"))
+        assert rec["Resource_List.mem"] == f"{declared[str(e['jobid'])][-1]['mem_mb']}mb"
+        sublog = (work / f"logs/pbs/nc_process_shard.{tag}.{e['index']}.log").read_text()
+        shard = e["wildcards"]["shard"]
+        assert f"sub-job {sub} runs Snakemake job {e['jobid']} (process_shard " \
+               f"{{\"shard\": \"{shard}\"}})" in sublog
+        assert (work / f"results/demo/segments/{shard}.mp4").stat().st_size > 0
+
+
+HOG = """
+rule all:
+    input: expand("out/{i}.txt", i=range(3))
+
+rule hog:
+    output: "out/{i}.txt"
+    threads: 1
+    resources:
+        mem_mb=lambda wc, attempt: 450 if attempt == 1 else 1500,
+        runtime=5,
+    shell:
+        "echo $PBS_JOBID >> attempts_{wildcards.i}; "
+        "if [ {wildcards.i} = 1 ]; then python3 -c 'import time; b = b\\"x\\" * (900 << 20); "
+        "time.sleep(20)'; fi; echo done > {output}"
+"""
+
+
+def test_memory_killed_array_element_is_retried_alone(tmp_path):
+    """Element 1 of a three-job array allocates 900 MB under a 450 MB request: MoM kills
+    it (Exit_status -27); only that job is resubmitted, as a plain job asking for
+    1500 MB, and succeeds; elements 0 and 2 ran once."""
+    (tmp_path / "Snakefile").write_text(HOG)
+    log = snakemake(tmp_path, "--profile", CHEYENNE, "--pbs-pro-array-rules", "hog",
+                    PBS_ACCOUNT=ACCOUNT, NCREEL_PBS_QUEUE="workq")
+    (array_id,) = array_ids(log)
+    (entries,) = manifests(tmp_path)
+    index = {e["wildcards"]["i"]: e["index"] for e in entries}
+    recs = qstat_text(array_id)
+    killed = recs[array_id.replace("[]", f"[{index['1']}]")]
+    assert killed["Exit_status"] == "-27" and killed["Resource_List.mem"] == "450mb", killed
+    for i in ("0", "2"):
+        assert recs[array_id.replace("[]", f"[{index[i]}]")]["Exit_status"] == "0"
+        assert len((tmp_path / f"attempts_{i}").read_text().split()) == 1
+    first, retry = (tmp_path / "attempts_1").read_text().split()
+    assert first.startswith(array_id.split("[")[0] + "[") and "[" not in retry
+    plain = qstat_text(retry)[retry]
+    assert plain["Exit_status"] == "0" and plain["Resource_List.mem"] == "1500mb"
+    lines = qsub_lines(tmp_path)
+    assert len(lines) == 2 and sum(" -J 0-2 " in q for q in lines) == 1, lines
+    assert all((tmp_path / f"out/{i}.txt").read_text() == "done\n" for i in range(3))
+
+
+SLOW = """
+rule all:
+    input: expand("out/{i}.txt", i=range(2))
+
+rule slow:
+    output: "out/{i}.txt"
+    threads: 1
+    resources: mem_mb=400, runtime=5
+    shell: "echo $PBS_JOBID >> runs_{wildcards.i}; sleep 15; echo done > {output}"
+"""
+
+
+def test_kill_and_resume_with_array_in_flight(tmp_path):
+    """SIGKILL snakemake while its array runs; the same command again re-attaches to the
+    array's sub-jobs instead of submitting them again: every element ran exactly once,
+    one qsub in all, and no job of the killed run is left in qstat."""
+    (tmp_path / "Snakefile").write_text(SLOW)
+    cmd = [sys.executable, "-m", "snakemake", *FAST, "--profile", CHEYENNE,
+           "--pbs-pro-array-rules", "slow", "--rerun-incomplete"]
+    env = pbs_env(PBS_ACCOUNT=ACCOUNT, NCREEL_PBS_QUEUE="workq")
+    with subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, start_new_session=True) as proc:
+        deadline, out = time.time() + 240, ""
+        try:
+            while not list(tmp_path.glob("runs_*")):
+                assert time.time() < deadline and proc.poll() is None, out
+                time.sleep(0.5)
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+        out = proc.stdout.read()
+    (array_id,) = array_ids(out)
+    assert any(r["job_state"] in "QRB" for r in qstat_text(array_id).values())
+    # A killed run leaves Snakemake's lock; ncreel's Snakefile clears it itself
+    # (ncreel.cluster.runlock), this bare test workflow needs --unlock.
+    subprocess.run([*cmd, "--unlock"], cwd=tmp_path, env=env, check=True,
+                   capture_output=True)
+    log = snakemake(tmp_path, "--profile", CHEYENNE, "--pbs-pro-array-rules", "slow",
+                    "--rerun-incomplete", PBS_ACCOUNT=ACCOUNT, NCREEL_PBS_QUEUE="workq")
+    assert "Re-attaching" in log and not array_ids(log)
+    assert len(qsub_lines(tmp_path)) == 1
+    for i in range(2):
+        assert (tmp_path / f"runs_{i}").read_text().split() == [
+            array_id.replace("[]", f"[{j}]") for j in [
+                e["index"] for e in manifests(tmp_path)[0] if e["wildcards"]["i"] == str(i)]]
+        assert (tmp_path / f"out/{i}.txt").read_text() == "done\n"
+    assert all(r["job_state"] == "F" for r in qstat_text(array_id).values())
+
+
+def test_ctrl_c_deletes_the_whole_array(tmp_path):
+    """Ctrl-C (SIGINT) while an array runs: one ``qdel`` of ``<n>[]`` ends every
+    sub-job, running and queued, within seconds."""
+    (tmp_path / "Snakefile").write_text(SLOW.replace("sleep 15", "sleep 120"))
+    cmd = [sys.executable, "-m", "snakemake", *FAST, "--profile", CHEYENNE,
+           "--pbs-pro-array-rules", "slow"]
+    env = pbs_env(PBS_ACCOUNT=ACCOUNT, NCREEL_PBS_QUEUE="workq")
+    with subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True) as proc:
+        out, deadline = "", time.time() + 120
+        while not array_ids(out):
+            assert time.time() < deadline and proc.poll() is None, out
+            out += proc.stdout.readline()
+        (array_id,) = array_ids(out)
+        time.sleep(3)
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=120)
+    deadline = time.time() + 60
+    while (states := {r["job_state"] for r in qstat_text(array_id).values()}) != {"F"}:
+        assert time.time() < deadline, states
+        time.sleep(1)
+    assert not list(tmp_path.glob("out/*.txt"))

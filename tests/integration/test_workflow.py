@@ -1,0 +1,203 @@
+"""The whole workflow, run by Snakemake on real NetCDF files in a fresh directory.
+
+Outputs are checked with ffprobe, loaded into a real PostgreSQL server with the generated
+``cells.sql``, and compared with xarray.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+from conftest import derive_nc
+from workflow_run import SMALL, make_workdir, probe, psql_load, snakemake
+
+pytestmark = pytest.mark.integration
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory, sample_nc):
+    work = make_workdir(tmp_path_factory.mktemp("demo"))
+    (work / "resources").mkdir()
+    shutil.copy(sample_nc, work / "resources" / "A1B_north_america.nc")
+    proc = snakemake(work, "--config", *SMALL)
+    return work, proc
+
+
+def test_demo_movie(demo_run):
+    work, _ = demo_run
+    info = probe(work / "results/demo/movie.mp4")
+    assert info["codec_name"] == "h264" and info["pix_fmt"] == "yuv420p"
+    assert int(info["nb_read_frames"]) == 240
+    assert info["width"] % 2 == 0 and info["height"] % 2 == 0
+    assert (work / "results/demo/preview.png").stat().st_size > 0
+
+
+def test_demo_copy_loads_and_matches_netcdf(demo_run, pg_server, pg_conn, sample_nc):
+    work, _ = demo_run
+    results = work / "results/demo"
+    with open(results / "cells.copy", "rb") as fh:
+        assert sum(1 for _ in fh) == 435_120
+    psql_load(pg_server, results)
+    assert pg_conn.execute("select count(*) from ncreel_demo").fetchone()[0] == 435_120
+    da = xr.open_dataset(sample_nc, decode_times=False)["air_temperature"]
+    mean = da.astype(np.float64).mean("time").values
+    for t, iy, ix in [(0, 0, 0), (17, 5, 30), (239, 36, 48), (120, 20, 0)]:
+        row = pg_conn.execute(
+            "select value, anomaly, lat, lon, time, time_value from ncreel_demo "
+            "where time_index = %s and cell_id = %s", (t, iy * 49 + ix)).fetchone()
+        value, anomaly, lat, lon, when, time_value = row
+        assert np.float32(value) == da.values[t, iy, ix]
+        assert anomaly == pytest.approx(float(da.values[t, iy, ix]) - mean[iy, ix], abs=1e-9)
+        assert (lat, lon) == (float(da.latitude[iy]), float(da.longitude[ix]))
+        assert time_value == float(da.time[t])
+        assert when == f"{1860 + t}-06-01T00:00:00"
+    # Loading again replaces the rows instead of duplicating them.
+    psql_load(pg_server, results)
+    assert pg_conn.execute("select count(*) from ncreel_demo").fetchone()[0] == 435_120
+
+
+def test_demo_rules_declare_and_measure(demo_run):
+    work, _ = demo_run
+    # frames_per_shard is null: the calibration chose the shard length (and stored it).
+    calibration = json.loads((work / "results/demo/calibration.json").read_text())
+    n_shards = -(-240 // calibration["frames_per_shard"])
+    bench = list((work / "results/demo/benchmarks/process_shard").glob("*.tsv"))
+    assert len(bench) == n_shards
+    assert len(list((work / "results/demo/segments").glob("*.mp4"))) == n_shards
+    for name in ("statistics", "calibrate_render", "reduce_cells", "concat_segments"):
+        assert (work / f"results/demo/benchmarks/{name}.tsv").is_file()
+        assert (work / f"logs/demo/{name}.log").is_file()
+
+
+def test_rerun_does_nothing(demo_run):
+    work, _ = demo_run
+    proc = snakemake(work, "--config", *SMALL)
+    assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
+def test_changed_setting_reruns_render(demo_run):
+    work, _ = demo_run
+    proc = snakemake(work, "-n", "--config", *SMALL[:-1], "preset=veryfast")
+    # Shard jobs encode their own segments, so the preset reruns calibration, shards and
+    # the join; the statistics stay.
+    out = proc.stdout
+    assert "calibrate_render" in out and "concat_segments" in out and "statistics" not in out
+
+
+def test_dag_and_report(demo_run):
+    work, _ = demo_run
+    for flag in ("--rulegraph", "--dag"):
+        dot = snakemake(work, flag, "--config", *SMALL).stdout
+        svg = subprocess.run(["dot", "-Tsvg"], input=dot[dot.index("digraph"):],
+                             capture_output=True, text=True, check=True).stdout
+        assert "process_shard" in svg
+    snakemake(work, "--report", "report.html", "--config", *SMALL)
+    html = (work / "report.html").read_text(errors="replace")
+    assert "movie.mp4" in html and "preview.png" in html
+
+
+@pytest.mark.parametrize("case", ["sst_missing_values", "hgt_select_level", "months_since"])
+def test_other_real_files(case, tmp_path, eofs_data, sample_nc, pg_server, pg_conn):
+    work = make_workdir(tmp_path)
+    if case == "sst_missing_values":
+        path, var, extra = eofs_data / "sst_ndjfm_anom.nc", "sst", []
+    elif case == "hgt_select_level":
+        path, var, extra = eofs_data / "hgt_djf.nc", "z", ["select={pressure: 0}"]
+    else:  # renamed time dim, undecodable units: must still run on raw time values
+        path = derive_nc(ostia := sample_nc.parent / "ostia_monthly.nc", tmp_path / "o.nc",
+                         variable="surface_temperature", rename={"time": "month"},
+                         time_attrs={"units": "months since 1990-01-01"})
+        var, extra = "surface_temperature", []
+        assert ostia.is_file()
+    snakemake(work, "--config", f"input={path}", f"variable={var}", f"run={case}", *SMALL,
+              "frames_per_shard=20", *extra)
+    results = work / "results" / case
+    with xr.open_dataset(path, decode_times=False) as ds:
+        da = ds[var].isel({k: 0 for k in ("pressure",) if k in ds[var].dims})
+        n_time, finite = da.shape[0], int(np.isfinite(da.values).sum())
+    assert int(probe(results / "movie.mp4")["nb_read_frames"]) == n_time
+    psql_load(pg_server, results)
+    table = f"ncreel_{case}"
+    assert pg_conn.execute(f"select count(*) from {table}").fetchone()[0] == finite
+    types = dict(pg_conn.execute(
+        "select column_name, data_type from information_schema.columns "
+        "where table_name = %s", (table,)).fetchall())
+    if case == "months_since":
+        assert types["time"] == "text"
+        assert pg_conn.execute(f"select count(time) from {table}").fetchone()[0] == 0
+        assert "time could not be decoded" in (results / "cells.sql").read_text()
+        assert "months since" in (work / f"logs/{case}/statistics.log").read_text()
+    else:
+        assert types["time"] == "timestamp without time zone"
+
+
+def _error_line(proc) -> str:
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("ncreel: error:")]
+    assert proc.returncode != 0 and len(lines) == 1, proc.stderr[-3000:]
+    return lines[0]
+
+
+@pytest.mark.parametrize("config, expected", [
+    (["input=missing.nc"], "input 'missing.nc': file not found"),
+    (["variable=tas"], "no variable 'tas' (variables: air_temperature"),
+    (["colour=red"], "unknown config key 'colour'"),
+    (["frames_per_shard=0"], "frames_per_shard"),
+    (["time_dim=month"], "'month' is not a dimension of 'air_temperature'"),
+    (["map={projection: Robinsn}"], "map.projection 'Robinsn' is not a cartopy.crs projection"),
+])
+def test_bad_input_one_line_errors(config, expected, tmp_path, sample_nc):
+    work = make_workdir(tmp_path)
+    (work / "resources").mkdir()
+    shutil.copy(sample_nc, work / "resources" / "A1B_north_america.nc")
+    line = _error_line(snakemake(work, "-n", "--config", *config, check=False))
+    assert expected in line
+    assert not (work / "results").exists()
+
+
+def test_bad_input_not_2d(tmp_path, eofs_data):
+    work = make_workdir(tmp_path)
+    line = _error_line(snakemake(work, "-n", "--config", f"input={eofs_data / 'hgt_djf.nc'}",
+                                 "variable=z", check=False))
+    assert "extra dims pressure" in line and "select" in line
+
+
+def _incomplete(work: Path) -> set[str]:
+    d = work / ".snakemake" / "incomplete"
+    return {base64.b64decode(p.name).decode() for p in d.iterdir()} if d.is_dir() else set()
+
+
+def test_kill_and_resume(tmp_path, sample_nc):
+    work = make_workdir(tmp_path)
+    (work / "resources").mkdir()
+    shutil.copy(sample_nc, work / "resources" / "A1B_north_america.nc")
+    args = ["--config", *SMALL, "frames_per_shard=15"]
+    cells = work / "results/demo/cells"
+    with subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "2", *args],
+                          cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                          start_new_session=True) as proc:
+        deadline = time.time() + 300
+        while time.time() < deadline and len(list(cells.glob("*.copy"))) < 3:
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGKILL)  # snakemake and all its jobs, no clean-up
+    assert list((work / ".snakemake/locks").iterdir()), "the killed run should leave its lock"
+    incomplete = _incomplete(work)
+    done = {p: p.stat().st_mtime_ns for p in cells.glob("*.copy")
+            if f"results/demo/cells/{p.name}" not in incomplete}
+    assert 1 <= len(done) < 16  # a just-renamed file may not be recorded as done yet
+    assert not (work / "results/demo/cells.copy").exists()
+    snakemake(work, *args)  # the same command again
+    with open(work / "results/demo/cells.copy", "rb") as fh:
+        assert sum(1 for _ in fh) == 435_120
+    assert int(probe(work / "results/demo/movie.mp4")["nb_read_frames"]) == 240
+    assert {p: p.stat().st_mtime_ns for p in done} == done, "finished shards were redone"
+    assert not list(work.glob("results/demo/**/*.part"))

@@ -1,0 +1,116 @@
+"""Stale Snakemake locks of a killed run are removed; live ones never are."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import xarray as xr
+from ncreel.cluster.runlock import RECORD, clear_stale_lock
+
+WORKFLOW = Path(__file__).resolve().parents[1] / "workflow"
+
+
+def make_lock(tmp_path, pid, host=None):
+    locks = tmp_path / ".snakemake" / "locks"
+    locks.mkdir(parents=True)
+    (locks / "0.input.lock").write_text("x")
+    (tmp_path / ".snakemake" / RECORD).write_text(
+        json.dumps({"host": host or socket.gethostname(), "pid": pid}))
+    return locks
+
+
+def dead_pid():
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return p.pid
+
+
+def test_lock_of_dead_run_is_removed(tmp_path):
+    locks = make_lock(tmp_path, dead_pid())
+    assert clear_stale_lock(tmp_path)
+    assert not list(locks.iterdir())
+
+
+def test_lock_of_live_run_is_kept(tmp_path):
+    with subprocess.Popen(["sleep", "30"]) as live:
+        locks = make_lock(tmp_path, live.pid)
+        assert not clear_stale_lock(tmp_path)
+        assert list(locks.iterdir())
+        live.kill()
+
+
+def test_lock_from_another_host_is_kept(tmp_path):
+    locks = make_lock(tmp_path, dead_pid(), host="some-other-login-node")
+    assert not clear_stale_lock(tmp_path)
+    assert list(locks.iterdir())
+
+
+def test_run_lock_is_exclusive_and_released_by_sigkill(tmp_path):
+    from ncreel.cluster.runlock import hold_run_lock
+    from ncreel.errors import NcreelError
+
+    lock = tmp_path / "results/r/.ncreel-run.lock"
+    code = ("import sys, time; sys.path.insert(0, sys.argv[2]); "
+            "from ncreel.cluster.runlock import hold_run_lock; hold_run_lock(sys.argv[1], 'r'); "
+            "print('held', flush=True); time.sleep(60)")
+    with subprocess.Popen([sys.executable, "-c", code, str(lock), str(WORKFLOW)],
+                          stdout=subprocess.PIPE, text=True) as holder:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(NcreelError, match=rf"run 'r' is already running .*pid {holder.pid}"):
+            hold_run_lock(lock, "r")
+        holder.kill()  # SIGKILL: no clean-up, the kernel drops the flock
+    hold_run_lock(lock, "r")
+    hold_run_lock(lock, "r")  # this process holds it already
+
+
+@pytest.mark.integration
+def test_same_run_refused_after_another_run_removed_snakemake_locks(tmp_path, sample_nc):
+    """P runs; Q finishes in the same directory (Snakemake removes all locks); P again: refused."""
+    from workflow_run import SMALL, make_workdir, snakemake
+
+    work = make_workdir(tmp_path)
+    with xr.open_dataset(sample_nc, decode_times=False) as ds:
+        ds.isel(time=slice(0, 6), latitude=slice(0, 8), longitude=slice(0, 10)).to_netcdf(
+            work / "small.nc")
+    common = ["--config", "input=small.nc", *SMALL, "frames_per_shard=3",
+              "calibration_frames=2"]
+    cmd_p = [sys.executable, "-m", "snakemake", "--cores", "1", *common, "run=p"]
+    with subprocess.Popen(cmd_p, cwd=work, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL, start_new_session=True) as p:
+        try:
+            deadline = time.time() + 120
+            while time.time() < deadline and not list((work / ".snakemake/locks").glob("*")):
+                time.sleep(0.1)
+            assert list((work / ".snakemake/locks").glob("*")), "P should be running"
+            os.killpg(p.pid, signal.SIGSTOP)  # P stays alive, holding its locks
+            # Any finished run removes .snakemake/locks; one job is enough to show it.
+            snakemake(work, "results/q/stats.json", *common, "run=q")
+            assert not list((work / ".snakemake/locks").glob("*"))
+            again = subprocess.run(cmd_p, cwd=work, capture_output=True, text=True)
+            lines = [ln for ln in again.stderr.splitlines() if ln.startswith("ncreel: error:")]
+            assert again.returncode != 0 and len(lines) == 1, again.stderr[-3000:]
+            assert f"run 'p' is already running in this directory (pid {p.pid}" in lines[0]
+        finally:
+            os.killpg(p.pid, signal.SIGKILL)
+            os.killpg(p.pid, signal.SIGCONT)
+    # P died by SIGKILL: the kernel released its flock, so its command is accepted again.
+    assert "ncreel: error" not in snakemake(work, "-n", *common, "run=p").stderr
+
+
+def test_batch_jobscripts_are_not_snakemake_runs():
+    from ncreel.cluster.runlock import _runs_snakemake
+
+    def argv(cmd):
+        return [a.encode() for a in cmd.split()]
+
+    assert _runs_snakemake(argv("/venv/bin/python3 -m snakemake --profile profiles/cheyenne"))
+    assert _runs_snakemake(argv("/venv/bin/snakemake -n"))
+    # A PBS job of the killed run: its shell runs the jobscript with cwd = the workdir.
+    assert not _runs_snakemake(argv("/bin/sh /w/.snakemake/tmp.x1/snakejob.process_shard.3.sh"))
+    assert not _runs_snakemake(argv("python3 workflow/scripts/ncreel_pbs.py status 7.vm"))

@@ -1,0 +1,315 @@
+"""Loading into a table others use: concurrency, quoting, kill and resume, lost connection.
+
+Every test runs against the real PostgreSQL of ``pg_server``. A load's COPY source is a
+named pipe (FIFO) the test writes to, so the test decides when a load is mid-COPY, with its
+transaction open: overlaps are certain, not a matter of timing luck.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import psycopg
+import pytest
+from ncreel.errors import NcreelError
+from ncreel.pg.copytext import load_script, write_copy_rows
+from ncreel.pg.load import _stage_names, load_copy
+
+ROOT = Path(__file__).resolve().parents[1]
+COLS = [("cell_id", "bigint"), ("value", "real"), ("label", "text")]
+
+
+def _rows(n: int, start: int = 0) -> bytes:
+    buf = io.BytesIO()
+    write_copy_rows(buf, {"cell_id": np.arange(start, start + n),
+                          "value": np.linspace(0, 1, n, dtype=np.float32), "label": ["x"] * n})
+    return buf.getvalue()
+
+
+class Pipe:
+    """A FIFO a load reads its COPY text from; :meth:`feed` writes it (in a thread)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        os.mkfifo(path)
+        self.thread = None
+        self.opened = threading.Event()  # the load has opened the pipe and is reading it
+
+    def feed(self, data: bytes, *, close: bool = True, hold: threading.Event | None = None):
+        self.opened.clear()
+
+        def run():
+            with open(self.path, "wb") as fh:  # blocks until the load opens the pipe
+                self.opened.set()
+                fh.write(data)
+                fh.flush()
+                if hold is not None:
+                    hold.wait(60)
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+        return self
+
+
+def _count(conn, table: str, run: str | None = None) -> int:
+    q = psycopg.sql.SQL("SELECT count(*) FROM {}").format(psycopg.sql.Identifier(table))
+    if run is not None:
+        q += psycopg.sql.SQL(" WHERE run = {}").format(psycopg.sql.Literal(run))
+    return conn.execute(q).fetchone()[0]
+
+
+def _wait_copies(conn, n: int, timeout: float = 15) -> None:
+    """Wait until `n` sessions are inside a COPY (their load transactions open)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        busy = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE query ILIKE 'COPY%' "
+                            "AND state = 'active' AND pid <> pg_backend_pid()").fetchone()[0]
+        if busy >= n:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"{n} loads did not reach COPY within {timeout} s")
+
+
+def _psql(pg_server, cwd: Path) -> subprocess.Popen:
+    return subprocess.Popen(["psql", "-X", "-q", "-h", pg_server["host"], "-U", "postgres",
+                             "-d", "postgres", "-f", "cells.sql"], cwd=cwd,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+class Loader:
+    """One load of `run` from a FIFO, through psql + cells.sql or through load_copy."""
+
+    def __init__(self, how: str, pg_server, base: Path, table: str, run: str, n: int):
+        self.how, self.run, self.n = how, run, n
+        d = base / run
+        d.mkdir(parents=True)
+        self.pipe = Pipe(d / "cells.copy")
+        self.hold = threading.Event()
+        self.pipe.feed(_rows(n), hold=self.hold)
+        if how == "psql":
+            (d / "cells.sql").write_text(load_script(table, COLS, "cells.copy", run=run))
+            self.proc = _psql(pg_server, d)
+        else:
+            self.result = {}
+
+            def run_load():
+                try:
+                    self.result["summary"] = load_copy(self.pipe.path,
+                                                       conninfo=pg_server["conninfo"],
+                                                       table=table, run=run, columns=COLS)
+                except Exception as err:  # noqa: BLE001 - reported by finish()
+                    self.result["error"] = err
+            self.proc = threading.Thread(target=run_load, daemon=True)
+            self.proc.start()
+
+    def finish(self) -> None:
+        self.hold.set()
+        if self.how == "psql":
+            out, err = self.proc.communicate(timeout=60)
+            assert self.proc.returncode == 0 and not err.strip(), err
+        else:
+            self.proc.join(60)
+            assert "error" not in self.result, self.result.get("error")
+            assert self.result["summary"]["rows"] == self.n
+
+
+@pytest.mark.parametrize("how", ["psql", "rule"])
+def test_reader_of_another_run_is_not_blocked(pg_server, pg_conn, tmp_path, how):
+    table = f"t_reader_{how}"
+    Loader(how, pg_server, tmp_path / "0", table, "other", 50).finish()
+    Loader(how, pg_server, tmp_path / "0", table, "run_a", 30).finish()
+    load = Loader(how, pg_server, tmp_path / "1", table, "run_a", 40)
+    _wait_copies(pg_conn, 1)
+    with psycopg.connect(pg_server["conninfo"], autocommit=True) as reader:
+        reader.execute("SET lock_timeout = '5s'")
+        t = time.perf_counter()
+        n_other = _count(reader, table, "other")
+        waited = time.perf_counter() - t
+        n_a = _count(reader, table, "run_a")  # the reloaded run: still its old rows
+    load.finish()
+    print(f"reader waited {waited * 1000:.1f} ms during a {how} load")
+    assert (n_other, n_a) == (50, 30)
+    assert waited < 1.0
+    assert _count(pg_conn, table, "run_a") == 40
+
+
+@pytest.mark.parametrize("how", ["psql", "rule"])
+@pytest.mark.parametrize("existing", [False, True], ids=["new_table", "existing_table"])
+def test_two_runs_load_at_once_first_time(pg_server, pg_conn, tmp_path, how, existing):
+    for rep in range(5):
+        table = f"t_race_{how}_{int(existing)}_{rep}"
+        if existing:
+            Loader(how, pg_server, tmp_path / f"{rep}-0", table, "first", 5).finish()
+        loads = [Loader(how, pg_server, tmp_path / str(rep), table, run, n)
+                 for run, n in (("a", 100), ("b", 200))]
+        _wait_copies(pg_conn, 2)  # both transactions open and copying at the same time
+        for load in loads:
+            load.finish()  # each succeeded on its first attempt
+        assert (_count(pg_conn, table, "a"), _count(pg_conn, table, "b")) == (100, 200)
+
+
+@pytest.mark.parametrize("table", ["select", "MixedCase", 'we"ird name'])
+def test_reserved_and_mixed_case_names_load(pg_server, pg_conn, tmp_path, table):
+    for how in ("psql", "rule"):
+        Loader(how, pg_server, tmp_path / how, table, how, 7).finish()
+    assert _count(pg_conn, table, "psql") == 7 and _count(pg_conn, table, "rule") == 7
+
+
+def test_table_of_an_earlier_version_gets_the_run_default(pg_server, pg_conn, tmp_path):
+    pg_conn.execute("CREATE TABLE t_legacy (run text NOT NULL, cell_id bigint, value real, "
+                    "label text)")
+    pg_conn.execute("INSERT INTO t_legacy VALUES ('old', 1, 0.5, 'x')")
+    Loader("rule", pg_server, tmp_path, "t_legacy", "new", 9).finish()
+    assert _count(pg_conn, "t_legacy", "new") == 9 and _count(pg_conn, "t_legacy", "old") == 1
+
+
+_KILLABLE = """
+import json, sys
+sys.path.insert(0, {workflow!r})
+from ncreel.pg.load import load_copy
+print(json.dumps(load_copy({files!r}, conninfo={conninfo!r}, table={table!r}, run="r",
+                           columns={cols!r}, jobs={jobs})))
+"""
+
+
+def _start_load(pg_server, files, table, jobs):
+    code = _KILLABLE.format(workflow=str(ROOT / "workflow"), files=[str(f) for f in files],
+                            conninfo=pg_server["conninfo"], table=table, cols=COLS, jobs=jobs)
+    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_kill_midway_then_rerun_leaves_one_copy(pg_server, pg_conn, tmp_path, jobs):
+    table = f"t_kill_{jobs}"
+    files = []
+    for i in range(3):
+        files.append(tmp_path / f"{i}.copy")
+        files[-1].write_bytes(_rows(100, 100 * i))
+    fifo = Pipe(tmp_path / "3.copy")
+    data3 = _rows(100, 300)
+    load_copy(files, conninfo=pg_server["conninfo"], table=table, run="r", columns=COLS)
+    assert _count(pg_conn, table, "r") == 300  # an earlier, complete load of the run
+
+    stuck = threading.Event()
+    fifo.feed(data3[: len(data3) // 2], hold=stuck)  # never completes
+    proc = _start_load(pg_server, [*files, fifo.path], table, jobs)
+    _wait_copies(pg_conn, 1)
+    stage, staged = _stage_names(table, "r")
+    if jobs > 1:  # wait until the three regular files are staged and committed
+        q = psycopg.sql.SQL("SELECT count(*) FROM {}").format(psycopg.sql.Identifier(*staged))
+        end = time.monotonic() + 30
+        while pg_conn.execute(q).fetchone()[0] < 3:
+            assert time.monotonic() < end, proc.stderr
+            time.sleep(0.05)
+    # Kill it while it reads the pipe: killed earlier, the writer would still wait for a
+    # reader and then feed the rerun's pipe too.
+    assert fifo.opened.wait(30), "the load never opened the pipe"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(30)
+    proc.stdout.close()
+    proc.stderr.close()
+    stuck.set()  # close the old writer: the rerun's pipe must start empty
+    fifo.thread.join(30)
+    assert _count(pg_conn, table, "r") == 300  # old rows only: nothing partial visible
+
+    fifo.feed(data3)
+    proc = _start_load(pg_server, [*files, fifo.path], table, jobs)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["rows"] == 400 and summary["deleted"] == 300
+    assert summary["resumed"] == (3 if jobs > 1 else 0)  # staged files were not reloaded
+    ids = [r[0] for r in pg_conn.execute(psycopg.sql.SQL("SELECT cell_id FROM {} ORDER BY 1")
+                                         .format(psycopg.sql.Identifier(table)))]
+    assert ids == list(range(400))  # exactly one copy
+    # This run's staging and bookkeeping tables are gone (other tests' may remain).
+    leftovers = pg_conn.execute("SELECT count(*) FROM pg_class WHERE relname = ANY(%s)",
+                                [[stage[-1], staged[-1]]]).fetchone()[0]
+    assert leftovers == 0
+
+
+def _load_until_lost(conninfo: str, files, jobs: int, cut) -> str:
+    """Start a load whose last file is a FIFO, call `cut()` mid-COPY, return the error."""
+    fifo = Pipe(files[-1])
+    hold = threading.Event()
+    fifo.feed(_rows(10, 10)[:50], hold=hold)
+    result = {}
+
+    def run():
+        try:
+            load_copy(files, conninfo=conninfo, table="t_lost", run="r", columns=COLS,
+                      jobs=jobs)
+        except NcreelError as err:
+            result["err"] = str(err)
+    t = threading.Thread(target=run)
+    t.start()
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        _wait_copies(conn, 1)
+    cut()
+    hold.set()
+    t.join(60)
+    return result["err"]
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_lost_connection_reports_the_server_reason(pg_server, tmp_path, jobs):
+    """The server shuts down mid-load (1 connection) / the backend is terminated (2)."""
+    from pgserver import start_server
+
+    files = [tmp_path / "0.copy", tmp_path / "1.copy"]
+    files[0].write_bytes(_rows(10))
+    if jobs == 1:
+        info, stop = start_server()
+        try:
+            msg = _load_until_lost(info["conninfo"], files, jobs, lambda: subprocess.run(
+                [*info["pg_ctl"], "-m", "fast", "-w", "stop"], check=True,
+                capture_output=True))
+        finally:
+            stop()
+    else:
+        def terminate():
+            with psycopg.connect(pg_server["conninfo"], autocommit=True) as conn:
+                conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+                             "query ILIKE 'COPY%' AND pid <> pg_backend_pid()")
+        msg = _load_until_lost(pg_server["conninfo"], files, jobs, terminate)
+    print(msg)
+    assert "connection lost" in msg and "terminating connection" in msg, msg
+    assert "the connection is lost" not in msg and "rerun" in msg
+    assert "host=" in msg and "\n" not in msg
+
+
+def test_rule_script_reports_one_error_line(pg_server, tmp_path):
+    """The load_database adapter turns a failed load into one ``ncreel: error:`` line."""
+    import runpy
+    from types import SimpleNamespace
+
+    f = tmp_path / "cells.copy"
+    f.write_bytes(_rows(3))
+    smk = SimpleNamespace(
+        scriptdir=str(ROOT / "workflow/scripts"), log=[str(tmp_path / "load.log")],
+        input=SimpleNamespace(table=str(f), rows=[str(f)]),
+        output=SimpleNamespace(summary=str(tmp_path / "load.json")),
+        params=SimpleNamespace(conninfo=f"host={pg_server['host']} port=1 user=postgres",
+                               table="t", run="r", columns=COLS, jobs=1),
+        rule="load_database", wildcards={}, threads=1, resources={"mem_mb": 400, "runtime": 60})
+    with pytest.raises(SystemExit) as exit_:
+        runpy.run_path(str(ROOT / "workflow/scripts/load_database.py"),
+                       init_globals={"snakemake": smk})
+    msg = str(exit_.value.code)
+    assert msg.startswith("ncreel: error: database (") and "cannot connect" in msg, msg
+    assert "\n" not in msg and not (tmp_path / "load.json").exists()
+    # The attempt is recorded as failed (sys.exit bypasses the excepthook); the end record
+    # is written at interpreter exit, so check the start record and the failure flag here.
+    from ncreel import jobrecord
+
+    assert jobrecord._FAILED and jobrecord.read_attempts(
+        jobrecord.attempts_path(tmp_path / "load.log"))[-1]["mem_mb"] == 400

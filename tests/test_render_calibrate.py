@@ -1,0 +1,37 @@
+"""Measuring a render worker before any shard runs (``ncreel.render.calibrate``), and the
+memory and runtime the render jobs then declare."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from ncreel.render.calibrate import calibrate_render
+from ncreel.resources import render_mem_mb_calibrated, render_runtime_calibrated
+from render_data import spec, write_noisy_nc
+
+
+@pytest.fixture(scope="module")
+def noisy_nc(tmp_path_factory):
+    return write_noisy_nc(tmp_path_factory.mktemp("nc") / "noisy.nc")
+
+
+def test_calibration_and_resources(noisy_nc):
+    cal = calibrate_render(spec(noisy_nc), n_time=11, probe_frames=6, target_minutes=0.01)
+    assert cal.worker_peak_mb > cal.base_mb > 0
+    assert cal.encoder_peak_mb > 0 and cal.seconds_per_frame > 0
+    assert 1 <= cal.frames_per_shard <= 11
+    fixed = calibrate_render(spec(noisy_nc), n_time=11, probe_frames=2, frames_per_shard=4)
+    assert fixed.frames_per_shard == 4
+    measured = cal.worker_peak_mb + cal.encoder_peak_mb
+    one = render_mem_mb_calibrated(cal, ny=9, nx=12, n_frames=100)
+    assert measured <= one <= 1.5 * measured
+    assert render_mem_mb_calibrated(cal, ny=9, nx=12, n_frames=100, attempt=2) == 2 * one
+    # Memory stops growing with the shard's length once the rows pass's block is full
+    # (MAX_BLOCK_CELLS values); more workers need more.
+    assert (render_mem_mb_calibrated(cal, ny=9, nx=12, n_frames=10**5)
+            == render_mem_mb_calibrated(cal, ny=9, nx=12, n_frames=10**7))
+    assert render_mem_mb_calibrated(cal, ny=9, nx=12, n_frames=100, workers=2) > one
+    short = render_runtime_calibrated(cal, n_frames=10)
+    assert short >= 5
+    assert render_runtime_calibrated(replace(cal, seconds_per_frame=1.0), n_frames=6000) >= 200

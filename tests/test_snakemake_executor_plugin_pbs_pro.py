@@ -1,0 +1,258 @@
+"""The PBS Pro executor plugin (``--executor pbs-pro``): batched status, arrays, sub-jobs.
+
+Unit tests read ``qstat`` output RECORDED on the CI machine's real OpenPBS 23.06.06
+(``tests/data/qstat_pbspro_arrays/``); the sub-job runner runs for real. The tests on the
+real PBS server are in ``tests/integration/test_pbs.py``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+from ncreel.cluster import pbs
+from snakemake_executor_plugin_pbs_pro import subjob, write_manifest
+from test_cluster_pbs import FakeQstat
+
+ARRAYS = ROOT / "tests" / "data" / "qstat_pbspro_arrays"
+RECORDED = (153, (ARRAYS / "array_running_memkilled_plain_exit3.txt").read_text(),
+            (ARRAYS / "array_running_memkilled_plain_exit3.stderr").read_text())
+
+
+IDS = ["18[0].vm", "18[1].vm", "18[2].vm", "19.vm", "99999.vm"]
+
+
+def test_one_qstat_for_all_jobs_and_sub_jobs(tmp_path):
+    """Five jobs (three sub-jobs of one array, a plain job, a purged job): ONE qstat,
+    each array asked for once; X with 0 is success, -27 failed, R running, a purged job
+    without a recorded exit status failed."""
+    runner = FakeQstat([RECORDED])
+    got = pbs.statuses(IDS, state_dir=tmp_path, runner=runner, delay=0, log=lambda m: None)
+    assert runner.calls == [["qstat", "-x", "-f", "-t", "18[].vm", "19.vm", "99999.vm"]]
+    assert got == {"18[0].vm": "success", "18[1].vm": "failed", "18[2].vm": "running",
+                   "19.vm": "failed", "99999.vm": "failed"}
+
+
+def test_purged_job_decided_by_recorded_exit_status(tmp_path):
+    pbs.write_marker("99999.vm", 0, tmp_path)
+    got = pbs.statuses(IDS, state_dir=tmp_path, runner=FakeQstat([RECORDED]), delay=0,
+                       log=lambda m: None)
+    assert got["99999.vm"] == "success"
+
+
+def test_qstat_hiccup_retried_then_answered(tmp_path):
+    runner = FakeQstat([(1, "", "pbs_iff: cannot connect to host"),
+                        subprocess.TimeoutExpired("qstat", 60), RECORDED])
+    got = pbs.statuses(IDS, state_dir=tmp_path, runner=runner, delay=0, log=lambda m: None)
+    assert len(runner.calls) == 3 and got["18[1].vm"] == "failed"
+
+
+def test_qstat_down_keeps_jobs_running_unless_recorded(tmp_path):
+    pbs.write_marker("19.vm", 3, tmp_path)
+    runner = FakeQstat([])
+    got = pbs.statuses(["18[2].vm", "19.vm"], state_dir=tmp_path, runner=runner,
+                       attempts=3, delay=0, log=lambda m: None)
+    assert len(runner.calls) == 3
+    assert got == {"18[2].vm": "running", "19.vm": "failed"}
+
+
+def test_array_parent():
+    assert pbs.array_parent("123[4].desched1") == "123[].desched1"
+    assert pbs.array_parent("123[].casper") == "123[].casper"
+    assert pbs.array_parent("123.casper") == "123.casper"
+
+
+def props(**kw):
+    base = {"type": "single", "rule": "process_shard", "wildcards": {}, "jobid": 7,
+            "threads": 2, "resources": {"mem_mb": 1500, "runtime": 12}}
+    return {**base, **kw}
+
+
+def test_array_qsub_line():
+    cmd = pbs.build_qsub(props(), "/w/a.sh", queue="casper@casper-pbs", account="UABC0001",
+                         log_dir="logs/pbs", array_size=4, log_tag="abc")
+    assert cmd == ["qsub", "-N", "nc_process_shard", "-j", "oe", "-o",
+                   "logs/pbs/nc_process_shard.abc.^array_index^.log", "-V", "-l",
+                   "select=1:ncpus=2:mem=1500MB,walltime=00:12:00", "-J", "0-3",
+                   "-A", "UABC0001", "-q", "casper@casper-pbs", "/w/a.sh"]
+    with pytest.raises(ValueError, match="at least 2"):
+        pbs.build_qsub(props(), "a.sh", queue=None, account=None, log_dir="l", array_size=1)
+
+
+# ----------------------------------------------------------------------------- sub-jobs
+
+
+@pytest.fixture
+def manifest(tmp_path):
+    """A manifest of three entries whose jobscripts write their shard into a file."""
+    entries = []
+    for i in range(3):
+        script = tmp_path / f"job{i}.sh"
+        script.write_text(f"echo shard{i} > {tmp_path}/ran{i}\nexit {i}\n")
+        entries.append({"index": i, "jobid": 10 + i, "rule": "process_shard",
+                        "wildcards": {"shard": f"{i:05d}"}, "jobscript": str(script),
+                        "sha256": hashlib.sha256(script.read_bytes()).hexdigest()})
+    arrays = tmp_path / ".snakemake" / "ncreel-pbs" / "arrays"
+    return write_manifest(arrays / "m.json", entries)
+
+
+def run_subjob(manifest, **env):
+    e = {k: v for k, v in os.environ.items() if not k.startswith("PBS_")}
+    e["PYTHONPATH"] = str(ROOT / "workflow")
+    e.update(env)
+    return subprocess.run([sys.executable, "-m", "snakemake_executor_plugin_pbs_pro.subjob",
+                           str(manifest)], env=e, capture_output=True, text=True)
+
+
+def test_subjob_runs_its_own_entry_and_records_status(manifest, tmp_path):
+    proc = run_subjob(manifest, PBS_ARRAY_INDEX="1", PBS_JOBID="55[1].vm")
+    assert proc.returncode == 1, proc.stderr
+    assert "runs Snakemake job 11 (process_shard" in proc.stdout
+    assert (tmp_path / "ran1").read_text() == "shard1\n"
+    assert not (tmp_path / "ran0").exists() and not (tmp_path / "ran2").exists()
+    assert pbs.read_marker("55[1].vm", manifest.parent.parent) == 1
+
+
+@pytest.mark.parametrize("env, why", [
+    ({"PBS_JOBID": "55[1].vm"}, "PBS_ARRAY_INDEX"),
+    ({"PBS_ARRAY_INDEX": "1", "PBS_JOBID": "55[2].vm"}, "not sub-job 1"),
+    ({"PBS_ARRAY_INDEX": "1", "PBS_JOBID": "55.vm"}, "not sub-job 1"),
+    ({"PBS_ARRAY_INDEX": "3", "PBS_JOBID": "55[3].vm"}, "no entry 3"),
+    ({"PBS_ARRAY_INDEX": "-1", "PBS_JOBID": "55[-1].vm"}, "PBS_ARRAY_INDEX"),
+])
+def test_subjob_refuses_anything_but_its_own_entry(manifest, tmp_path, env, why):
+    proc = run_subjob(manifest, **env)
+    assert proc.returncode == subjob.REFUSED and why in proc.stderr
+    assert not list(tmp_path.glob("ran*"))
+
+
+def test_subjob_refuses_a_changed_jobscript(manifest, tmp_path):
+    entry = json.loads(manifest.read_text())["jobs"][0]
+    with open(entry["jobscript"], "a") as fh:
+        fh.write("echo injected\n")
+    with pytest.raises(subjob.Refused, match="changed"):
+        subjob.own_entry(manifest, {"PBS_ARRAY_INDEX": "0", "PBS_JOBID": "55[0].vm"})
+
+
+# ------------------------------------------------- a qstat that cannot serve: stop, once
+# Against the real commands of this machine: Slurm's Torque wrapper /usr/bin/qstat (what
+# a Torque site or a mixed PATH gives) rejects PBS Pro's -x; /opt/pbs/bin is PBS Pro's.
+TORQUE_QSTAT = "/usr/bin/qstat"
+PBS_BIN = "/opt/pbs/bin"
+
+
+@pytest.fixture
+def torque_qstat():
+    """Slurm's Torque wrapper ``qstat`` (package slurm-wlm-torque); fails when absent."""
+    path = os.path.realpath(TORQUE_QSTAT)
+    text = Path(path).read_text(errors="replace") if os.path.exists(path) else ""
+    if "slurm" not in text.lower():
+        pytest.fail(f"{TORQUE_QSTAT} is not Slurm's Torque wrapper: run .ci/slurm-up.sh")
+    return TORQUE_QSTAT
+
+
+class Counting:
+    """Runs each command for real (ncreel.cluster.pbs's runner) and keeps the argument lists."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, cmd, timeout=60):
+        self.calls.append(cmd)
+        return pbs._run(cmd, timeout=timeout)
+
+
+@pytest.mark.pbs
+def test_qstat_rejecting_x_stops_at_once_naming_it(torque_qstat, tmp_path):
+    """Torque's qstat answers ``qstat -x`` with "Unknown option": one call, no retries
+    (4 tries with 5 s pauses would be 30 s), one message naming the qstat and the fix."""
+    runner = Counting()
+    with pytest.raises(pbs.QstatUnusable) as err:
+        pbs.statuses(["7.vm", "8[].vm"], qstat=torque_qstat, state_dir=tmp_path,
+                     attempts=4, delay=5, runner=runner, strict=False)
+    assert len(runner.calls) == 1
+    msg = str(err.value)
+    assert f"{torque_qstat} rejects `qstat -x -f -t`" in msg and "Unknown option" in msg
+    assert "PATH=/opt/pbs/bin:$PATH" in msg and "\n" not in msg
+
+
+@pytest.mark.pbs
+def test_start_up_check_of_the_pbs_commands(torque_qstat, tmp_path):
+    """Before any job: PBS Pro's commands pass; Torque's qstat or a missing qsub/qstat
+    is named, with what to do."""
+    assert pbs.pbs_pro_problem(qsub=f"{PBS_BIN}/qsub", qstat=f"{PBS_BIN}/qstat") is None
+    msg = pbs.pbs_pro_problem(qsub=f"{PBS_BIN}/qsub", qstat=torque_qstat)
+    assert msg.startswith(f"{torque_qstat} is not PBS Pro's qstat")
+    assert "Unknown option: version" in msg and "PATH=/opt/pbs/bin:$PATH" in msg
+    missing = str(tmp_path / "qsub")
+    assert pbs.pbs_pro_problem(qsub=missing, qstat=f"{PBS_BIN}/qstat").startswith(
+        f"{missing} not found on PATH")
+    with pytest.raises(pbs.QstatUnusable, match="not found on PATH"):
+        pbs.statuses(["7.vm"], qstat=str(tmp_path / "qstat"), state_dir=tmp_path)
+
+
+def _executor(tmp_path, **settings):
+    """The pbs-pro executor's status half, without a Snakemake run around it."""
+    import contextlib
+    import logging
+
+    from snakemake_executor_plugin_pbs_pro import Executor, ExecutorSettings, Journal
+    ex = object.__new__(Executor)
+    ex.settings = ExecutorSettings(**settings)
+    ex._runner, ex._failed_polls = Counting(), 0
+    ex.journal = Journal(tmp_path / "journal.jsonl")
+    ex.logger = logging.getLogger("test-pbs-pro")
+    ex.status_rate_limiter = contextlib.nullcontext()
+    return ex
+
+
+def _poll(ex, ids):
+    import asyncio
+
+    from snakemake_executor_plugin_pbs_pro import SubmittedJobInfo
+
+    async def run():
+        jobs = [SubmittedJobInfo(job=None, external_jobid=j) for j in ids]
+        return [j.external_jobid async for j in ex.check_active_jobs(jobs)]
+    return asyncio.run(run())
+
+
+@pytest.mark.pbs
+def test_executor_stops_when_qstat_keeps_failing(tmp_path, monkeypatch):
+    """A server that never answers (PBS Pro's real qstat, a port nothing listens on):
+    each poll keeps the jobs running, the third poll in a row stops the run with one
+    line naming the error and the jobs left; a poll that works resets the count."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", f"{PBS_BIN}:{os.environ['PATH']}")
+    ex = _executor(tmp_path, qstat_attempts=1, qstat_failed_polls=3)
+    ids = ["5.localhost:15999"]
+    monkeypatch.setenv("PBS_SERVER", "localhost:15999")
+    assert _poll(ex, ids) == ids and _poll(ex, ids) == ids
+    monkeypatch.delenv("PBS_SERVER")
+    ex.report_job_error = lambda *a, **kw: None
+    assert _poll(ex, ["999999.vm"]) == [] and ex._failed_polls == 0  # answered: purged
+    monkeypatch.setenv("PBS_SERVER", "localhost:15999")
+    _poll(ex, ids), _poll(ex, ids)
+    from snakemake_interface_common.exceptions import WorkflowError
+    with pytest.raises(WorkflowError) as err:
+        _poll(ex, ids)
+    msg = str(err.value)
+    assert msg.startswith("ncreel-pbs: error: cannot follow the run's PBS jobs: qstat")
+    assert "(3 polls in a row)" in msg and "5.localhost:15999" in msg and "\n" not in msg
+    assert len(ex._runner.calls) == 6
+
+
+@pytest.mark.pbs
+def test_executor_stops_at_once_on_a_torque_qstat(torque_qstat, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    ex = _executor(tmp_path)
+    ex._runner = lambda cmd, timeout=60: pbs._run([torque_qstat, *cmd[1:]], timeout)
+    from snakemake_interface_common.exceptions import WorkflowError
+    with pytest.raises(WorkflowError, match=r"rejects `qstat -x -f -t` \('Unknown option"):
+        _poll(ex, ["7.vm"])
