@@ -130,6 +130,22 @@ def test_not_netcdf(tmp_path):
         open_series(str(tmp_path / "bad.nc"), "v")
 
 
+def test_not_netcdf_error_is_one_line(tmp_path):
+    # xarray's "no IO backend" message spans lines; ncreel: error: ... must stay one line.
+    for name, text in (("text.nc", "hello\n"), ("empty.nc", "")):
+        (tmp_path / name).write_text(text)
+        with pytest.raises(NcreelError) as info:
+            open_series(str(tmp_path / name), "v")
+        assert "\n" not in str(info.value)
+        assert f"{name}': not a readable NetCDF file" in str(info.value)
+    assert str(NcreelError("a\n  b")) == "a b"
+
+
+def test_directory_input_says_directory(tmp_path):
+    with pytest.raises(NcreelError, match=r"is a directory: name its files"):
+        open_series(str(tmp_path), "v")
+
+
 def test_bad_select(sample_nc, eofs_data):
     with pytest.raises(NcreelError, match=r"'level' is not a dimension"):
         open_series(str(sample_nc), "air_temperature", select={"level": 0})

@@ -388,6 +388,9 @@ def resolve_paths(input: str | Sequence[str]) -> list[str]:
         if not matches:
             raise NcreelError(f"input '{pattern}': no file matches this glob")
         for path in matches:
+            if os.path.isdir(path):
+                raise NcreelError(f"input '{path}': is a directory: name its files, e.g. "
+                                  f"input='{os.path.join(path, '*.nc')}'")
             if not os.path.isfile(path):
                 raise NcreelError(f"input '{path}': file not found")
             paths.append(path)
@@ -404,6 +407,9 @@ def _open(path: str, group: str | None = None) -> xr.Dataset:
             raise NcreelError(f"input '{path}': no group '{group}' (groups: "
                               f"{', '.join(_groups(path)) or 'none'})") from err
         raise NcreelError(f"input '{path}': not a readable NetCDF file ({err})") from err
+    except ValueError as err:  # xarray: no backend recognises the file's first bytes
+        raise NcreelError(f"input '{path}': not a readable NetCDF file (neither NetCDF-4/HDF5 "
+                          "nor classic NetCDF): check the path, or re-download the file") from err
     except Exception as err:  # netCDF4/h5 raise many types; the user needs the file name
         raise NcreelError(f"input '{path}': not a readable NetCDF file ({err})") from err
 
