@@ -24,3 +24,24 @@ def test_check_names(run, table, expected):
     else:
         with pytest.raises(NcreelError, match=expected):
             check_names({"run": run, "table": table})
+
+
+@pytest.mark.parametrize("cfg, expected", [
+    ({"cmap": "notacmap", "vmin": None, "vmax": None}, "config key 'cmap' = 'notacmap'"),
+    ({"cmap": "Viridis", "vmin": None, "vmax": None}, "similar: viridis"),
+    ({"cmap": "viridis", "vmin": 300, "vmax": 200}, "vmin must be below vmax"),
+    ({"cmap": "viridis", "vmin": 1, "vmax": 1}, "vmin must be below vmax"),
+    ({"cmap": "viridis", "vmin": 1, "vmax": None}, None),
+    ({"cmap": "RdBu_r", "vmin": -1, "vmax": 1}, None),
+])
+def test_check_colours(cfg, expected):
+    # Before: a bad cmap failed in calibrate_render with a traceback; vmin >= vmax gave a
+    # one-colour movie without a word.
+    from ncreel.configcheck import check_colours
+    from ncreel.errors import NcreelError
+
+    if expected is None:
+        check_colours(cfg)
+    else:
+        with pytest.raises(NcreelError, match=expected):
+            check_colours(cfg)

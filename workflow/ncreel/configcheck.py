@@ -231,3 +231,29 @@ def upgrade_renamed_keys(config: dict) -> list[str]:
         config[new] = config.pop(old)
         notes.append(f"config key '{old}' is deprecated: call it '{new}'")
     return notes
+
+
+def check_colours(config: Mapping) -> None:
+    """Check ``cmap`` and a configured ``vmin``/``vmax`` pair before any job runs.
+
+    A colormap name is otherwise first looked up by the calibrate_render job, and a
+    ``vmin`` at or above ``vmax`` would silently give a one-colour movie.
+
+    Raises
+    ------
+    NcreelError
+        ``cmap`` not a matplotlib colormap, or both limits set with ``vmin >= vmax``.
+    """
+    import matplotlib  # parse time only; the colormap registry needs no backend
+
+    cmap = config.get("cmap")
+    if cmap not in matplotlib.colormaps:
+        close = sorted(n for n in matplotlib.colormaps
+                       if str(cmap).lower() in n.lower() and not n.endswith("_r"))[:5]
+        raise NcreelError(f"config key 'cmap' = {cmap!r} is not a matplotlib colormap: use "
+                          "e.g. viridis, magma, RdBu_r, coolwarm"
+                          + (f" (similar: {', '.join(close)})" if close else ""))
+    vmin, vmax = config.get("vmin"), config.get("vmax")
+    if vmin is not None and vmax is not None and vmin >= vmax:
+        raise NcreelError(f"config keys 'vmin' = {vmin} and 'vmax' = {vmax}: vmin must be "
+                          "below vmax (or set one of them to null for the series' percentile)")

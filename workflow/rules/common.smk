@@ -18,6 +18,7 @@ from ncreel.cells import (  # noqa: E402
     upgrade_cells_config,
 )
 from ncreel.configcheck import (  # noqa: E402
+    check_colours,
     check_database,
     check_names,
     schema_error_message,
@@ -86,6 +87,7 @@ except Exception as err:  # WorkflowError wrapping jsonschema's ValidationError
     )
 try:
     TABLE = check_names(config)
+    check_colours(config)
 except NcreelError as err:
     fail(err)
 
