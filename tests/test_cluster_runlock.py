@@ -37,6 +37,29 @@ def test_lock_of_dead_run_is_removed(tmp_path):
     assert not list(locks.iterdir())
 
 
+def test_lock_kept_while_a_job_of_the_killed_run_still_runs(tmp_path):
+    # kill -9 of Snakemake leaves its script job running; resuming would run the same job
+    # again, both writing the same .part files (seen: FileNotFoundError frames/00000.part).
+    import sys
+
+    from ncreel.errors import NcreelError
+
+    locks = make_lock(tmp_path, dead_pid())
+    scripts = tmp_path / ".snakemake" / "scripts"
+    scripts.mkdir()
+    job = scripts / "tmpabc.process_shard.py"
+    job.write_text("import time; time.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, str(job)], cwd=tmp_path)
+    try:
+        with pytest.raises(NcreelError, match=rf"still running .*pid {proc.pid}\)"):
+            clear_stale_lock(tmp_path)
+        assert list(locks.iterdir())
+    finally:
+        proc.kill()
+        proc.wait()
+    assert clear_stale_lock(tmp_path)
+
+
 def test_lock_of_live_run_is_kept(tmp_path):
     with subprocess.Popen(["sleep", "30"]) as live:
         locks = make_lock(tmp_path, live.pid)

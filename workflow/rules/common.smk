@@ -193,7 +193,10 @@ if workflow.is_main_process:
     # A run killed with kill -9 leaves Snakemake's lock behind; remove it only when that
     # run is certainly dead, so that running the same command again resumes.
     # (Its scheduler jobs still queued are cancelled in scheduler.smk.)
-    STALE_LOCK_CLEARED = clear_stale_lock(".")
+    try:
+        STALE_LOCK_CLEARED = clear_stale_lock(".")
+    except NcreelError as err:
+        fail(err)
     if STALE_LOCK_CLEARED:
         print(
             "ncreel: removed the stale lock of a killed run; resuming", file=sys.stderr

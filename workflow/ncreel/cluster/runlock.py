@@ -24,6 +24,8 @@ import os
 import socket
 from pathlib import Path
 
+from ncreel.errors import NcreelError
+
 log = logging.getLogger(__name__)
 
 RECORD = "ncreel-run.json"
@@ -70,6 +72,28 @@ def _other_snakemake_here(workdir: Path, own: set[int]) -> list[int]:
     return found
 
 
+def _job_processes_here(workdir: Path, own: set[int]) -> list[int]:
+    """PIDs of Snakemake job processes on this host working in `workdir`.
+
+    A ``script:`` job runs ``python <workdir>/.snakemake/scripts/tmp*.<rule>.py``; killing
+    Snakemake with SIGKILL leaves it running (it is not in Snakemake's process group's
+    signal path), still writing the outputs a resumed run would write again.
+    """
+    found = []
+    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else []:
+        if not entry.name.isdigit() or int(entry.name) in own:
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            if not any(b".snakemake/scripts/" in a for a in argv[:4]):
+                continue
+            if Path(os.readlink(entry / "cwd")) == workdir:
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
 def _ancestors() -> set[int]:
     pids, pid = {os.getpid()}, os.getpid()
     while pid > 1:
@@ -94,6 +118,13 @@ def clear_stale_lock(workdir: str | os.PathLike = ".") -> bool:
     -------
     bool
         True if stale lock files were removed.
+
+    Raises
+    ------
+    NcreelError
+        When the killed run's lock would be removed but a job process of it (an orphan
+        that SIGKILL of Snakemake left running) still works in `workdir`: a resumed run
+        would run that job again, both writing the same files.
     """
     workdir = Path(workdir).resolve()
     meta = workdir / ".snakemake"
@@ -112,6 +143,12 @@ def clear_stale_lock(workdir: str | os.PathLike = ".") -> bool:
     prev_alive = previous.get("host") == host and prev_pid and _alive(prev_pid)
     if lock_files and previous.get("host", host) == host and not prev_alive:
         others = _other_snakemake_here(workdir, _ancestors())
+        orphans = [] if others else _job_processes_here(workdir, _ancestors())
+        if orphans:
+            pids = ", ".join(map(str, sorted(orphans)[:5]))
+            raise NcreelError(f"a job of the killed run (pid {prev_pid or 'unknown'}) is still "
+                              f"running in {workdir} (pid {pids}): wait for it to end, or "
+                              f"stop it (kill {pids}), then run the same command again")
         if not others:
             for f in lock_files:
                 f.unlink(missing_ok=True)
