@@ -134,6 +134,10 @@ def shard_status(workdir: str | os.PathLike = ".", run: str = "demo", *,
                 # Marked by a Snakemake still running here, before the job recorded itself
                 # (a scheduler job's own Snakemake rewrites the marker without the job id).
                 state, detail = "running", "starting"
+            elif (work / seg).exists() and last.get("status") == "ok":
+                # The job finished and wrote its outputs, but Snakemake was killed before
+                # it removed its marker; a rerun keeps these outputs (seen after kill -9).
+                state, detail = "done", "finished; its Snakemake was stopped before recording it"
             else:
                 state = "failed"
                 detail = "ended without finishing (killed or interrupted)"
