@@ -253,3 +253,15 @@ def test_geometry_rows_are_written_in_bounded_slices(tmp_path):
             assert rows.write(buf, 0, s.read(0, 6)) == 6 * 12 - 1
             outs.append(buf.getvalue())
     assert outs[0] == outs[1] and outs[0].count(b"\n") == 71
+
+
+def test_field_params_and_etr_without_model_are_refused():
+    # field takes no parameters: cells.params were silently dropped; cells.etr without a
+    # model said "cells.model is None" although the model defaults to field.
+    from ncreel.errors import NcreelError
+
+    with pytest.raises(NcreelError, match=r"'cells.params' \(x\): cells.model 'field' takes no"):
+        cells_settings({"model": "field", "params": {"x": 1}})
+    with pytest.raises(NcreelError, match=r"cells.model is 'field': set cells.model to etr_risk"):
+        cells_settings({"etr": {"interception_percent": 30}})
+    assert cells_settings({"model": "field", "params": {}})["params"] == {}

@@ -127,8 +127,10 @@ def upgrade_cells_config(cells: Mapping) -> tuple[dict, str | None]:
     if not etr:
         return cells, None
     if cells.get("model") != "etr_risk":
+        model = cells.get("model") or schema_defaults("properties", "cells")["model"]
         raise NcreelError("config key 'cells.etr' holds etr_risk settings but cells.model is "
-                          f"{cells.get('model')!r}: give the model's settings in cells.params")
+                          f"{model!r}: set cells.model to etr_risk and give its settings in "
+                          "cells.params")
     params = dict(cells.get("params") or {})
     both = sorted(set(params) & set(etr))
     if both:
@@ -174,6 +176,10 @@ def cells_settings(cells: Mapping) -> dict:
         params = {**ETR_DEFAULTS, **cells["params"]}
         _check_etr(params)
     elif name == "field":
+        if cells["params"]:
+            raise NcreelError(f"config key 'cells.params' ({', '.join(sorted(cells['params']))})"
+                              ": cells.model 'field' takes no parameters; remove cells.params "
+                              "or set cells.model (etr_risk or package.module:function)")
         params = {}
     else:
         params = dict(cells["params"])
