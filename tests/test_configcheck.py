@@ -45,3 +45,25 @@ def test_check_colours(cfg, expected):
     else:
         with pytest.raises(NcreelError, match=expected):
             check_colours(cfg)
+
+
+def test_nested_cli_values_get_yaml_types():
+    # `--config 'map={coastlines: false}'` arrived as 'false' and failed the schema;
+    # projection_params {central_longitude: 180} reached cartopy as '180'.
+    from ncreel.configcheck import coerce_cli_values
+
+    given = {"map": {"coastlines": "false", "projection_params": {
+        "central_longitude": "-100", "standard_parallels": ["33", "45.5"]}},
+        "cells": {"compression_level": "5", "model": "field"}, "select": {"level": "0"},
+        "run": "x"}
+    config = {"map": {"coastlines": "false", "borders": "true", "projection": "Robinson",
+                      "projection_params": {"central_longitude": "-100",
+                                            "standard_parallels": ["33", "45.5"]}},
+              "cells": {"compression_level": "5", "model": "field"},
+              "select": {"level": "0"}, "run": "x"}
+    coerce_cli_values(config, given)
+    assert config["map"] == {"coastlines": False, "borders": "true",  # from a file: kept
+                             "projection": "Robinson", "projection_params": {
+                                 "central_longitude": -100, "standard_parallels": [33, 45.5]}}
+    assert config["cells"] == {"compression_level": 5, "model": "field"}
+    assert config["select"] == {"level": 0} and config["run"] == "x"

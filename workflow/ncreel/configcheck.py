@@ -257,3 +257,43 @@ def check_colours(config: Mapping) -> None:
     if vmin is not None and vmax is not None and vmin >= vmax:
         raise NcreelError(f"config keys 'vmin' = {vmin} and 'vmax' = {vmax}: vmin must be "
                           "below vmax (or set one of them to null for the series' percentile)")
+
+
+def _yaml_scalar(text: str):
+    """`text` as YAML reads a plain scalar: 180 -> 180, true -> True, null -> None."""
+    import yaml
+
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+    return value if value is None or isinstance(value, bool | int | float) else text
+
+
+def coerce_cli_values(config: dict, given: Mapping) -> None:
+    """Give nested ``--config`` values their YAML types, in place.
+
+    Snakemake parses ``--config key={a: 1, b: true}`` with YAML's BaseLoader, which keeps
+    every nested scalar a string ('1', 'true'); the same keys in a config file are typed.
+    Only strings that came from the command line (present in `given`, Snakemake's
+    ``overwrite_config``) are converted, so a quoted string in a config file stays one.
+
+    Parameters
+    ----------
+    config : dict
+        The merged config, changed in place.
+    given : mapping
+        The ``--config`` values as Snakemake parsed them.
+    """
+    def walk(value, raw):
+        if isinstance(value, dict) and isinstance(raw, Mapping):
+            return {k: walk(v, raw[k]) if k in raw else v for k, v in value.items()}
+        if isinstance(value, list) and isinstance(raw, list) and len(raw) == len(value):
+            return [walk(v, r) for v, r in zip(value, raw, strict=True)]
+        if isinstance(value, str) and value == raw:
+            return _yaml_scalar(value)
+        return value
+
+    for key, raw in given.items():
+        if key in config and isinstance(raw, Mapping | list):
+            config[key] = walk(config[key], raw)

@@ -1,7 +1,6 @@
 # Parse-time set-up: validate the config, read the input's header. The shard plan is read
 # from the calibrate_render checkpoint's output (see shard_plan()).
 import os
-import re
 import sys
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from ncreel.configcheck import (  # noqa: E402
     check_colours,
     check_database,
     check_names,
+    coerce_cli_values,
     schema_error_message,
     upgrade_renamed_keys,
 )
@@ -69,12 +69,9 @@ if isinstance(config.get("cells"), dict):
         fail(err)
     if _note and workflow.is_main_process:
         print(f"ncreel: note: {_note}", file=sys.stderr)
-# `--config select={level: 0}` arrives with string values; indices are integers.
-if isinstance(config.get("select"), dict):
-    config["select"] = {
-        k: int(v) if isinstance(v, str) and re.fullmatch(r"-?\d+", v) else v
-        for k, v in config["select"].items()
-    }
+# `--config select={level: 0}` (any nested value on the command line) arrives as strings;
+# give them their YAML types ('0' -> 0, 'true' -> True) before validation.
+coerce_cli_values(config, workflow.config_settings.overwrite_config or {})
 try:
     validate(config, str(SCHEMA))
 except Exception as err:  # WorkflowError wrapping jsonschema's ValidationError
