@@ -1,5 +1,7 @@
 """Reading real NetCDF files: time-dimension detection, decoding fallbacks, bad input."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import xarray as xr
@@ -139,6 +141,13 @@ def test_not_netcdf_error_is_one_line(tmp_path):
         assert "\n" not in str(info.value)
         assert f"{name}': not a readable NetCDF file" in str(info.value)
     assert str(NcreelError("a\n  b")) == "a b"
+
+
+def test_truncated_netcdf4_says_what_to_do(tmp_path, sample_nc):
+    data = Path(sample_nc).read_bytes()
+    (tmp_path / "cut.nc").write_bytes(data[: len(data) // 2])
+    with pytest.raises(NcreelError, match=r"cut.nc': not a readable .* copy it again"):
+        open_series(str(tmp_path / "cut.nc"), "air_temperature")
 
 
 def test_directory_input_says_directory(tmp_path):

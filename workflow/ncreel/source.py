@@ -406,7 +406,8 @@ def _open(path: str, group: str | None = None) -> xr.Dataset:
         if group and "group" in str(err).lower():
             raise NcreelError(f"input '{path}': no group '{group}' (groups: "
                               f"{', '.join(_groups(path)) or 'none'})") from err
-        raise NcreelError(f"input '{path}': not a readable NetCDF file ({err})") from err
+        raise NcreelError(f"input '{path}': not a readable NetCDF file ({err}): it may be "
+                          "truncated or corrupt; copy it again completely") from err
     except ValueError as err:  # xarray: no backend recognises the file's first bytes
         raise NcreelError(f"input '{path}': not a readable NetCDF file (neither NetCDF-4/HDF5 "
                           "nor classic NetCDF): check the path, or re-download the file") from err
