@@ -67,3 +67,17 @@ def test_nested_cli_values_get_yaml_types():
                                  "central_longitude": -100, "standard_parallels": [33, 45.5]}}
     assert config["cells"] == {"compression_level": 5, "model": "field"}
     assert config["select"] == {"level": 0} and config["run"] == "x"
+
+
+def test_report_before_results(tmp_path):
+    # `snakemake --report` of a run without results ended in a multi-line WorkflowError.
+    from ncreel.configcheck import report_before_results
+
+    movie = str(tmp_path / "movie.mp4")
+    assert report_before_results(["snakemake", "--report", "r.html"], [movie]) == movie
+    assert report_before_results(["snakemake", "--report=r.html"], [movie]) == movie
+    assert report_before_results(["snakemake", "--report", "r.html", "--report-after-run"],
+                                 [movie]) is None
+    assert report_before_results(["snakemake", "--cores", "2"], [movie]) is None
+    (tmp_path / "movie.mp4").write_bytes(b"x")
+    assert report_before_results(["snakemake", "--report"], [movie]) is None

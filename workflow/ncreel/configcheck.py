@@ -297,3 +297,15 @@ def coerce_cli_values(config: dict, given: Mapping) -> None:
     for key, raw in given.items():
         if key in config and isinstance(raw, Mapping | list):
             config[key] = walk(config[key], raw)
+
+
+def report_before_results(argv: list[str], outputs: list[str]) -> str | None:
+    """Return the first of `outputs` missing when `argv` asks only for ``--report``.
+
+    ``snakemake --report`` of a run that has not produced its results stops with
+    Snakemake's multi-line WorkflowError; ``--report-after-run`` runs the workflow first.
+    """
+    report_only = any(a == "--report" or a.startswith("--report=") for a in argv[1:])
+    if not report_only or "--report-after-run" in argv:
+        return None
+    return next((o for o in outputs if not Path(o).exists()), None)

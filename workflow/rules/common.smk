@@ -21,6 +21,7 @@ from ncreel.configcheck import (  # noqa: E402
     check_database,
     check_names,
     coerce_cli_values,
+    report_before_results,
     schema_error_message,
     upgrade_renamed_keys,
 )
@@ -206,6 +207,10 @@ MID_T = GRID["n_time"] // 2
 MOVIE = f"{OUT}/movie.mp4"
 COPY_FILE = f"{OUT}/cells{CELLS['suffix']}"
 PREVIEW = f"{OUT}/preview.png"
+_missing = report_before_results(sys.argv, [MOVIE, PREVIEW, COPY_FILE])
+if _missing and workflow.is_main_process:
+    fail(f"run '{RUN}' has no results to report yet ({_missing} missing): run the same "
+         "command without --report first (or add --report-after-run)")
 
 
 wildcard_constraints:
