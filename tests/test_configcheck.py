@@ -81,3 +81,14 @@ def test_report_before_results(tmp_path):
     assert report_before_results(["snakemake", "--cores", "2"], [movie]) is None
     (tmp_path / "movie.mp4").write_bytes(b"x")
     assert report_before_results(["snakemake", "--report"], [movie]) is None
+
+
+def test_top_level_cli_null_is_null_where_allowed():
+    # `--config table=null` made a table named "null"; `vmin=null` failed the schema.
+    from ncreel.configcheck import coerce_cli_values
+
+    given = {"table": "null", "vmin": "null", "run": "null", "cmap": "viridis"}
+    config = dict(given, width=160)
+    coerce_cli_values(config, given)
+    assert config == {"table": None, "vmin": None, "run": "null", "cmap": "viridis",
+                      "width": 160}

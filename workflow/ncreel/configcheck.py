@@ -274,7 +274,9 @@ def coerce_cli_values(config: dict, given: Mapping) -> None:
     """Give nested ``--config`` values their YAML types, in place.
 
     Snakemake parses ``--config key={a: 1, b: true}`` with YAML's BaseLoader, which keeps
-    every nested scalar a string ('1', 'true'); the same keys in a config file are typed.
+    every nested scalar a string ('1', 'true'), and ``--config vmin=null`` as 'null'; the
+    same keys in a config file are typed. A top-level 'null' becomes None only where the
+    schema allows null (``run=null`` stays a name).
     Only strings that came from the command line (present in `given`, Snakemake's
     ``overwrite_config``) are converted, so a quoted string in a config file stays one.
 
@@ -294,9 +296,15 @@ def coerce_cli_values(config: dict, given: Mapping) -> None:
             return _yaml_scalar(value)
         return value
 
+    props = load_schema()["properties"]
     for key, raw in given.items():
         if key in config and isinstance(raw, Mapping | list):
             config[key] = walk(config[key], raw)
+        elif (isinstance(raw, str) and config.get(key) == raw and _yaml_scalar(raw) is None
+              and "null" in props.get(key, {}).get("type", [])):
+            # `--config table=null` (the default, spelled out) arrives as the string 'null'
+            # (Snakemake's top-level parsing); where null is allowed it means null.
+            config[key] = None
 
 
 def report_before_results(argv: list[str], outputs: list[str]) -> str | None:
