@@ -209,8 +209,10 @@ COPY_FILE = f"{OUT}/cells{CELLS['suffix']}"
 PREVIEW = f"{OUT}/preview.png"
 _missing = report_before_results(sys.argv, [MOVIE, PREVIEW, COPY_FILE])
 if _missing and workflow.is_main_process:
-    fail(f"run '{RUN}' has no results to report yet ({_missing} missing): run the same "
-         "command without --report first (or add --report-after-run)")
+    fail(
+        f"run '{RUN}' has no results to report yet ({_missing} missing): run the same "
+        "command without --report first (or add --report-after-run)"
+    )
 
 
 wildcard_constraints:
