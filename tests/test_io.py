@@ -43,3 +43,27 @@ def test_directory_replaces_the_empty_one_snakemake_made(tmp_path):
         tmp.mkdir()
         (tmp / "a.png").write_bytes(b"x")
     assert [p.name for p in final.iterdir()] == ["a.png"]
+
+
+def test_report_writers_write_through_atomic_path(tmp_path):
+    # A job killed mid-write left a half-written report file under its final name
+    # (Snakemake does not redo jobs after a checkpoint whose incomplete marker remains).
+    import re
+    from pathlib import Path
+
+    from ncreel.report.resources import COLUMNS, write_csv
+
+    class Boom:
+        def __str__(self):
+            raise RuntimeError("killed")
+
+    with pytest.raises(RuntimeError):
+        write_csv([dict.fromkeys(COLUMNS, 1), dict.fromkeys(COLUMNS, Boom())],
+                  tmp_path / "r.csv")
+    assert not list(tmp_path.iterdir())
+    root = Path(__file__).resolve().parents[1] / "workflow"
+    direct = re.compile(r"savefig\(path|Path\(path\)\.write_text|open\(path, \"w|"
+                        r"copyfile\([^)]*snakemake\.output")
+    for f in [*sorted((root / "ncreel" / "report").glob("*.py")),
+              root / "scripts" / "preview.py"]:
+        assert not direct.search(f.read_text()), f

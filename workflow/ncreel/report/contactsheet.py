@@ -15,6 +15,7 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from ncreel.io import atomic_path
 from ncreel.settings import Calibration
 
 #: At most this many frames on one sheet; more are thinned evenly (first and last kept).
@@ -89,7 +90,8 @@ def contact_sheet(frames: Sequence[tuple[int, str | os.PathLike]], labels: Seque
         ax.set_title(f"t={t}  {labels[t] if t < len(labels) else ''}", fontsize=8)
     if title:
         fig.suptitle(title)
-    fig.savefig(path, dpi=SHEET_DPI)
+    with atomic_path(path) as tmp:  # a killed job leaves no half-written sheet
+        fig.savefig(tmp, dpi=SHEET_DPI, format="png")
     plt.close(fig)
     return [t for t, _ in frames]
 
@@ -146,4 +148,5 @@ def plan_page(path: str | os.PathLike, *, stats: Mapping, configured: Mapping,
                 "declared mem_mb", "declared runtime [min]", "attempts"]),
         "</body></html>\n",
     ]
-    Path(path).write_text("".join(parts))
+    with atomic_path(path) as tmp:
+        tmp.write_text("".join(parts))

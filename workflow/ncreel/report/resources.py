@@ -19,6 +19,7 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from ncreel.io import atomic_path
 from ncreel.jobrecord import attempts_path, read_attempts
 
 #: Headroom (declared / measured) below this is flagged as tight (< 10 % headroom).
@@ -115,7 +116,7 @@ def collect_jobs(jobs: Iterable[Mapping]) -> list[dict]:
 
 def write_csv(rows: list[dict], path: str | os.PathLike) -> None:
     """Write the rows' :data:`COLUMNS` as CSV."""
-    with open(path, "w", newline="") as fh:
+    with atomic_path(path) as tmp, open(tmp, "w", newline="") as fh:
         w = csv.DictWriter(fh, COLUMNS, extrasaction="ignore")
         w.writeheader()
         for r in rows:
@@ -177,7 +178,8 @@ def plot_resources(rows: list[dict], path: str | os.PathLike, *, title: str = ""
         ax_m.legend(loc="lower right", fontsize=8)
     fig.suptitle(title or "declared vs measured resources per job")
     data = [{k: r[k] for k in COLUMNS} for r in rows]
-    fig.savefig(path, dpi=90, metadata={PNG_KEY: json.dumps(data)})
+    with atomic_path(path) as tmp:  # a killed job leaves no half-written figure
+        fig.savefig(tmp, dpi=90, format="png", metadata={PNG_KEY: json.dumps(data)})
     plt.close(fig)
 
 
@@ -216,7 +218,8 @@ def write_page(rows: list[dict], figure: str | os.PathLike, path: str | os.PathL
             out.write(f"<td{cls}>{text}</td>")
         out.write("</tr>")
     out.write("</table></body></html>\n")
-    Path(path).write_text(out.getvalue())
+    with atomic_path(path) as tmp:
+        tmp.write_text(out.getvalue())
 
 
 def resources_report(jobs: Iterable[Mapping], *, figure: str | os.PathLike,
