@@ -60,6 +60,33 @@ def test_lock_kept_while_a_job_of_the_killed_run_still_runs(tmp_path):
     assert clear_stale_lock(tmp_path)
 
 
+def test_job_under_a_live_snakemake_is_not_an_orphan(tmp_path):
+    # Inside a PBS/Slurm job on this host the job's own snakemake runs the script; a rerun
+    # after kill -9 of the main snakemake re-attaches to it and must not be refused.
+    import os
+    import sys
+    import time
+
+    locks = make_lock(tmp_path, dead_pid())
+    scripts = tmp_path / ".snakemake" / "scripts"
+    scripts.mkdir()
+    job = scripts / "tmpabc.process_shard.py"
+    job.write_text("import time; time.sleep(60)\n")
+    fake = tmp_path / "snakemake"
+    os.symlink(sys.executable, fake)
+    proc = subprocess.Popen([str(fake), "-c", "import os, subprocess; subprocess.run("
+                             "[os.environ['PY'], os.environ['JOB']])", "--nolock"], cwd=tmp_path,
+                            env={**os.environ, "JOB": str(job), "PY": sys.executable},
+                            start_new_session=True)
+    try:
+        time.sleep(0.5)
+        assert clear_stale_lock(tmp_path)
+        assert not list(locks.iterdir())
+    finally:
+        os.killpg(proc.pid, 9)
+        proc.wait()
+
+
 def test_lock_of_live_run_is_kept(tmp_path):
     with subprocess.Popen(["sleep", "30"]) as live:
         locks = make_lock(tmp_path, live.pid)

@@ -78,6 +78,9 @@ def _job_processes_here(workdir: Path, own: set[int]) -> list[int]:
     A ``script:`` job runs ``python <workdir>/.snakemake/scripts/tmp*.<rule>.py``; killing
     Snakemake with SIGKILL leaves it running (it is not in Snakemake's process group's
     signal path), still writing the outputs a resumed run would write again.
+
+    Only orphans count: a job whose parent is a live snakemake (the job's own one inside a
+    PBS/Slurm job on this host, which a rerun re-attaches to) is not the killed run's.
     """
     found = []
     for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else []:
@@ -85,11 +88,18 @@ def _job_processes_here(workdir: Path, own: set[int]) -> list[int]:
             continue
         try:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
-            if not any(b".snakemake/scripts/" in a for a in argv[:4]):
+            if _runs_snakemake(argv) or not any(b".snakemake/scripts/" in a for a in argv[:4]):
                 continue
-            if Path(os.readlink(entry / "cwd")) == workdir:
+            if Path(os.readlink(entry / "cwd")) != workdir:
+                continue
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            try:
+                parent = Path(f"/proc/{ppid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                parent = []
+            if not _runs_snakemake(parent):
                 found.append(int(entry.name))
-        except OSError:
+        except (OSError, ValueError, IndexError):
             continue
     return found
 
