@@ -64,7 +64,8 @@ $(VENV)/.bench: $(VENV)/.installed
 bench-render: $(VENV)/.bench sysdeps
 	$(PY) bench/render_bench.py
 
-dag: $(VENV)/.installed $(SAMPLE) sysdeps
+dag: $(VENV)/.installed $(SAMPLE)
+	@PYTHON=$(PYTHON) bash .ci/sysdeps.sh dag
 	$(SNAKEMAKE) --rulegraph | dot -Tsvg > results/demo/rulegraph.svg
 	$(SNAKEMAKE) --dag | dot -Tsvg > results/demo/dag.svg
 

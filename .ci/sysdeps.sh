@@ -4,6 +4,7 @@
 #
 #   sysdeps.sh venv   a Python >= 3.10 that can create virtualenvs   (make venv, make demo)
 #   sysdeps.sh test   + ffmpeg/ffprobe, graphviz, PostgreSQL server and psql, zstd  (make test)
+#   sysdeps.sh dag    + graphviz only                                 (make dag)
 #
 # PYTHON (default python3) names the interpreter the Makefile uses.
 set -euo pipefail
@@ -28,6 +29,9 @@ elif ! "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; then
     missing "python$ver-venv" "$PYTHON's virtualenv support (ensurepip)"
 fi
 
+if [ "$mode" = dag ]; then
+    command -v dot >/dev/null || missing graphviz "graphviz dot (rule graph pictures)"
+fi
 if [ "$mode" = test ]; then
     command -v ffprobe >/dev/null || missing ffmpeg "ffmpeg/ffprobe (movie tests)"
     command -v dot >/dev/null || missing graphviz "graphviz dot (rule graph tests)"

@@ -92,3 +92,13 @@ def test_top_level_cli_null_is_null_where_allowed():
     coerce_cli_values(config, given)
     assert config == {"table": None, "vmin": None, "run": "null", "cmap": "viridis",
                       "width": 160}
+
+
+def test_schema_error_says_yaml_needs_a_space_after_the_colon():
+    import jsonschema
+    from ncreel.configcheck import load_schema, schema_error_message
+
+    config = {"input": "x.nc", "variable": "v", "run": "r", "map": {"projection:Robinson": None}}
+    err = next(jsonschema.Draft7Validator(load_schema()).iter_errors(config))
+    msg = schema_error_message(err)
+    assert msg.startswith("config key 'map'") and "space after ':'" in msg, msg

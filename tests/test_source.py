@@ -184,3 +184,26 @@ def test_postgres_type_of_an_axis_without_labels():
     assert axis(["2000-01-16T00:00:00"]).postgres_type == "timestamp without time zone"
     assert axis(["1500-01-16T00:00:00", "2000-01-16T00:00:00"]).postgres_type == "text"
     assert axis([], "360_day").postgres_type == "text"
+
+
+def test_cf_time_named_in_coordinates_beats_a_dimension_coordinate_without_units(tmp_path):
+    # NEMO output: time_counter (the dimension) has no units and is 0 everywhere; the
+    # variable's `coordinates` attribute names time_centered, a CF time that decodes.
+    path = tmp_path / "nemo.nc"
+    ds = xr.Dataset(
+        {"tos": (("time_counter", "y", "x"), np.ones((3, 2, 4), np.float32),
+                 {"coordinates": "time_centered nav_lat nav_lon"})},
+        coords={"time_counter": ("time_counter", np.zeros(3)),
+                "time_centered": ("time_counter", [15.5, 45.0, 74.5],
+                                  {"units": "days since 2000-01-01", "calendar": "noleap"})})
+    ds.to_netcdf(path)
+    with open_series(str(path), "tos") as s:
+        assert s.time_dim == "time_counter" and s.time_name == "time_centered"
+        t = s.time_axis()
+    assert t.decoded and t.labels[0].startswith("2000-01-16"), t.labels
+    # Without it, the note says which key picks another time coordinate.
+    xr.Dataset({"tos": (("time_counter", "y", "x"), np.ones((3, 2, 4), np.float32))},
+               coords={"time_counter": ("time_counter", np.zeros(3))}).to_netcdf(
+        tmp_path / "bare.nc")
+    with open_series(str(tmp_path / "bare.nc"), "tos") as s:
+        assert "set config key time=<name>" in s.time_axis().note

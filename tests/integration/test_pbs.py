@@ -533,7 +533,7 @@ def test_peer_server_submit_status_delete(pbs, peer_server, tmp_path, monkeypatc
     deletes it there; the deleted job is ``failed``. A killed run's job on the peer server
     is found and deleted by the orphan clean-up (which asked only the default server)."""
     from ncreel.cluster import pbs as ncpbs
-    from ncreel.cluster.slurm import cancel_orphan_pbs_jobs
+    from ncreel.cluster.pbs import cancel_orphan_pbs_jobs
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PATH", pbs_env()["PATH"])

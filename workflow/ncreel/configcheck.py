@@ -97,7 +97,12 @@ def schema_error_message(err) -> str:
         return (f"config key '{path}': does not satisfy the schema's '{err.validator}' "
                 "rule (value not shown: it may hold a password); see "
                 "workflow/schemas/config.schema.yaml")
-    return f"config key '{path}': {' '.join(err.message.split())[:300]}"
+    message = f"config key '{path}': {' '.join(err.message.split())[:300]}"
+    if err.validator == "additionalProperties" and isinstance(err.instance, dict) and any(
+            ":" in str(k) for k in err.instance):
+        # `--config 'map={projection:Robinson}'` is one YAML key "projection:Robinson".
+        message += " (YAML needs a space after ':', e.g. 'map={projection: Robinson}')"
+    return message
 
 
 def table_for_run(run: str, table: str | None) -> str:

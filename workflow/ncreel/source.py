@@ -839,13 +839,20 @@ def _find_time(ds: xr.Dataset, da: xr.DataArray, tdim: str, given: str | None,
                               f"({', '.join(map(str, ds[given].dims))}); a time coordinate "
                               f"needs exactly ({tdim})")
         return given
-    if tdim in ds.variables:
-        return tdim
     listed = _coordinates_attr(da)
     along = [str(n) for n in [*listed, *ds.variables]
              if n in ds.variables and tuple(ds[n].dims) == (tdim,)]
-    for n in along:
-        if _is_time(n, ds[n]) and ds[n].dtype.kind in "fiu":
+    # A CF time coordinate has units "UNIT since DATE" (CF 4.4). NEMO's time_counter
+    # dimension coordinate may have none while the variable's `coordinates` attribute
+    # names time_centered, which has them: prefer the one that decodes.
+    numeric = [n for n in along if ds[n].dtype.kind in "fiu"]
+    for n in [tdim, *numeric] if tdim in numeric else numeric:
+        if " since " in f" {_attr(ds[n], 'units')} ":
+            return n
+    if tdim in ds.variables:
+        return tdim
+    for n in numeric:
+        if _is_time(n, ds[n]):
             return n
     for n in along:  # WRF's Times(Time, DateStrLen), joined into strings by xarray
         if ds[n].dtype.kind in "SUO" and ("time" in n.lower() or "date" in n.lower()):
@@ -890,7 +897,9 @@ def _file_dates(ds: xr.Dataset, time_name: str | None, count: int):
     raw = values.astype(np.float64)
     dates: list = [None] * count
     if not units or " since " not in f" {units.lower()} ":
-        return raw, dates, units, calendar, f"time units {units!r} are not CF 'UNIT since DATE'"
+        return raw, dates, units, calendar, (
+            f"'{time_name}' units {units!r} are not CF 'UNIT since DATE' (set config key "
+            "time=<name> to use another time coordinate of the file)")
     ok = np.isfinite(raw)
     try:
         decoded = np.atleast_1d(cftime.num2date(raw[ok], units, calendar=calendar,
