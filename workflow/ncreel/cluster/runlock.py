@@ -55,21 +55,24 @@ def _runs_snakemake(argv: list[bytes]) -> bool:
     return b"snakemake" in names or main_py or dash_m
 
 
-def _other_snakemake_here(workdir: Path, own: set[int]) -> list[int]:
-    """PIDs of other snakemake processes on this host whose cwd is `workdir`."""
-    found = []
+def _processes_in(workdir: Path, own: set[int]):
+    """``(pid, argv, proc_dir)`` of this host's processes whose cwd is `workdir`, not `own`."""
     for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else []:
         if not entry.name.isdigit() or int(entry.name) in own:
             continue
         try:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
-            if not _runs_snakemake(argv) or b"--nolock" in argv:
-                continue  # job subprocesses run with --nolock and hold no lock
             if Path(os.readlink(entry / "cwd")) == workdir:
-                found.append(int(entry.name))
+                yield int(entry.name), argv, entry
         except OSError:
             continue
-    return found
+
+
+def _other_snakemake_here(workdir: Path, own: set[int]) -> list[int]:
+    """PIDs of other snakemake processes on this host whose cwd is `workdir`."""
+    # Job subprocesses run with --nolock and hold no lock.
+    return [pid for pid, argv, _ in _processes_in(workdir, own)
+            if _runs_snakemake(argv) and b"--nolock" not in argv]
 
 
 def _job_processes_here(workdir: Path, own: set[int]) -> list[int]:
@@ -83,24 +86,19 @@ def _job_processes_here(workdir: Path, own: set[int]) -> list[int]:
     PBS/Slurm job on this host, which a rerun re-attaches to) is not the killed run's.
     """
     found = []
-    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else []:
-        if not entry.name.isdigit() or int(entry.name) in own:
+    for pid, argv, entry in _processes_in(workdir, own):
+        if _runs_snakemake(argv) or not any(b".snakemake/scripts/" in a for a in argv[:4]):
             continue
         try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-            if _runs_snakemake(argv) or not any(b".snakemake/scripts/" in a for a in argv[:4]):
-                continue
-            if Path(os.readlink(entry / "cwd")) != workdir:
-                continue
             ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            try:
-                parent = Path(f"/proc/{ppid}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                parent = []
-            if not _runs_snakemake(parent):
-                found.append(int(entry.name))
         except (OSError, ValueError, IndexError):
-            continue
+            continue  # it has ended
+        try:
+            parent = Path(f"/proc/{ppid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            parent = []  # the parent has ended: an orphan
+        if not _runs_snakemake(parent):
+            found.append(pid)
     return found
 
 
