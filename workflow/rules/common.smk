@@ -4,7 +4,6 @@ import os
 import sys
 from pathlib import Path
 
-import yaml
 from snakemake.io import apply_wildcards
 from snakemake.utils import validate
 
@@ -21,8 +20,10 @@ from ncreel.configcheck import (  # noqa: E402
     check_database,
     check_names,
     coerce_cli_values,
+    load_schema,
     report_before_results,
     schema_error_message,
+    schema_path,
     upgrade_renamed_keys,
 )
 from ncreel.errors import NcreelError  # noqa: E402
@@ -38,7 +39,7 @@ from ncreel.settings import Calibration, SeriesSelection  # noqa: E402
 from ncreel.shards import frame_name, plan_shards  # noqa: E402
 from ncreel.source import resolve_paths  # noqa: E402
 
-SCHEMA = Path(workflow.basedir) / "workflow/schemas/config.schema.yaml"
+SCHEMA = schema_path()
 
 
 def fail(message):
@@ -52,7 +53,7 @@ try:
             print(f"ncreel: note: {_note}", file=sys.stderr)
 except NcreelError as err:
     fail(err)
-_known = yaml.safe_load(SCHEMA.read_text())["properties"]
+_known = load_schema()["properties"]
 for _key in config:
     if _key not in _known:
         fail(f"unknown config key '{_key}' (known keys: {', '.join(sorted(_known))})")
