@@ -846,7 +846,7 @@ def _find_time(ds: xr.Dataset, da: xr.DataArray, tdim: str, given: str | None,
     # dimension coordinate may have none while the variable's `coordinates` attribute
     # names time_centered, which has them: prefer the one that decodes.
     numeric = [n for n in along if ds[n].dtype.kind in "fiu"]
-    for n in [tdim, *numeric] if tdim in numeric else numeric:
+    for n in sorted(numeric, key=lambda n: n != tdim):  # the dimension's own first
         if " since " in f" {_attr(ds[n], 'units')} ":
             return n
     if tdim in ds.variables:
