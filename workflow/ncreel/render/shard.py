@@ -285,7 +285,9 @@ def time_labels(series) -> list[str]:
 
 def make_renderer(series, render: RenderSettings, *, vmin: float, vmax: float,
                   blit: bool = True):
-    """Build the :class:`~ncreel.render.frame.FrameRenderer` for `series` (axes, labels, title, map).
+    """Build the :class:`~ncreel.render.frame.FrameRenderer` for `series`.
+
+    The renderer holds the axes, labels, title and map.
 
     ``render.map`` applies to grids with latitude/longitude, see :func:`map_settings`.
     """
