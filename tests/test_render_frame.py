@@ -56,20 +56,30 @@ def test_index_frames_match_on_curvilinear_non_monotonic_grid():
     assert worst["share_differing"] <= 0.01
 
 
-def test_color_lookup_equals_matplotlib_colouring():
+@pytest.mark.parametrize("clip", [False, True])  # clip=True: the general (any norm) branch
+def test_color_lookup_equals_matplotlib_colouring(clip):
     import matplotlib
 
     cmap = matplotlib.colormaps["viridis"].with_extremes(under="red", over="blue")
-    norm = Normalize(vmin=-2.0, vmax=2.0)
+    norm = Normalize(vmin=-2.0, vmax=2.0, clip=clip)
     look = ColorLookup(cmap, norm)
+    n = cmap.N
+    rows = np.vstack([cmap(np.arange(n)), cmap.get_under(), cmap.get_over(), cmap.get_bad()])
     for dtype in (np.float32, np.float64):
         v = np.random.default_rng(1).normal(scale=2, size=5000).astype(dtype)
-        v[:6] = [-2.0, 2.0, np.nan, np.inf, -np.inf, np.nextafter(dtype(2.0), dtype(3.0))]
-        rgba, opaque = look.rgba32(v)
+        # The edges: vmin, vmax, just past each, non-finite, far out of range, and values
+        # whose normalised r * N lies in [-1, 0) (under, though truncation gives 0).
+        v[:12] = [-2.0, 2.0, np.nan, np.inf, -np.inf, np.nextafter(dtype(2.0), dtype(3.0)),
+                  np.nextafter(dtype(-2.0), dtype(-3.0)), -2.0 - 2.0 / n, -2.0 - 4.0 / n,
+                  -1e30, 1e30, -2.0 + 4.0 / n]
+        rgba = look.rgba32(v)
         want = np.floor(cmap(norm(np.ma.masked_invalid(v))) * 255 + 0.5).astype(np.uint8)
         got = rgba.view(np.uint8).reshape(-1, 4)
         assert np.array_equal(got, want)
-        assert np.array_equal(opaque, want[:, 3] == 255)
+        assert np.array_equal(rgba >> 24 == 255, want[:, 3] == 255)
+        assert np.array_equal(np.floor(rows[look.index(v)] * 255 + 0.5), want)
+        out = np.zeros(v.size, np.uint32)
+        assert look.rgba32(v, out=out) is out and np.array_equal(out, rgba)
 
 
 def test_draw_rejects_wrong_shape():

@@ -200,9 +200,17 @@ class FrameRenderer:
             values = self._values
             values[:] = field.ravel()
         # Colour each cell (cost grows with the grid), then each pixel (with the frame).
-        self._colours[:-1] = self._lookup.rgba32(values)[0]
+        self._lookup.rgba32(values, out=self._colours[:-1])
         rgba = self._rgba
         self._colours.take(self._cells, out=rgba)
+        if self._over.size:
+            # Lines over the field, blended onto this frame's colours; a pixel whose cell
+            # is transparent keeps its alpha 0 and so shows the background's line.
+            flat = rgba.reshape(-1)
+            c = flat.take(self._over)
+            rgb = c.view(np.uint8).reshape(-1, 4)[:, :3]
+            rgb[...] = self._overlay.blend(rgb)
+            flat.put(self._over, c)
         opaque = self._opaque
         # Alpha is the high byte of little-endian RGBA.
         np.greater_equal(rgba, np.uint32(0xFF000000), out=opaque)
@@ -210,12 +218,6 @@ class FrameRenderer:
         buf[...] = self._background
         box = buf[self._box].view(np.uint32)[..., 0]
         np.copyto(box, rgba, where=opaque)
-        if self._over.size:
-            c = rgba.reshape(-1).take(self._over).view(np.uint8).reshape(-1, 4)[:, :3]
-            mixed = self._overlay.blend(c)
-            ok = opaque.reshape(-1).take(self._over)
-            rows, cols = np.divmod(self._over[ok], rgba.shape[1])
-            buf[self._box][rows, cols, :3] = mixed[ok]
         self.label.draw(self.canvas.get_renderer())
         return buf
 
@@ -250,7 +252,7 @@ class FrameRenderer:
 
     def level_step(self) -> int:
         """Largest 8-bit channel step between neighbouring colours of the colormap."""
-        rgba = self._lookup.lut32[:self._lookup.n].view(np.uint8).reshape(-1, 4).astype(int)
+        rgba = self._lookup.lut32[1:self._lookup.n + 1].view(np.uint8).reshape(-1, 4).astype(int)
         return int(np.abs(np.diff(rgba, axis=0)).max()) if len(rgba) > 1 else 0
 
     def close(self) -> None:
@@ -283,9 +285,12 @@ class AggOverlay:
         f0, f1 = np.asarray(f0, np.int32), np.asarray(f1, np.int32)
         key = table[f0, f1]  # (n, 3): a << 8 | L, or -1
         self.exact = key >= 0
-        self.alpha = np.where(self.exact, key >> 8, 0)
-        self.line = np.where(self.exact, key & 255, 0)
-        self.f0, self.df = f0, f1 - f0
+        a, line = key >> 8, key & 255
+        # Both blends are floor((c * mul + add) / div), per pixel and channel; the linear
+        # one is f0 + round(df * c / 255). One formula, so a frame costs one pass.
+        self._mul = np.where(self.exact, 255 * (256 - a), f1 - f0)
+        self._add = np.where(self.exact, line * 256 * a, 255 * f0 + 127)
+        self._div = np.where(self.exact, 65280 + a, 255)
 
     @classmethod
     def pair_table(cls) -> np.ndarray:
@@ -304,11 +309,11 @@ class AggOverlay:
 
     def blend(self, c: np.ndarray) -> np.ndarray:
         """Pixels of the lines over field colours `c`, shape (n, 3) uint8 -> (n, 3) int32."""
-        c = c.astype(np.int32)
-        a = self.alpha
-        exact = (c * 255 * (256 - a) + self.line * 256 * a) // (65280 + a)
-        linear = self.f0 + (self.df * c + 127) // 255
-        return np.where(self.exact, exact, linear)
+        out = c.astype(np.int32)
+        out *= self._mul
+        out += self._add
+        out //= self._div
+        return out
 
 
 def cell_interior(index: np.ndarray) -> np.ndarray:
@@ -629,38 +634,84 @@ class ColorLookup:
     def __init__(self, cmap: Colormap, norm: Normalize) -> None:
         self.cmap, self.norm = cmap, norm
         n = self.n = cmap.N
-        lut = np.vstack([cmap(np.arange(n)), cmap.get_under(), cmap.get_over(),
+        # Rows in slot order (see _slots): under, the N colours, over, bad.
+        lut = np.vstack([cmap.get_under(), cmap(np.arange(n)), cmap.get_over(),
                          cmap.get_bad()])
         lut8 = np.floor(lut * 255 + 0.5).astype(np.uint8)
         self.lut32 = np.ascontiguousarray(lut8).view(np.uint32)[:, 0]
-        self.opaque = lut8[:, 3] == 255
-        if not (self.opaque | (lut8[:, 3] == 0)).all():
+        #: Colormap row (``index``'s numbering) of each slot.
+        self._row = np.array([n, *range(n), n + 1, n + 2], dtype=np.intp)
+        if not ((lut8[:, 3] == 255) | (lut8[:, 3] == 0)).all():
             raise ValueError(f"colormap '{cmap.name}': partly transparent colours are not "
                              "supported")
         self._linear = type(norm) is Normalize and not norm.clip
+        self._buffers = None
 
     def index(self, values: np.ndarray) -> np.ndarray:
-        """LUT row of each value: ``0..N-1`` colours, ``N`` under, ``N+1`` over, ``N+2`` bad."""
+        """LUT row of each value: ``0..N-1`` colours, ``N`` under, ``N+1`` over, ``N+2`` bad.
+
+        Parameters
+        ----------
+        values : numpy.ndarray, shape (n,)
+            Values in the variable's units.
+
+        Returns
+        -------
+        numpy.ndarray, shape (n,), intp
+        """
+        slot = self._slots(values)
+        return self._row.take(slot)
+
+    def _slots(self, values: np.ndarray) -> np.ndarray:
+        # Slot of each value in lut32 order: 0 under, 1..N colours, N+1 over, N+2 bad. The
+        # shift by one lets one clip to [-1, N] and a truncating cast do Colormap.__call__'s
+        # under / over tests (values in [-1, 0) truncate to the under slot, not colour 0).
         n = self.n
         if self._linear:
+            r, finite, slot = self._work(values.shape, values.dtype)
             vmin, vmax = np.float64(self.norm.vmin), np.float64(self.norm.vmax)
-            r = np.subtract(values, vmin, dtype=np.float64).astype(values.dtype, copy=False)
-            # Normalize divides in place, in the data's dtype.
+            # Normalize subtracts in float64, then divides in place in the data's dtype.
+            np.subtract(values, vmin, out=r, dtype=np.float64, casting="same_kind")
             np.divide(r, vmax - vmin, out=r, casting="same_kind")
+            # Non-finite values give non-finite r here, so one test finds them.
+            np.isfinite(r, out=finite)
         else:
             r = np.ma.getdata(self.norm(np.ma.masked_invalid(values))).copy()
-        bad = ~np.isfinite(values) | ~np.isfinite(r)
+            finite = np.isfinite(values) & np.isfinite(r)
+            slot = np.empty(r.shape, np.intp)
+        bad = np.logical_not(finite, out=finite)
         r *= n
-        np.putmask(r, r == n, n - 1)
-        np.putmask(r, r >= n, n + 1)
-        np.putmask(r, r < 0, n)
+        np.putmask(r, r == n, n - 1)  # the top edge belongs to the last colour
+        np.clip(r, -1, n, out=r)
+        r += 1
         np.putmask(r, bad, n + 2)
-        return r.astype(np.intp)
+        np.copyto(slot, r, casting="unsafe")
+        return slot
 
-    def rgba32(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """RGBA of `values` as one uint32 each (memory order R, G, B, A), and which are opaque."""
-        k = self.index(values)
-        return self.lut32.take(k), self.opaque.take(k)
+    def _work(self, shape, dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        # Work arrays reused from frame to frame: no large allocation per frame.
+        key = (shape, np.dtype(dtype))
+        if self._buffers is None or self._buffers[0] != key:
+            self._buffers = key, (np.empty(shape, dtype), np.empty(shape, bool),
+                                  np.empty(shape, np.intp))
+        return self._buffers[1]
+
+    def rgba32(self, values: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """RGBA of `values` as one uint32 each (memory order R, G, B, A).
+
+        Parameters
+        ----------
+        values : numpy.ndarray, shape (n,)
+            Values in the variable's units.
+        out : numpy.ndarray, shape (n,), uint32, optional
+            Written in place and returned.
+
+        Returns
+        -------
+        numpy.ndarray, shape (n,), uint32
+            A colour is opaque where its alpha byte (bits 24-31) is 255, else transparent.
+        """
+        return self.lut32.take(self._slots(values), out=out)
 
 
 def write_png(rgba: np.ndarray, path: str | os.PathLike, *, compress_level: int = 6) -> None:
