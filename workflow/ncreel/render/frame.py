@@ -135,15 +135,15 @@ class FrameRenderer:
         self._box = (slice(rows[0], rows[-1] + 1), slice(cols[0], cols[-1] + 1))
         ncells = self.shape[0] * self.shape[1]
         # Pixels without a cell show the trailing "cell" ncells: transparent, like NaN.
-        cells = index[self._box].astype(np.intp)
+        # Up to 65 535 cells, 16-bit indices (a quarter of the memory; the gather casts
+        # them in small buffers); larger grids keep intp, which gathers fastest.
+        cells = index[self._box]
         del index
         cells[cells < 0] = ncells
-        self._cells = cells
+        self._cells = cells = cells.astype(np.uint16 if ncells < 2**16 else np.intp)
         self._values = np.full(ncells, np.nan, dtype=np.float64)
         self._colours = np.zeros(ncells + 1, dtype=np.uint32)  # last: transparent
-        # Per-frame work arrays, reused (no large allocation per frame).
-        self._rgba = np.empty(cells.shape, dtype=np.uint32)
-        self._opaque = np.empty(cells.shape, dtype=bool)
+        self._opaque = np.empty(cells.shape, dtype=bool)  # reused from frame to frame
         self.label.set_visible(False)
         self.mesh.set_visible(False)
         self.canvas.draw()
@@ -201,8 +201,9 @@ class FrameRenderer:
             values[:] = field.ravel()
         # Colour each cell (cost grows with the grid), then each pixel (with the frame).
         self._lookup.rgba32(values, out=self._colours[:-1])
-        rgba = self._rgba
-        self._colours.take(self._cells, out=rgba)
+        cells = self._cells
+        # take() would cast 16-bit indices to intp in one frame-sized copy; indexing does not.
+        rgba = self._colours.take(cells) if cells.dtype == np.intp else self._colours[cells]
         if self._over.size:
             # Lines over the field, blended onto this frame's colours; a pixel whose cell
             # is transparent keeps its alpha 0 and so shows the background's line.
