@@ -10,7 +10,7 @@ memory (``getrusage``: the child itself, and separately its ffmpeg) is its own.
 
 The map cases draw a synthetic 0.25 degree global field (721 x 1440, PlateCarree and
 Robinson, with coastlines) and a curvilinear 1000 x 1400 grid (2-D latitude/longitude)
-at the same frame size; xmovie draws the 0.25 degree field too (few frames: it is slow).
+at the same frame size; xmovie draws the 0.25 degree field too (8 frames: it is slow).
 
 Prints a table, then one ``key=value`` line per figure for scripts.
 """
@@ -450,7 +450,7 @@ def main(argv=None):
                     help="frames per map case (0.25 degree, Robinson, curvilinear)")
     ap.add_argument("--big-frames", type=int, default=40,
                     help="steps of the 0.25 degree file for the worker-memory shards")
-    ap.add_argument("--xmovie-big-frames", type=int, default=3,
+    ap.add_argument("--xmovie-big-frames", type=int, default=8,
                     help="frames xmovie draws of the 0.25 degree field")
     ap.add_argument("--smoke", action="store_true",
                     help="tiny sizes and frame counts: checks in seconds that every case runs")
