@@ -80,6 +80,10 @@ def test_color_lookup_equals_matplotlib_colouring(clip):
         assert np.array_equal(np.floor(rows[look.index(v)] * 255 + 0.5), want)
         out = np.zeros(v.size, np.uint32)
         assert look.rgba32(v, out=out) is out and np.array_equal(out, rgba)
+    for dtype in (np.int16, np.int64):
+        v = np.arange(-4, 5, dtype=dtype)
+        want = np.floor(cmap(norm(v)) * 255 + 0.5).astype(np.uint8)
+        assert np.array_equal(look.rgba32(v).view(np.uint8).reshape(-1, 4), want)
 
 
 def test_draw_rejects_wrong_shape():

@@ -32,6 +32,8 @@ from matplotlib.figure import Figure  # noqa: E402
 
 #: Cells an index image can tell apart: 24 bits of RGB, 0 meaning "no cell".
 MAX_INDEX_CELLS = 2**24 - 1
+#: Values coloured per block by :class:`ColorLookup` (a block's work arrays fit in L2 cache).
+_BLOCK = 2**16
 
 
 class FrameRenderer:
@@ -208,10 +210,8 @@ class FrameRenderer:
             # Lines over the field, blended onto this frame's colours; a pixel whose cell
             # is transparent keeps its alpha 0 and so shows the background's line.
             flat = rgba.reshape(-1)
-            c = flat.take(self._over)
-            rgb = c.view(np.uint8).reshape(-1, 4)[:, :3]
-            rgb[...] = self._overlay.blend(rgb)
-            flat.put(self._over, c)
+            c = flat.take(self._over).view(np.uint8).reshape(-1, 4)
+            flat.put(self._over, self._overlay.blend(c).view(np.uint32))
         opaque = self._opaque
         # Alpha is the high byte of little-endian RGBA.
         np.greater_equal(rgba, np.uint32(0xFF000000), out=opaque)
@@ -288,10 +288,15 @@ class AggOverlay:
         self.exact = key >= 0
         a, line = key >> 8, key & 255
         # Both blends are floor((c * mul + add) / div), per pixel and channel; the linear
-        # one is f0 + round(df * c / 255). One formula, so a frame costs one pass.
-        self._mul = np.where(self.exact, 255 * (256 - a), f1 - f0)
-        self._add = np.where(self.exact, line * 256 * a, 255 * f0 + 127)
-        self._div = np.where(self.exact, 65280 + a, 255)
+        # one is f0 + round(df * c / 255). One formula, so a frame costs one pass; a fourth
+        # channel (c * 1 + 0) / 1 keeps alpha, so the pass runs over contiguous RGBA.
+        n = len(f0)
+        self._mul = np.ones((n, 4), np.int32)
+        self._add = np.zeros((n, 4), np.int32)
+        self._div = np.ones((n, 4), np.int32)
+        self._mul[:, :3] = np.where(self.exact, 255 * (256 - a), f1 - f0)
+        self._add[:, :3] = np.where(self.exact, line * 256 * a, 255 * f0 + 127)
+        self._div[:, :3] = np.where(self.exact, 65280 + a, 255)
 
     @classmethod
     def pair_table(cls) -> np.ndarray:
@@ -309,12 +314,15 @@ class AggOverlay:
         return cls._table
 
     def blend(self, c: np.ndarray) -> np.ndarray:
-        """Pixels of the lines over field colours `c`, shape (n, 3) uint8 -> (n, 3) int32."""
+        """Pixels of the lines over field colours `c`, RGBA shape (n, 4) uint8 -> (n, 4) uint8.
+
+        Alpha is passed through unchanged.
+        """
         out = c.astype(np.int32)
         out *= self._mul
         out += self._add
         out //= self._div
-        return out
+        return out.astype(np.uint8)
 
 
 def cell_interior(index: np.ndarray) -> np.ndarray:
@@ -660,42 +668,7 @@ class ColorLookup:
         -------
         numpy.ndarray, shape (n,), intp
         """
-        slot = self._slots(values)
-        return self._row.take(slot)
-
-    def _slots(self, values: np.ndarray) -> np.ndarray:
-        # Slot of each value in lut32 order: 0 under, 1..N colours, N+1 over, N+2 bad. The
-        # shift by one lets one clip to [-1, N] and a truncating cast do Colormap.__call__'s
-        # under / over tests (values in [-1, 0) truncate to the under slot, not colour 0).
-        n = self.n
-        if self._linear:
-            r, finite, slot = self._work(values.shape, values.dtype)
-            vmin, vmax = np.float64(self.norm.vmin), np.float64(self.norm.vmax)
-            # Normalize subtracts in float64, then divides in place in the data's dtype.
-            np.subtract(values, vmin, out=r, dtype=np.float64, casting="same_kind")
-            np.divide(r, vmax - vmin, out=r, casting="same_kind")
-            # Non-finite values give non-finite r here, so one test finds them.
-            np.isfinite(r, out=finite)
-        else:
-            r = np.ma.getdata(self.norm(np.ma.masked_invalid(values))).copy()
-            finite = np.isfinite(values) & np.isfinite(r)
-            slot = np.empty(r.shape, np.intp)
-        bad = np.logical_not(finite, out=finite)
-        r *= n
-        np.putmask(r, r == n, n - 1)  # the top edge belongs to the last colour
-        np.clip(r, -1, n, out=r)
-        r += 1
-        np.putmask(r, bad, n + 2)
-        np.copyto(slot, r, casting="unsafe")
-        return slot
-
-    def _work(self, shape, dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        # Work arrays reused from frame to frame: no large allocation per frame.
-        key = (shape, np.dtype(dtype))
-        if self._buffers is None or self._buffers[0] != key:
-            self._buffers = key, (np.empty(shape, dtype), np.empty(shape, bool),
-                                  np.empty(shape, np.intp))
-        return self._buffers[1]
+        return self._map(values, self._row, None)
 
     def rgba32(self, values: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """RGBA of `values` as one uint32 each (memory order R, G, B, A).
@@ -712,7 +685,54 @@ class ColorLookup:
         numpy.ndarray, shape (n,), uint32
             A colour is opaque where its alpha byte (bits 24-31) is 255, else transparent.
         """
-        return self.lut32.take(self._slots(values), out=out)
+        return self._map(values, self.lut32, out)
+
+    def _map(self, values: np.ndarray, table: np.ndarray, out: np.ndarray | None):
+        # table[slot] of each value, a block at a time: the dozen passes over a block then
+        # run in the CPU cache instead of memory (about twice as fast on a 0.25 degree grid).
+        values = np.asarray(values)
+        if values.ndim != 1:
+            raise ValueError(f"values: need a 1-D array, got shape {values.shape}")
+        if out is None:
+            out = np.empty(values.shape, table.dtype)
+        # Integers are normalised in a float type, as Normalize.process_value does.
+        dtype = (values.dtype if values.dtype.kind == "f"
+                 else np.promote_types(values.dtype, np.float32))
+        if self._buffers is None or self._buffers[0].dtype != dtype:
+            self._buffers = (np.empty(_BLOCK, dtype), np.empty(_BLOCK, bool),
+                             np.empty(_BLOCK, bool), np.empty(_BLOCK, np.intp))
+        for a in range(0, values.size, _BLOCK):
+            b = min(a + _BLOCK, values.size)
+            r, bad, edge, slot = (buf[:b - a] for buf in self._buffers)
+            self._slots(values[a:b], r, bad, edge, slot)
+            table.take(slot, out=out[a:b])
+        return out
+
+    def _slots(self, values, r, bad, edge, slot) -> None:
+        # Slot of each value in lut32 order: 0 under, 1..N colours, N+1 over, N+2 bad. The
+        # shift by one lets one clip to [-1, N] and a truncating cast do Colormap.__call__'s
+        # under / over tests (values in [-1, 0) truncate to the under slot, not colour 0).
+        # copyto(where=) rather than putmask: several times faster.
+        n = self.n
+        if self._linear:
+            vmin, vmax = np.float64(self.norm.vmin), np.float64(self.norm.vmax)
+            # Normalize subtracts in float64, then divides in place in the data's dtype.
+            np.subtract(values, vmin, out=r, dtype=np.float64, casting="same_kind")
+            np.divide(r, vmax - vmin, out=r, casting="same_kind")
+            # Non-finite values give non-finite r here, so one test finds them.
+            np.isfinite(r, out=bad)
+        else:
+            r[...] = np.ma.getdata(self.norm(np.ma.masked_invalid(values)))
+            np.isfinite(values, out=bad)
+            bad &= np.isfinite(r)
+        np.logical_not(bad, out=bad)
+        r *= n
+        # The top edge belongs to the last colour.
+        np.copyto(r, n - 1, where=np.equal(r, n, out=edge))
+        np.clip(r, -1, n, out=r)
+        r += 1
+        np.copyto(r, n + 2, where=bad)
+        np.copyto(slot, r, casting="unsafe")
 
 
 def write_png(rgba: np.ndarray, path: str | os.PathLike, *, compress_level: int = 6) -> None:
