@@ -28,7 +28,9 @@ def _exactness(fast, full, data):
 
 @pytest.mark.parametrize(("shape", "size"), [((37, 49), (320, 180, 60)),
                                              ((5, 3), (320, 180, 60)),
-                                             ((37, 49), (1920, 1080, 200))])
+                                             ((37, 49), (1920, 1080, 200)),
+                                             # 65 792 cells: indices wider than 16 bits
+                                             ((256, 257), (1920, 1080, 200))])
 def test_index_frames_match_full_pcolormesh_draw(shape, size):
     # Lines above the field (spines, ticks) are re-blended with Agg's integer arithmetic:
     # measured 0.006-0.009 % of map pixels differ, by one 8-bit level.
