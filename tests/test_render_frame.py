@@ -67,15 +67,21 @@ def test_color_lookup_equals_matplotlib_colouring(clip):
     look = ColorLookup(cmap, norm)
     n = cmap.N
     rows = np.vstack([cmap(np.arange(n)), cmap.get_under(), cmap.get_over(), cmap.get_bad()])
-    for dtype in (np.float32, np.float64):
+    for dtype in (np.float16, np.float32, np.float64, np.dtype(">f4")):
         v = np.random.default_rng(1).normal(scale=2, size=5000).astype(dtype)
         # The edges: vmin, vmax, just past each, non-finite, far out of range, and values
         # whose normalised r * N lies in [-1, 0) (under, though truncation gives 0).
-        v[:12] = [-2.0, 2.0, np.nan, np.inf, -np.inf, np.nextafter(dtype(2.0), dtype(3.0)),
-                  np.nextafter(dtype(-2.0), dtype(-3.0)), -2.0 - 2.0 / n, -2.0 - 4.0 / n,
-                  -1e30, 1e30, -2.0 + 4.0 / n]
+        t = np.dtype(dtype).type
+        v[:12] = [-2.0, 2.0, np.nan, np.inf, -np.inf, np.nextafter(t(2.0), t(3.0)),
+                  np.nextafter(t(-2.0), t(-3.0)), -2.0 - 2.0 / n, -2.0 - 4.0 / n,
+                  -np.finfo(t).max, np.finfo(t).max, -2.0 + 4.0 / n]
+        # Every bin edge and the values one unit in the last place either side of it.
+        edges = (-2.0 + 4.0 * np.arange(-2, n + 3) / n).astype(t)
+        v = np.concatenate([v, edges, np.nextafter(edges, t(np.inf)),
+                            np.nextafter(edges, t(-np.inf))]).astype(dtype)
         rgba = look.rgba32(v)
-        want = np.floor(cmap(norm(np.ma.masked_invalid(v))) * 255 + 0.5).astype(np.uint8)
+        with np.errstate(over="ignore"):  # matplotlib's own r * N overflows for finfo.max
+            want = np.floor(cmap(norm(np.ma.masked_invalid(v))) * 255 + 0.5).astype(np.uint8)
         got = rgba.view(np.uint8).reshape(-1, 4)
         assert np.array_equal(got, want)
         assert np.array_equal(rgba >> 24 == 255, want[:, 3] == 255)

@@ -253,7 +253,7 @@ class FrameRenderer:
 
     def level_step(self) -> int:
         """Largest 8-bit channel step between neighbouring colours of the colormap."""
-        rgba = self._lookup.lut32[1:self._lookup.n + 1].view(np.uint8).reshape(-1, 4).astype(int)
+        rgba = self._lookup.lut32[:self._lookup.n].view(np.uint8).reshape(-1, 4).astype(int)
         return int(np.abs(np.diff(rgba, axis=0)).max()) if len(rgba) > 1 else 0
 
     def close(self) -> None:
@@ -643,13 +643,13 @@ class ColorLookup:
     def __init__(self, cmap: Colormap, norm: Normalize) -> None:
         self.cmap, self.norm = cmap, norm
         n = self.n = cmap.N
-        # Rows in slot order (see _slots): under, the N colours, over, bad.
-        lut = np.vstack([cmap.get_under(), cmap(np.arange(n)), cmap.get_over(),
-                         cmap.get_bad()])
+        # Rows in slot order (see _slots): the N colours, over, bad, under (slot -1).
+        lut = np.vstack([cmap(np.arange(n)), cmap.get_over(), cmap.get_bad(),
+                         cmap.get_under()])
         lut8 = np.floor(lut * 255 + 0.5).astype(np.uint8)
         self.lut32 = np.ascontiguousarray(lut8).view(np.uint32)[:, 0]
         #: Colormap row (``index``'s numbering) of each slot.
-        self._row = np.array([n, *range(n), n + 1, n + 2], dtype=np.intp)
+        self._row = np.array([*range(n), n + 1, n + 2, n], dtype=np.intp)
         if not ((lut8[:, 3] == 255) | (lut8[:, 3] == 0)).all():
             raise ValueError(f"colormap '{cmap.name}': partly transparent colours are not "
                              "supported")
@@ -705,14 +705,15 @@ class ColorLookup:
             b = min(a + _BLOCK, values.size)
             r, bad, edge, slot = (buf[:b - a] for buf in self._buffers)
             self._slots(values[a:b], r, bad, edge, slot)
-            table.take(slot, out=out[a:b])
+            table.take(slot, out=out[a:b], mode="wrap")  # slot -1: the last row, under
         return out
 
     def _slots(self, values, r, bad, edge, slot) -> None:
-        # Slot of each value in lut32 order: 0 under, 1..N colours, N+1 over, N+2 bad. The
-        # shift by one lets one clip to [-1, N] and a truncating cast do Colormap.__call__'s
-        # under / over tests (values in [-1, 0) truncate to the under slot, not colour 0).
-        # copyto(where=) rather than putmask: several times faster.
+        # Slot of each value: 0..N-1 colours, N over, N+1 bad, -1 under. Clipping to
+        # [-1, N] and flooring do Colormap.__call__'s under / over tests in one pass each
+        # (floor, not the cast's truncation, takes [-1, 0) to under); all steps are exact,
+        # in the data's float type as Colormap's. copyto(where=) is several times faster
+        # than putmask.
         n = self.n
         if self._linear:
             vmin, vmax = np.float64(self.norm.vmin), np.float64(self.norm.vmax)
@@ -722,16 +723,18 @@ class ColorLookup:
             # Non-finite values give non-finite r here, so one test finds them.
             np.isfinite(r, out=bad)
         else:
-            r[...] = np.ma.getdata(self.norm(np.ma.masked_invalid(values)))
+            # In the norm's own result type, which Colormap then bins.
+            r = np.ma.getdata(self.norm(np.ma.masked_invalid(values))).copy()
             np.isfinite(values, out=bad)
             bad &= np.isfinite(r)
         np.logical_not(bad, out=bad)
-        r *= n
+        with np.errstate(over="ignore"):  # a huge finite value: r * N is inf, so over
+            r *= n
         # The top edge belongs to the last colour.
         np.copyto(r, n - 1, where=np.equal(r, n, out=edge))
         np.clip(r, -1, n, out=r)
-        r += 1
-        np.copyto(r, n + 2, where=bad)
+        np.floor(r, out=r)
+        np.copyto(r, n + 1, where=bad)
         np.copyto(slot, r, casting="unsafe")
 
 
