@@ -94,6 +94,48 @@ def test_color_lookup_equals_matplotlib_colouring(clip):
         assert np.array_equal(look.rgba32(v).view(np.uint8).reshape(-1, 4), want)
 
 
+def test_color_lookup_general_norms_equal_matplotlib_colouring():
+    # Norms other than a plain Normalize go through the norm itself, binned as Colormap
+    # bins: the norm's mask is bad, integer results are LUT rows, and limits left unset
+    # are autoscaled on all values (here the maximum is past the first block).
+    import matplotlib
+    from matplotlib.colors import BoundaryNorm, CenteredNorm, LogNorm, TwoSlopeNorm
+
+    cmap = matplotlib.colormaps["viridis"].with_extremes(under="red", over="blue")
+    wide = np.linspace(0.0, 1.0, 70_000)
+    wide[-1] = 10.0
+    cases = [(lambda: Normalize(clip=True), wide), (CenteredNorm, wide - 0.3),
+             (lambda: LogNorm(1, 10), np.array([-1.0, 0.0, 0.5, 1.0, 5.0, 10.0, 20.0, np.nan])),
+             (lambda: TwoSlopeNorm(0, -2, 2), np.linspace(-5, 5, 41)),
+             (lambda: BoundaryNorm([0, 1, 2, 3], 256), np.array([-1.0, 0.0, 0.5, 1.5, 2.5, 4.0]))]
+    for make_norm, v in cases:
+        got = ColorLookup(cmap, make_norm()).rgba32(v).view(np.uint8).reshape(-1, 4)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            want = np.floor(cmap(make_norm()(np.ma.masked_invalid(v))) * 255 + 0.5)
+        assert np.array_equal(got, want.astype(np.uint8)), make_norm()
+
+
+def test_color_lookup_overflowing_finite_values_are_over_and_under():
+    # An undecoded fill value (1e36) is finite: over, as pcolormesh shows it, not bad.
+    import matplotlib
+
+    cmap = matplotlib.colormaps["viridis"].with_extremes(under="red", over="blue")
+    look = ColorLookup(cmap, Normalize(0.0, 1e-3))
+    assert list(look.index(np.array([1e36, -1e36, np.nan], np.float32))) == [257, 256, 258]
+
+
+def test_integer_field_is_normalised_as_pcolormesh_does():
+    # int16 is normalised in float32 by matplotlib: with these limits float64 arithmetic
+    # gives the neighbouring colour on every pixel.
+    kw = {"shape": (4, 4), "width": 160, "height": 120, "dpi": 40, "cmap": "viridis",
+          "vmin": 143.1165548751046, "vmax": 273.88760538935406}
+    field = np.full((4, 4), 232, np.int16)
+    fast = FrameRenderer(**kw)
+    a = fast.draw(field, "").copy()
+    b = FrameRenderer(**kw, blit=False).draw(field, "").copy()
+    assert frame_difference(a, b, area=fast.interior())["max_difference"] == 0
+
+
 def test_draw_rejects_wrong_shape():
     r = renderer((4, 5), blit=True)
     with pytest.raises(ValueError, match="grid shape"):

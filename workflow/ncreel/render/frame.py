@@ -143,7 +143,6 @@ class FrameRenderer:
         del index
         cells[cells < 0] = ncells
         self._cells = cells = cells.astype(np.uint16 if ncells < 2**16 else np.intp)
-        self._values = np.full(ncells, np.nan, dtype=np.float64)
         self._colours = np.zeros(ncells + 1, dtype=np.uint32)  # last: transparent
         self._opaque = np.empty(cells.shape, dtype=bool)  # reused from frame to frame
         self.label.set_visible(False)
@@ -196,11 +195,7 @@ class FrameRenderer:
             self.mesh.set_array(self._to_mesh(field))
             self.canvas.draw()
             return np.asarray(self.canvas.buffer_rgba())
-        values = field.ravel()
-        if values.dtype.kind != "f":
-            # Same dtype as the field, so the norm's arithmetic is pcolormesh's.
-            values = self._values
-            values[:] = field.ravel()
+        values = field.ravel()  # any dtype: ColorLookup normalises as Normalize does
         # Colour each cell (cost grows with the grid), then each pixel (with the frame).
         self._lookup.rgba32(values, out=self._colours[:-1])
         cells = self._cells
@@ -242,7 +237,7 @@ class FrameRenderer:
     def map_area(self) -> np.ndarray:
         """Pixels that show a grid cell, shape (height, width) bool (blit mode only)."""
         area = np.zeros((self.height, self.width), dtype=bool)
-        area[self._box] = self._cells < self._values.size
+        area[self._box] = self._cells < self.shape[0] * self.shape[1]
         return area
 
     def interior(self) -> np.ndarray:
@@ -637,7 +632,8 @@ class ColorLookup:
     ----------
     cmap : matplotlib.colors.Colormap
     norm : matplotlib.colors.Normalize
-        Linear, with finite ``vmin < vmax`` (other norms: see :meth:`rgba32`).
+        A plain ``Normalize`` with finite ``vmin < vmax`` is applied with the same ufuncs,
+        in blocks; any other norm (or ``clip=True``) is called as it is.
     """
 
     def __init__(self, cmap: Colormap, norm: Normalize) -> None:
@@ -701,11 +697,15 @@ class ColorLookup:
         if self._buffers is None or self._buffers[0].dtype != dtype:
             self._buffers = (np.empty(_BLOCK, dtype), np.empty(_BLOCK, bool),
                              np.empty(_BLOCK, bool), np.empty(_BLOCK, np.intp))
-        for a in range(0, values.size, _BLOCK):
-            b = min(a + _BLOCK, values.size)
-            r, bad, edge, slot = (buf[:b - a] for buf in self._buffers)
-            self._slots(values[a:b], r, bad, edge, slot)
-            table.take(slot, out=out[a:b], mode="wrap")  # slot -1: the last row, under
+        if not self._linear and values.size:
+            self.norm.autoscale_None(np.ma.masked_invalid(values))  # on all values, once
+        # A huge finite value may overflow to inf on the way: it is then over / under.
+        with np.errstate(over="ignore"):
+            for a in range(0, values.size, _BLOCK):
+                b = min(a + _BLOCK, values.size)
+                r, bad, edge, slot = (buf[:b - a] for buf in self._buffers)
+                self._slots(values[a:b], r, bad, edge, slot)
+                table.take(slot, out=out[a:b], mode="wrap")  # slot -1: the last row, under
         return out
 
     def _slots(self, values, r, bad, edge, slot) -> None:
@@ -720,18 +720,20 @@ class ColorLookup:
             # Normalize subtracts in float64, then divides in place in the data's dtype.
             np.subtract(values, vmin, out=r, dtype=np.float64, casting="same_kind")
             np.divide(r, vmax - vmin, out=r, casting="same_kind")
-            # Non-finite values give non-finite r here, so one test finds them.
-            np.isfinite(r, out=bad)
-        else:
-            # In the norm's own result type, which Colormap then bins.
-            r = np.ma.getdata(self.norm(np.ma.masked_invalid(values))).copy()
+            # Bad is what masked_invalid masks; a finite value whose r overflows to
+            # +-inf is over / under, as in Colormap.
             np.isfinite(values, out=bad)
-            bad &= np.isfinite(r)
-        np.logical_not(bad, out=bad)
-        with np.errstate(over="ignore"):  # a huge finite value: r * N is inf, so over
+            np.logical_not(bad, out=bad)
+        else:
+            # In the norm's own result type, which Colormap then bins; bad is the norm's
+            # mask when anything is masked, else NaN (Colormap's rule).
+            res = self.norm(np.ma.masked_invalid(values))
+            r = np.ma.getdata(res).copy()
+            np.copyto(bad, np.ma.getmaskarray(res) if np.ma.is_masked(res) else np.isnan(r))
+        if r.dtype.kind == "f":  # integers (BoundaryNorm) are LUT rows already
             r *= n
-        # The top edge belongs to the last colour.
-        np.copyto(r, n - 1, where=np.equal(r, n, out=edge))
+            # The top edge belongs to the last colour.
+            np.copyto(r, n - 1, where=np.equal(r, n, out=edge))
         np.clip(r, -1, n, out=r)
         np.floor(r, out=r)
         np.copyto(r, n + 1, where=bad)
