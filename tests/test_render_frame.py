@@ -43,6 +43,18 @@ def test_index_frames_match_full_pcolormesh_draw(shape, size):
     assert worst["max_difference"] <= 1
 
 
+@pytest.mark.parametrize("shape", [(1, 50), (50, 1), (1, 1)])
+def test_single_row_or_column_grid_is_drawn(shape):
+    # A transect or one point: cells half a unit either side, in both paths (pcolormesh's
+    # shading="auto" gives a single row zero height, and the map no pixel).
+    kw = {"shape": shape, "width": 320, "height": 180, "dpi": 60, "cmap": "viridis",
+          "vmin": -2.0, "vmax": 2.0}
+    fast = FrameRenderer(**kw)
+    assert fast.map_area().mean() > 0.5
+    worst = _exactness(fast, FrameRenderer(**kw, blit=False), fields(2, shape))
+    assert worst["share_differing"] <= 0.001 and worst["share_beyond"] == 0
+
+
 def test_index_frames_match_on_curvilinear_non_monotonic_grid():
     ny, nx = 23, 31
     j, i = np.mgrid[0:ny, 0:nx]

@@ -421,6 +421,16 @@ def add_mesh(ax, x, y, data, *, cmap, norm, projection=None):
     """
     kw = {"cmap": cmap, "norm": norm, "antialiased": False, "rasterized": True}
     if projection is None:
+        if 1 in np.shape(data):
+            # One row or column: shading="auto" would give it zero height (no spacing to
+            # guess from), so its edges are half a unit either side (see _edges).
+            x, y = np.asarray(x), np.asarray(y)
+            if x.ndim == 2:
+                x, y = _edges(_edges(x, 0), 1), _edges(_edges(y, 0), 1)
+            else:
+                x, y = _edges(x, 0), _edges(y, 0)
+            return (ax.pcolormesh(x, y, data, shading="flat", **kw),
+                    np.ma.masked_invalid)
         return ax.pcolormesh(x, y, data, shading="auto", **kw), np.ma.masked_invalid
     from matplotlib.axes import Axes
 
