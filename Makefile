@@ -21,7 +21,11 @@ help:
 	@echo "make profiles - link profiles/* into your Snakemake config dir (--profile cheyenne ...)"
 	@echo "make bench  - bench-render + bench-cells (key=value lines)"
 	@echo "make bench-render - frames/s, end-to-end time and peak RSS vs xmovie and FFMpegWriter"
+	@echo "make bench-cells - COPY writer vs pandas and a per-cell loop, a big run, reduce and load"
 	@echo "make bench-scale - 10 000-shard dry run, PBS submissions and status calls per poll"
+	@echo "make venv   - only the virtualenv .venv/ (ncreel, Snakemake, test tools)"
+	@echo "make sysdeps - the system packages the tests need (apt: ffmpeg, PostgreSQL, graphviz...)"
+	@echo "make clean  - remove results/, logs/ and .snakemake/ (keeps .venv/)"
 
 $(VENV)/.installed: pyproject.toml
 	@PYTHON=$(PYTHON) bash .ci/sysdeps.sh venv
