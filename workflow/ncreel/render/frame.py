@@ -280,7 +280,7 @@ class AggOverlay:
         table = self.pair_table()
         f0, f1 = np.asarray(f0, np.int32), np.asarray(f1, np.int32)
         key = table[f0, f1]  # (n, 3): a << 8 | L, or -1
-        self.exact = key >= 0
+        exact = key >= 0
         a, line = key >> 8, key & 255
         # Both blends are floor((c * mul + add) / div), per pixel and channel; the linear
         # one is f0 + round(df * c / 255). One formula, so a frame costs one pass; a fourth
@@ -289,9 +289,9 @@ class AggOverlay:
         self._mul = np.ones((n, 4), np.int32)
         self._add = np.zeros((n, 4), np.int32)
         self._div = np.ones((n, 4), np.int32)
-        self._mul[:, :3] = np.where(self.exact, 255 * (256 - a), f1 - f0)
-        self._add[:, :3] = np.where(self.exact, line * 256 * a, 255 * f0 + 127)
-        self._div[:, :3] = np.where(self.exact, 65280 + a, 255)
+        self._mul[:, :3] = np.where(exact, 255 * (256 - a), f1 - f0)
+        self._add[:, :3] = np.where(exact, line * 256 * a, 255 * f0 + 127)
+        self._div[:, :3] = np.where(exact, 65280 + a, 255)
 
     @classmethod
     def pair_table(cls) -> np.ndarray:
