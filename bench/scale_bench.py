@@ -56,7 +56,7 @@ def env(**extra) -> dict:
 
 def copy_workflow(work: Path) -> Path:
     work.mkdir(parents=True)
-    for name in ("Snakefile", "config", "workflow", "profiles"):
+    for name in ("Snakefile", "config", "envs", "workflow", "profiles"):
         src = ROOT / name
         if src.is_dir():
             shutil.copytree(src, work / name, ignore=shutil.ignore_patterns("__pycache__"))

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
 import sys
 from pathlib import Path
 
 import tomllib
 import yaml
 from conftest import ROOT
+from workflow_run import make_workdir
 
 WORKFLOW = ROOT / "workflow"
 #: Import name -> (conda-forge package, PyPI distribution).
@@ -127,7 +129,7 @@ def test_every_rule_env_lists_exactly_what_its_script_imports():
     needed: dict[Path, set[str]] = {}
     allowed: dict[Path, set[str]] = {}
     for name, env, script in found:
-        assert env.parent == WORKFLOW / "envs", f"rule {name}: env outside workflow/envs"
+        assert env.parent == ROOT / "envs", f"rule {name}: env outside the top-level envs/"
         third, modules = script_closure(script)
         unknown = sorted(set(third) - set(PACKAGES))
         assert not unknown, f"rule {name} imports {unknown}: add them to PACKAGES here"
@@ -147,4 +149,50 @@ def test_every_rule_env_lists_exactly_what_its_script_imports():
         extra = deps - allowed.get(env, set())
         assert not missing, f"{env.name} lacks {sorted(missing)}, imported by its rules"
         assert not extra, f"{env.name} lists {sorted(extra)}, which none of its rules imports"
-    assert {e.name for e in needed} == {p.name for p in (WORKFLOW / "envs").glob("*.yaml")}
+    assert {e.name for e in needed} == {p.name for p in (ROOT / "envs").glob("*.yaml")}
+
+
+#: The top level the project was specified with (plus the project's own files).
+TOP_LEVEL = {"Snakefile", "config", "envs", "profiles", "tests", "workflow", "README.md"}
+PROJECT_FILES = {"Makefile", "pyproject.toml", "bench", "docs", ".ci"}
+
+
+def test_top_level_layout_is_the_specified_one():
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout.split()
+    top = {path.split("/")[0] for path in tracked}
+    assert TOP_LEVEL <= top, f"missing at the top level: {sorted(TOP_LEVEL - top)}"
+    assert not (WORKFLOW / "envs").exists(), "conda envs belong in the top-level envs/"
+
+
+def test_snakemake_resolves_every_rule_env_to_the_top_level_envs(tmp_path, sample_nc):
+    """Snakemake's own resolution of each rule's ``conda:`` file (what --sdm conda uses).
+
+    A user's copy of the workflow files (as tests/workflow_run.py makes it) is parsed by
+    Snakemake's API; conda itself is not needed to resolve and check the files.
+    """
+    work = make_workdir(tmp_path)
+    (work / "resources").mkdir()
+    (work / "resources" / sample_nc.name).symlink_to(sample_nc)
+    code = (
+        "from pathlib import Path\n"
+        "from snakemake.api import SnakemakeApi\n"
+        "from snakemake.settings.types import (DeploymentMethod, DeploymentSettings,\n"
+        "    OutputSettings, ResourceSettings)\n"
+        "with SnakemakeApi(OutputSettings()) as api:\n"
+        "    wf = api.workflow(resource_settings=ResourceSettings(cores=1),\n"
+        "        snakefile=Path('Snakefile'), workdir=Path.cwd(),\n"
+        "        deployment_settings=DeploymentSettings(\n"
+        "            deployment_method={DeploymentMethod.CONDA}))\n"
+        "    for rule in wf._workflow.rules:\n"
+        "        if rule.conda_env:\n"
+        "            spec = rule.expand_conda_env({})\n"
+        "            spec.check()\n"
+        "            print(rule.name, Path(str(spec.file)).resolve())\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=work, capture_output=True,
+                         text=True, check=True).stdout
+    found = dict(line.split(" ", 1) for line in out.splitlines() if line.strip())
+    assert len(found) >= 10, out
+    for rule, env in found.items():
+        assert Path(env).parent == work / "envs", f"rule {rule}: {env}"
+        assert Path(env).is_file(), f"rule {rule}: {env} does not exist"

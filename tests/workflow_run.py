@@ -15,7 +15,7 @@ SMALL = ["width=160", "height=96", "dpi=40", "preset=ultrafast"]
 
 def make_workdir(path: Path) -> Path:
     """A copy of the repository's workflow files, as a user's clone would have them."""
-    for name in ("Snakefile", "config", "workflow", "profiles"):
+    for name in ("Snakefile", "config", "envs", "workflow", "profiles"):
         src = ROOT / name
         if src.is_dir():
             shutil.copytree(src, path / name,

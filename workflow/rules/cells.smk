@@ -30,7 +30,7 @@ rule reduce_cells:
     benchmark:
         f"{OUT}/benchmarks/reduce_cells.tsv"
     conda:
-        "../envs/ncreel.yaml"
+        "../../envs/ncreel.yaml"
     threads: 1
     resources:
         mem_mb=rule_mem_mb("reduce_cells"),
@@ -64,7 +64,7 @@ rule load_database:
     benchmark:
         f"{OUT}/benchmarks/load_database.tsv"
     conda:
-        "../envs/ncreel.yaml"
+        "../../envs/ncreel.yaml"
     threads: 1
     resources:
         mem_mb=rule_mem_mb("load_database"),

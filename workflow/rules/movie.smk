@@ -11,7 +11,7 @@ rule concat_segments:
     benchmark:
         f"{OUT}/benchmarks/concat_segments.tsv"
     conda:
-        "../envs/ffmpeg.yaml"
+        "../../envs/ffmpeg.yaml"
     threads: 1
     resources:
         mem_mb=rule_mem_mb("concat_segments"),
@@ -33,7 +33,7 @@ rule preview:
     benchmark:
         f"{OUT}/benchmarks/preview.tsv"
     conda:
-        "../envs/ncreel.yaml"
+        "../../envs/ncreel.yaml"
     threads: 1
     resources:
         mem_mb=rule_mem_mb("preview"),

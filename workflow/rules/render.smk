@@ -14,7 +14,7 @@ checkpoint calibrate_render:
     benchmark:
         f"{OUT}/benchmarks/calibrate_render.tsv"
     conda:
-        "../envs/ncreel.yaml"
+        "../../envs/ncreel.yaml"
     threads: 1
     resources:
         mem_mb=rule_mem_mb("calibrate_render"),
@@ -47,7 +47,7 @@ rule degradation_state:
     benchmark:
         f"{OUT}/benchmarks/degradation_state.tsv"
     conda:
-        "../envs/ncreel.yaml"
+        "../../envs/ncreel.yaml"
     threads: 1
     resources:
         mem_mb=rule_mem_mb(
@@ -96,7 +96,7 @@ rule process_shard:
     benchmark:
         f"{OUT}/benchmarks/process_shard/{{shard}}.tsv"
     conda:
-        "../envs/ncreel.yaml"
+        "../../envs/ncreel.yaml"
     threads: RENDER_PROCESSES
     resources:
         mem_mb=rule_mem_mb(

@@ -43,7 +43,7 @@ rule resources_report:
     log:
         f"{LOGS}/resources_report.log",
     conda:
-        "../envs/ncreel.yaml"
+        "../../envs/ncreel.yaml"
     threads: 1
     resources:
         mem_mb=rule_mem_mb("resources_report"),
@@ -78,7 +78,7 @@ rule contact_sheet:
     benchmark:
         f"{OUT}/benchmarks/contact_sheet.tsv"
     conda:
-        "../envs/ncreel.yaml"
+        "../../envs/ncreel.yaml"
     threads: 1
     resources:
         mem_mb=rule_mem_mb("contact_sheet"),

@@ -11,7 +11,7 @@ rule statistics:
     benchmark:
         f"{OUT}/benchmarks/statistics.tsv"
     conda:
-        "../envs/ncreel.yaml"
+        "../../envs/ncreel.yaml"
     threads: 1
     resources:
         mem_mb=rule_mem_mb(
