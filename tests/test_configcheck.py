@@ -101,4 +101,71 @@ def test_schema_error_says_yaml_needs_a_space_after_the_colon():
     config = {"input": "x.nc", "variable": "v", "run": "r", "map": {"projection:Robinson": None}}
     err = next(jsonschema.Draft7Validator(load_schema()).iter_errors(config))
     msg = schema_error_message(err)
-    assert msg.startswith("config key 'map'") and "space after ':'" in msg, msg
+    assert msg.startswith("config key 'map.") and "space after ':'" in msg, msg
+
+
+# Words of JSON schema's own messages that a user should never have to read.
+_SCHEMA_WORDS = ("Additional properties", "does not match", "is not valid under",
+                 "is not of type", "is a required property", "validator", "schema's")
+
+
+def _errors(config):
+    import jsonschema
+    from ncreel.configcheck import load_schema
+
+    base = {"input": "x.nc", "variable": "v", "run": "r"}
+    return list(jsonschema.Draft202012Validator(load_schema()).iter_errors({**base, **config}))
+
+
+@pytest.mark.parametrize("config, expected", [
+    ({"coastline": True}, "config key 'coastline' is not a setting of ncreel: did you mean "
+                          "'map.coastlines'?"),
+    ({"map": {"coastline": True}}, "config key 'map.coastline' is not a setting of ncreel: "
+                                   "did you mean 'map.coastlines'?"),
+    ({"colour": "red"}, "did you mean 'cmap'?"),
+    ({"frames_per_shards": 3}, "did you mean 'frames_per_shard'?"),
+    ({"run": "my run"}, "config key 'run' = 'my run' is not accepted: use letters, digits, "
+                        "'_', '.' and '-', starting with a letter or digit"),
+    ({"preset": "fastest"}, "config key 'preset' = 'fastest' is not one of: ultrafast"),
+    ({"width": "wide"}, "config key 'width' must be a whole number, not 'wide'"),
+    ({"fps": 0}, "config key 'fps' = 0 must be above 0"),
+    ({"crf": 60}, "config key 'crf' = 60 must be at most 51"),
+    ({"variable": ""}, "config key 'variable' must not be empty"),
+    ({"select": {"level": "a"}}, "config key 'select.level' must be a whole number, not 'a'"),
+    ({"cells": {"model": "bad model"}}, "config key 'cells.model' = 'bad model' is not "
+                                        "accepted: use field, etr_risk, or package.module"),
+])
+def test_schema_errors_are_plain_sentences(config, expected):
+    from ncreel.configcheck import schema_error_message
+
+    messages = [schema_error_message(e) for e in _errors(config)]
+    assert len(messages) == 1, messages
+    assert expected in messages[0], messages[0]
+    assert not any(w in messages[0] for w in _SCHEMA_WORDS), messages[0]
+
+
+def test_every_key_with_a_wrong_type_names_the_key_plainly():
+    from ncreel.cli import iter_settings
+    from ncreel.configcheck import schema_error_message
+
+    for key, node in iter_settings():
+        if "." in key or node.get("type") is None:
+            continue
+        types = node["type"] if isinstance(node["type"], list) else [node["type"]]
+        wrong = [] if "array" in types else {"wrong": 1} if "object" not in types else "x"
+        if "string" in types and "object" not in types:
+            wrong = {"wrong": 1}
+        for err in _errors({key: wrong}):
+            message = schema_error_message(err)
+            assert message.startswith(f"config key '{key}"), (key, message)
+            assert not any(w in message for w in _SCHEMA_WORDS), (key, message)
+
+
+def test_a_missing_required_key_is_named():
+    import jsonschema
+    from ncreel.configcheck import load_schema, schema_error_message
+
+    errs = jsonschema.Draft202012Validator(load_schema()).iter_errors({"input": "a", "run": "r"})
+    assert [schema_error_message(e) for e in errs] == [
+        "config key 'variable' is required: set it in the run file (`ncreel config` writes "
+        "one) or with --config variable=..."]

@@ -150,7 +150,10 @@ def _error_line(proc) -> str:
 @pytest.mark.parametrize("config, expected", [
     (["input=missing.nc"], "input 'missing.nc': file not found"),
     (["variable=tas"], "no variable 'tas' (variables: air_temperature"),
-    (["colour=red"], "unknown config key 'colour'"),
+    (["colour=red"], "config key 'colour' is not a setting of ncreel: did you mean 'cmap'?"),
+    (["map={coastline: false}"], "config key 'map.coastline' is not a setting of ncreel: "
+                                 "did you mean 'map.coastlines'?"),
+    (["run=my run"], "config key 'run' = 'my run' is not accepted: use letters, digits"),
     (["frames_per_shard=0"], "frames_per_shard"),
     (["time_dim=month"], "'month' is not a dimension of 'air_temperature'"),
     (["map={projection: Robinsn}"], "map.projection 'Robinsn' is not a cartopy.crs projection"),

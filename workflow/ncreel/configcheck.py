@@ -86,23 +86,144 @@ def check_database(database) -> None:
                           "(the password was not used, shown or stored)")
 
 
-def schema_error_message(err) -> str:
-    """One line for a :class:`jsonschema.ValidationError`, naming the key.
+def known_keys() -> list[str]:
+    """Every setting of the config schema as a dotted key (``map.projection``)."""
+    def walk(node, prefix):
+        for name, sub in node.get("properties", {}).items():
+            yield f"{prefix}{name}"
+            yield from walk(sub, f"{prefix}{name}.")
 
-    The failing value is quoted only outside ``database`` (whose values may hold a
-    password), and long values are shortened.
+    return list(walk(load_schema(), ""))
+
+
+#: Words people use for a setting that has another name.
+SYNONYMS = {"colour": "cmap", "color": "cmap", "colormap": "cmap", "colourmap": "cmap",
+            "var": "variable", "file": "input", "files": "input", "name": "run",
+            "threads": "render_processes", "processes": "render_processes",
+            "framerate": "fps", "frame_rate": "fps", "quality": "crf", "output": "run"}
+
+
+def close_keys(key: str, parent: str = "") -> list[str]:
+    """Return the settings whose name is close to `key` (a typo, a wrong parent).
+
+    Parameters
+    ----------
+    key : str
+        The unknown name, plain (``coastline``) or dotted (``map.coastline``).
+    parent : str
+        Dotted key of the object `key` was given in (``""`` at the top level).
+
+    Returns
+    -------
+    list of str
+        At most three dotted keys, closest first (``difflib`` ratio >= 0.6), compared by
+        full path and by last part, so ``coastline`` finds ``map.coastlines``.
     """
-    path = ".".join(str(p) for p in err.absolute_path) or "(top level)"
-    if path.split(".")[0] == "database":
-        return (f"config key '{path}': does not satisfy the schema's '{err.validator}' "
-                "rule (value not shown: it may hold a password); see "
-                "workflow/schemas/config.schema.yaml")
-    message = f"config key '{path}': {' '.join(err.message.split())[:300]}"
-    if err.validator == "additionalProperties" and isinstance(err.instance, dict) and any(
-            ":" in str(k) for k in err.instance):
+    import difflib
+
+    full = f"{parent}.{key}" if parent else key
+    keys = known_keys()
+    if full.lower() in SYNONYMS:
+        return [SYNONYMS[full.lower()]]
+    by_full = difflib.get_close_matches(full, keys, n=3, cutoff=0.6)
+    leaves: dict[str, list[str]] = {}
+    for k in keys:
+        leaves.setdefault(k.rpartition(".")[2], []).append(k)
+    by_leaf = [k for name in difflib.get_close_matches(key.rpartition(".")[2], list(leaves),
+                                                       n=3, cutoff=0.75)
+               for k in leaves[name]]
+    out = []
+    for k in [*by_full, *by_leaf]:
+        if k not in out and k != full:
+            out.append(k)
+    return out[:3]
+
+
+def unknown_key_message(key: str, parent: str = "") -> str:
+    """One line for a config key the schema does not know, with "did you mean"."""
+    full = f"{parent}.{key}" if parent else key
+    close = close_keys(str(key), parent)
+    hint = (f"did you mean {' or '.join(repr(c) for c in close)}?" if close
+            else "`ncreel settings` lists every setting")
+    if ":" in str(key):
         # `--config 'map={projection:Robinson}'` is one YAML key "projection:Robinson".
-        message += " (YAML needs a space after ':', e.g. 'map={projection: Robinson}')"
-    return message
+        hint = "YAML needs a space after ':', e.g. 'map={projection: Robinson}'"
+    return f"config key '{full}' is not a setting of ncreel: {hint}"
+
+
+def _schema_node(path: list) -> dict:
+    node = load_schema()
+    for part in path:
+        props = node.get("properties", {})
+        if part in props:
+            node = props[part]
+        elif isinstance(node.get("additionalProperties"), dict):
+            node = node["additionalProperties"]
+        else:
+            return {}
+    return node
+
+
+_TYPE_WORDS = {"string": "text", "integer": "a whole number", "number": "a number",
+               "boolean": "true or false", "object": "a mapping such as {key: value}",
+               "array": "a list", "null": "null"}
+
+
+def schema_error_message(err) -> str:
+    """One plain sentence for a :class:`jsonschema.ValidationError`, naming the key.
+
+    The sentence says what the key accepts (from the schema: its type, allowed values,
+    limits, or the first sentence of its description for a pattern), never the JSON
+    schema's own wording. The failing value is quoted only outside ``database`` (whose
+    values may hold a password), and long values are shortened.
+    """
+    parts = list(err.absolute_path)
+    path = ".".join(str(p) for p in parts) or "(top level)"
+    secret = bool(parts) and parts[0] == "database"
+    if err.validator == "additionalProperties" and isinstance(err.instance, dict):
+        allowed = set(err.schema.get("properties", {}))
+        extra = [k for k in err.instance if k not in allowed]
+        if extra and not secret:
+            return unknown_key_message(str(extra[0]), ".".join(map(str, parts)))
+    if secret:
+        return (f"config key '{path}': not an accepted value (value not shown: it may hold a "
+                f"password); `ncreel settings {path}` says what it accepts")
+    value = repr(err.instance)
+    value = value if len(value) <= 60 else value[:57] + "..."
+    node = err.schema if isinstance(err.schema, dict) else _schema_node(parts)
+    v = err.validator
+    if v == "type":
+        types = node.get("type")
+        types = [types] if isinstance(types, str) else list(types or [])
+        want = " or ".join(_TYPE_WORDS.get(t, t) for t in types)
+        return f"config key '{path}' must be {want}, not {value}"
+    if v == "enum":
+        choices = ", ".join("null" if c is None else str(c) for c in node.get("enum", []))
+        import difflib
+
+        close = difflib.get_close_matches(str(err.instance),
+                                          [str(c) for c in node.get("enum", [])], n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        return f"config key '{path}' = {value} is not one of: {choices}{hint}"
+    if v in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
+        word = {"minimum": "at least", "exclusiveMinimum": "above",
+                "maximum": "at most", "exclusiveMaximum": "below"}[v]
+        return f"config key '{path}' = {value} must be {word} {err.validator_value}"
+    if v == "minLength":
+        return f"config key '{path}' must not be empty"
+    if v == "required":
+        # jsonschema reports each missing property apart: "'input' is a required property".
+        missing = re.match(r"'([^']+)' is a required", err.message)
+        key = ".".join([*map(str, parts), *([missing.group(1)] if missing else [])]) or path
+        return (f"config key '{key}' is required: set it in the run file (`ncreel config` "
+                f"writes one) or with --config {key}=...")
+    if v == "pattern":
+        # x-accepts: the pattern in words (a schema annotation; validators ignore it).
+        about = _schema_node(parts).get("x-accepts")
+        return (f"config key '{path}' = {value} is not accepted: "
+                + (f"use {about}" if about else f"`ncreel settings {path}` says what is"))
+    return (f"config key '{path}' = {value} is not an accepted value; "
+            f"`ncreel settings {path}` says what it accepts")
 
 
 def table_for_run(run: str, table: str | None) -> str:

@@ -24,6 +24,7 @@ from ncreel.configcheck import (  # noqa: E402
     report_before_results,
     schema_error_message,
     schema_path,
+    unknown_key_message,
     upgrade_renamed_keys,
 )
 from ncreel.errors import NcreelError  # noqa: E402
@@ -56,7 +57,7 @@ except NcreelError as err:
 _known = load_schema()["properties"]
 for _key in config:
     if _key not in _known:
-        fail(f"unknown config key '{_key}' (known keys: {', '.join(sorted(_known))})")
+        fail(unknown_key_message(_key))
 try:
     # Before anything echoes config values: a password must not reach jobs or messages.
     check_database(config.get("database"))

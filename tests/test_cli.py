@@ -1,0 +1,80 @@
+"""The ``ncreel`` command: settings from the schema, a run file that the workflow accepts."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+from ncreel.cli import REQUIRED_KEYS, iter_settings, main, run_file
+from ncreel.configcheck import load_schema
+
+
+def _ncreel(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "ncreel", *args], capture_output=True,
+                          text=True, cwd=cwd)
+
+
+def test_help_lists_every_setting_with_its_default():
+    proc = _ncreel("--help")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    for key, node in load_schema()["properties"].items():
+        line = next((ln for ln in lines if ln.split()[:1] == [key]), None)
+        assert line is not None, f"--help does not list {key}"
+        if key in REQUIRED_KEYS:
+            assert "(required)" in line
+        elif isinstance(node["default"], str):
+            assert line.split()[1] == node["default"], line
+        else:
+            assert yaml.safe_load(line.split()[1]) == node["default"], line
+
+
+def test_settings_explains_nested_keys_and_suggests_names(capsys):
+    assert main(["settings", "cells.geometry"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("cells.geometry  [none | text | postgis; default none]")
+    assert main(["settings", "map.coastline"]) == 2
+    assert "did you mean 'map.coastlines'?" in capsys.readouterr().err
+
+
+def test_run_file_uncommented_gives_exactly_the_schema_defaults():
+    text = run_file(input="a.nc", variable="tas", run="r1")
+    config = yaml.safe_load(text)
+    assert config == {"input": "a.nc", "variable": "tas", "run": "r1"}
+    # Uncomment every top-level setting: each must read back as its schema default.
+    lines = [ln[2:] for ln in text.splitlines()
+             if ln.startswith("# ") and ":" in ln and ln[2:3].isalpha()
+             and ln[2:].split(":")[0].isidentifier()
+             and ln[2:].split(":")[0] in load_schema()["properties"]]
+    full = yaml.safe_load("\n".join(lines))
+    for key, node in load_schema()["properties"].items():
+        if key in REQUIRED_KEYS:
+            continue
+        assert key in full, f"run file lacks {key}"
+        if node.get("type") == "object" and "properties" in node:
+            continue  # nested: its own lines below it, each commented
+        assert full[key] == node["default"], key
+    nested = [k for k, _ in iter_settings() if "." in k]
+    for key in nested:
+        assert f"# {key.rpartition('.')[2]}:" in text, key
+
+
+def test_config_refuses_to_overwrite(tmp_path):
+    target = tmp_path / "run.yaml"
+    assert _ncreel("config", "-o", str(target)).returncode == 0
+    proc = _ncreel("config", "-o", str(target))
+    assert proc.returncode == 2 and proc.stderr.startswith("ncreel: error:")
+
+
+@pytest.mark.integration
+def test_run_file_drives_a_dry_run(tmp_path, sample_nc):
+    from workflow_run import make_workdir, snakemake
+
+    work = make_workdir(tmp_path)
+    proc = _ncreel("config", "-o", "my_run.yaml", "--input", str(sample_nc), "--variable",
+                   "air_temperature", "--run", "from_file", cwd=work)
+    assert proc.returncode == 0, proc.stderr
+    out = snakemake(work, "-n", "--configfile", "my_run.yaml")
+    assert "results/from_file/movie.mp4" in out.stdout + out.stderr
