@@ -204,3 +204,37 @@ def test_kill_and_resume(tmp_path, sample_nc):
     assert int(probe(work / "results/demo/movie.mp4")["nb_read_frames"]) == 240
     assert {p: p.stat().st_mtime_ns for p in done} == done, "finished shards were redone"
     assert not list(work.glob("results/demo/**/*.part"))
+
+
+def test_input_replaced_during_the_run_stops_then_reruns_from_it(tmp_path, sample_nc):
+    """The input replaced (+100 K) after the statistics job: no output mixes the versions."""
+    work = make_workdir(tmp_path)
+    (work / "resources").mkdir()
+    src = work / "resources" / "A1B_north_america.nc"
+    shutil.copy(sample_nc, src)
+    warmer = tmp_path / "warmer.nc"
+    with xr.open_dataset(sample_nc, decode_times=False) as ds:
+        ds = ds.load()
+    ds["air_temperature"] = ds["air_temperature"] + np.float32(100)
+    ds.to_netcdf(warmer)
+    args = ["--config", *SMALL, "frames_per_shard=40"]
+    stats = work / "results/demo/stats.json"
+    with subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "1", *args],
+                          cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True) as proc:
+        deadline = time.time() + 300
+        while time.time() < deadline and not stats.exists() and proc.poll() is None:
+            time.sleep(0.05)
+        os.replace(warmer, src)  # a re-downloaded file under the same name
+        _, err = proc.communicate(timeout=600)
+    assert proc.returncode != 0
+    assert "changed after this run's statistics were computed" in err, err[-3000:]
+    assert not (work / "results/demo/cells.copy").exists()
+    assert not (work / "results/demo/movie.mp4").exists()
+    snakemake(work, *args)  # the same command again: redone from the file as it is now
+    recorded = json.loads(stats.read_text())
+    assert recorded["inputs"][0]["size"] == src.stat().st_size
+    with open(work / "results/demo/cells.copy") as fh:
+        anomalies = [float(line.rstrip("\n").split("\t")[-1]) for line in fh]
+    assert len(anomalies) == 435_120
+    assert abs(np.mean(anomalies)) < 1e-6  # against the new file's own means (was 100.0)

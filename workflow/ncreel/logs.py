@@ -36,5 +36,10 @@ def configure(log_file: str | os.PathLike | None, level: int = logging.INFO) -> 
 
 def _log_uncaught(kind, value, tb) -> None:
     # The job's log file must say why the job failed, not only Snakemake's console.
+    from ncreel.errors import NcreelError
+
+    if issubclass(kind, NcreelError):  # bad input, said in one line: no traceback
+        logging.getLogger("ncreel").error("ncreel: error: %s", value)
+        return
     logging.getLogger("ncreel").error("%s: %s", kind.__name__, value,
                                       exc_info=(kind, value, tb))

@@ -11,6 +11,7 @@ import numpy as np
 
 from ncreel.cells import ShardRows
 from ncreel.cells.soil import read_degradation_state
+from ncreel.identity import check_inputs
 from ncreel.io import atomic_path
 from ncreel.pg.copytext import open_copy_writer
 from ncreel.progress import Progress
@@ -70,8 +71,19 @@ def run_shard(selection: SeriesSelection, shard: Shard, *, stats_json: str | os.
     -------
     dict
         ``frames`` and ``rows`` written, and the render statistics.
+
+    Raises
+    ------
+    NcreelError
+        If an input file is not the version ``stats.json`` records (:mod:`ncreel.identity`),
+        before any read or after the last one.
     """
     stats = json.loads(Path(stats_json).read_text())
+    # The files must be the versions the statistics (colour limits, cell means) describe;
+    # checked again after the last read, before the rows file gets its final name.
+    recorded = stats.get("inputs")
+    if recorded is not None:
+        check_inputs(recorded, selection.paths)
     job = FrameJob(series=selection, render=render, encode=encode, vmin=stats["vmin"],
                    vmax=stats["vmax"], png_compress=png_compress,
                    label=f"shard {shard.name} frames")
@@ -95,6 +107,8 @@ def run_shard(selection: SeriesSelection, shard: Shard, *, stats_json: str | os.
             for t0, block in series.iter_blocks(shard.start, shard.stop, max_bytes):
                 n_rows += rows.write(fh, t0, block)
                 progress.update(t0 + block.shape[0] - shard.start, rows_written=n_rows)
+            if recorded is not None:
+                check_inputs(recorded, selection.paths)
     log.info("shard %s: %d rows; %d frames (%d PNG) by %d worker(s) in %.1f s, %.1f frames/s "
              "drawn, worker peak RSS %.0f MiB, encoder peak RSS %.0f MiB", shard.name, n_rows,
              info["frames"], info["pngs"], info["workers"], info["wall_s"],

@@ -8,6 +8,7 @@ import os
 
 import numpy as np
 
+from ncreel.identity import check_inputs, input_identities
 from ncreel.io import atomic_path
 from ncreel.source import BLOCK_BYTES, Series
 
@@ -90,11 +91,21 @@ def write_statistics(series: Series, stats_json: str | os.PathLike,
 
     Configured `vmin`/`vmax` override the computed percentiles (each independently).
 
+    ``stats.json`` also records each input's identity (``inputs``, see
+    :mod:`ncreel.identity`), taken before the pass and checked again after it, so later jobs
+    can tell whether the files they read are the ones these statistics describe.
+
     Returns
     -------
     dict
         The statistics written to `stats_json`.
+
+    Raises
+    ------
+    NcreelError
+        If an input changed while it was being read.
     """
+    inputs = input_identities(series.paths)
     time = series.time_axis()
     if not time.decoded:
         log.warning("time of '%s' not decoded, using the raw '%s' values instead "
@@ -116,6 +127,8 @@ def write_statistics(series: Series, stats_json: str | os.PathLike,
     if stats["vmin"] >= stats["vmax"]:
         # A constant field still needs a non-empty colour range.
         stats["vmax"] = stats["vmin"] + (abs(stats["vmin"]) * 1e-6 or 1.0)
+    check_inputs(inputs)  # a file replaced during the pass: these statistics mix versions
+    stats["inputs"] = inputs
     with atomic_path(cell_mean_npy) as tmp, open(tmp, "wb") as fh:
         np.save(fh, cell_mean)
     with atomic_path(stats_json) as tmp:

@@ -28,6 +28,7 @@ from ncreel.configcheck import (  # noqa: E402
     upgrade_renamed_keys,
 )
 from ncreel.errors import NcreelError  # noqa: E402
+from ncreel.identity import input_stamps  # noqa: E402
 from ncreel.inputcheck import (  # noqa: E402
     check_input_sizes,
     check_series_size,
@@ -134,6 +135,7 @@ LOGS = f"logs/{RUN}"
 
 try:
     INPUTS = resolve_paths(config["input"])
+    INPUT_STAMPS = input_stamps(INPUTS)
     check_input_sizes(INPUTS)
     check_time_steps(INPUTS, config["variable"], config["time_dim"])
     with SeriesSelection(

@@ -23,6 +23,10 @@ rule statistics:
         runtime=lambda wc, attempt: res.series_pass_runtime(GRID["n_time"], attempt),
     params:
         series=SERIES,
+        # Size and modification time of each input: a replaced file reruns the run from
+        # here even when its time stamp is older (jobs check the full identity, see
+        # ncreel.identity).
+        inputs=INPUT_STAMPS,
         vmin=config["vmin"],
         vmax=config["vmax"],
     script:

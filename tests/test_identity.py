@@ -1,0 +1,70 @@
+"""Input identity: what stats.json records and what every later job checks."""
+
+from __future__ import annotations
+
+import os
+
+import netCDF4
+import numpy as np
+import pytest
+from layouts import write_rectilinear
+from ncreel.errors import NcreelError
+from ncreel.identity import check_inputs, file_identity, input_identities, input_stamps
+
+
+def _rewrite(path, **kw):
+    """Write the file again (new inode, same name), as a re-download would."""
+    tmp = path.with_suffix(".tmp.nc")
+    write_rectilinear(tmp, **kw)
+    os.replace(tmp, path)
+
+
+def test_identity_is_stable_and_the_same_file_passes(tmp_path):
+    path, _ = write_rectilinear(tmp_path / "a.nc")
+    first = file_identity(path)
+    assert file_identity(path) == first
+    assert set(first) == {"path", "size", "mtime_ns", "digest"} and len(first["digest"]) == 64
+    check_inputs([first])
+    check_inputs([first], [str(path)])
+    assert input_stamps([path]) == [[str(path), first["size"], first["mtime_ns"]]]
+
+
+def test_changed_data_is_found_by_its_modification_time(tmp_path):
+    path, _ = write_rectilinear(tmp_path / "a.nc")
+    recorded = input_identities([path])
+    with netCDF4.Dataset(path, "a") as nc:  # +100 K in place: same size, same header
+        nc["tas"][:] = nc["tas"][:] + 100
+    st = os.stat(path)
+    os.utime(path, ns=(st.st_atime_ns, recorded[0]["mtime_ns"] + 1_000_000_000))
+    with pytest.raises(NcreelError, match=r"input '.*a\.nc' changed after this run's statistics "
+                                          r"were computed \(it was modified"):
+        check_inputs(recorded)
+
+
+def test_changed_grid_is_found_by_size(tmp_path):
+    path, _ = write_rectilinear(tmp_path / "a.nc")
+    recorded = input_identities([path])
+    _rewrite(path, lat=np.arange(20.0), lon=np.arange(30.0))
+    with pytest.raises(NcreelError, match="its size changed from"):
+        check_inputs(recorded)
+
+
+def test_changed_coordinates_found_even_with_the_old_size_and_time(tmp_path):
+    path, _ = write_rectilinear(tmp_path / "a.nc")
+    recorded = input_identities([path])
+    _rewrite(path, start=10)  # the same grid, ten days later: same size
+    assert os.stat(path).st_size == recorded[0]["size"]
+    os.utime(path, ns=(recorded[0]["mtime_ns"], recorded[0]["mtime_ns"]))
+    with pytest.raises(NcreelError, match="its header or coordinates changed"):
+        check_inputs(recorded)
+
+
+def test_removed_and_unknown_files(tmp_path):
+    a, _ = write_rectilinear(tmp_path / "a.nc")
+    b, _ = write_rectilinear(tmp_path / "b.nc", start=3)
+    recorded = input_identities([a])
+    with pytest.raises(NcreelError, match="it was not among the run's inputs"):
+        check_inputs(recorded, [str(a), str(b)])
+    a.unlink()
+    with pytest.raises(NcreelError, match="it no longer exists"):
+        check_inputs(recorded)
