@@ -150,3 +150,19 @@ def check_inputs(recorded: Iterable[Mapping], paths: Iterable[str] | None = None
                 f"input '{path}' changed after this run's statistics were computed ({why}): "
                 "outputs from two versions of the input would be mixed, so this job stops; "
                 "run the same command again to redo the run from the file as it is now")
+
+
+def check_against_stats(stats_json: str | os.PathLike) -> None:
+    """:func:`check_inputs` with the identities recorded in a run's ``stats.json``.
+
+    A ``stats.json`` written before identities were recorded has none: nothing is checked.
+
+    Raises
+    ------
+    NcreelError
+        As :func:`check_inputs`.
+    """
+    import json
+
+    with open(stats_json) as fh:
+        check_inputs(json.load(fh).get("inputs", []))

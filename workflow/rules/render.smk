@@ -38,6 +38,7 @@ rule degradation_state:
     # the last step, streamed over the whole series once, so shards stay independent.
     input:
         INPUTS,
+        stats=rules.statistics.output.stats,
         calibration=rules.calibrate_render.output.calibration,
     output:
         state=f"{OUT}/degradation_state.npy",

@@ -6,7 +6,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821
 
-from ncreel.identity import check_inputs  # noqa: E402
+from ncreel.identity import check_against_stats  # noqa: E402
 from ncreel.jobrecord import record_attempt  # noqa: E402
 from ncreel.logs import configure  # noqa: E402
 from ncreel.render.calibrate import calibrate_render  # noqa: E402
@@ -16,8 +16,8 @@ from ncreel.settings import EncodeSettings, RenderSettings, SeriesSelection  # n
 configure(snakemake.log[0])  # noqa: F821
 record_attempt(snakemake)  # noqa: F821
 p = snakemake.params  # noqa: F821
+check_against_stats(snakemake.input.stats)  # noqa: F821
 stats = json.loads(Path(snakemake.input.stats).read_text())  # noqa: F821
-check_inputs(stats.get("inputs", []))
 job = FrameJob(series=SeriesSelection.from_params(p.series),
                render=RenderSettings.from_params(p.render),
                encode=EncodeSettings.from_params(p.encode), vmin=stats["vmin"],
