@@ -24,6 +24,7 @@ rule all:
     default_target: True
     input:
         MOVIE,
+        [f"{OUT}/movie.{fmt}" for fmt in sorted(set(config["formats"]) - {"mp4"})],
         PREVIEW,
         COPY_FILE,
         f"{OUT}/cells.sql",

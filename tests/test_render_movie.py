@@ -103,3 +103,35 @@ def test_segment_encoder_rejects_wrong_frame_size(tmp_path):
     with pytest.raises(ValueError, match="expected"), SegmentEncoder(
             tmp_path / "s.mp4", width=W, height=H, fps=12, crf=18, preset="ultrafast") as enc:
         enc.write(np.zeros((H + 1, W, 4), np.uint8))
+
+
+@needs_ffprobe
+def test_transcode_webm_and_gif_from_the_movie(frames, tmp_path):
+    from ncreel.render.movie import transcode_movie
+
+    movie = tmp_path / "movie.mp4"
+    encode_movie(frames, movie, fps=7, crf=23)
+    transcode_movie(movie, tmp_path / "movie.webm", "webm", crf=40)
+    webm = probe(tmp_path / "movie.webm")
+    assert webm["codec_name"] == "vp9" and webm["pix_fmt"] == "yuv420p"
+    assert int(webm["nb_read_frames"]) == 7 and webm["width"] == 162
+    transcode_movie(movie, tmp_path / "movie.gif", "gif", width=80, fps=7)
+    gif = probe(tmp_path / "movie.gif")
+    assert gif["codec_name"] == "gif" and gif["width"] == 80 and int(gif["nb_read_frames"]) == 7
+    # The GIF's colours are the frames' own (one palette for all): its first and last frames
+    # differ as the field's colours do.
+    out = subprocess.run(["ffmpeg", "-v", "error", "-i", str(tmp_path / "movie.gif"), "-f",
+                          "rawvideo", "-pix_fmt", "rgb24", "-"], capture_output=True,
+                         check=True).stdout
+    pix = np.frombuffer(out, np.uint8).reshape(7, -1, 80, 3)
+    assert np.abs(pix[0].astype(int) - pix[-1].astype(int)).mean() > 10
+
+
+def test_transcode_of_a_missing_movie_or_unknown_format(tmp_path):
+    from ncreel.render.movie import transcode_args, transcode_movie
+
+    with pytest.raises(NcreelError, match="not found: run the workflow"):
+        transcode_movie(tmp_path / "none.mp4", tmp_path / "x.webm", "webm")
+    assert not (tmp_path / "x.webm").exists()
+    with pytest.raises(ValueError, match="use one of webm, gif"):
+        transcode_args("ffmpeg", "a.mp4", "a.avi", "avi")

@@ -238,3 +238,22 @@ def test_input_replaced_during_the_run_stops_then_reruns_from_it(tmp_path, sampl
         anomalies = [float(line.rstrip("\n").split("\t")[-1]) for line in fh]
     assert len(anomalies) == 435_120
     assert abs(np.mean(anomalies)) < 1e-6  # against the new file's own means (was 100.0)
+
+
+def test_formats_added_to_a_finished_run_render_nothing(demo_run):
+    """webm and gif from the finished demo's MP4: no shard is run again."""
+    work, _ = demo_run
+    movie = work / "results/demo/movie.mp4"
+    before = movie.stat().st_mtime_ns
+    proc = snakemake(work, "--config", *SMALL, "formats=[mp4, webm, gif]", "gif={width: 120}")
+    ran = proc.stdout + proc.stderr
+    assert "rule movie_format:" in ran or "localrule movie_format:" in ran, ran[-3000:]
+    assert "process_shard" not in ran and "calibrate_render" not in ran, ran[-3000:]
+    assert movie.stat().st_mtime_ns == before
+    webm = probe(work / "results/demo/movie.webm")
+    assert webm["codec_name"] == "vp9" and int(webm["nb_read_frames"]) == 240
+    assert (webm["width"], webm["height"]) == (160, 96)
+    gif = probe(work / "results/demo/movie.gif")
+    assert gif["codec_name"] == "gif" and gif["width"] == 120
+    # 240 frames at 12 fps are 20 s; at the GIF's 10 fps that is 200 frames.
+    assert int(gif["nb_read_frames"]) == 200

@@ -22,6 +22,47 @@ rule concat_segments:
         "../scripts/concat_segments.py"
 
 
+rule movie_format:
+    # movie.webm / movie.gif from the joined MP4 (config formats): a job of its own, so a
+    # format added to a finished run re-renders nothing.
+    input:
+        movie=MOVIE,
+    output:
+        movie=report(
+            f"{OUT}/movie.{{fmt}}",
+            caption="../report/movie_format.rst",
+            category="Movie",
+        ),
+    log:
+        f"{LOGS}/movie_{{fmt}}.log",
+    benchmark:
+        f"{OUT}/benchmarks/movie_{{fmt}}.tsv"
+    wildcard_constraints:
+        fmt="webm|gif",
+    conda:
+        "../../envs/ffmpeg.yaml"
+    threads: 2
+    resources:
+        mem_mb=rule_mem_mb(
+            "movie_format",
+            lambda wc, attempt: res.transcode_mem_mb(
+                wc.fmt, width=RENDER["width"], height=RENDER["height"], attempt=attempt
+            ),
+        ),
+        runtime=lambda wc, attempt: res.transcode_runtime(
+            wc.fmt,
+            n_frames=GRID["n_time"],
+            width=RENDER["width"],
+            height=RENDER["height"],
+            attempt=attempt,
+        ),
+    params:
+        # Only this format's settings: changing the GIF's width does not redo the WebM.
+        settings=lambda wc: config[wc.fmt],
+    script:
+        "../scripts/transcode_movie.py"
+
+
 rule preview:
     # The middle frame, for the HTML report (its shard always writes it as PNG).
     input:

@@ -288,3 +288,103 @@ def concat_segments(segments: Sequence[str | os.PathLike], output: str | os.Path
             raise NcreelError(f"ffmpeg failed (exit {proc.returncode}) joining {len(segments)} "
                               f"segments into {output}: "
                               f"{proc.stderr.decode(errors='replace').strip()[-2000:]}")
+
+
+#: Movie formats made from the joined MP4 (each by its own rule, :func:`transcode_movie`).
+EXTRA_FORMATS = ("webm", "gif")
+
+
+def transcode_args(ffmpeg: str, movie: str, output: str, fmt: str, *, crf: int = 33,
+                   width: int = 480, fps: float = 10.0, threads: int = 1,
+                   palette: str | None = None) -> list[str]:
+    """Return the ffmpeg arguments making `output` in `fmt` from the joined H.264 `movie`.
+
+    ``webm``: VP9 in constant-quality mode (``-crf`` with ``-b:v 0``), ``-deadline good
+    -cpu-used 4 -row-mt 1`` (the speed/quality setting of Google's VP9 on-demand
+    guidance), yuv420p. ``gif``: the second of two passes, frames at `fps` scaled to `width`
+    (height kept in proportion, even), mapped to the 256-colour `palette` computed over the
+    whole movie by the first pass (``palettegen``), so no frame is kept in memory;
+    ``-loop 0`` repeats. Passing the palette as a file instead of ffmpeg's ``split``
+    filter keeps memory bounded: ``split`` would buffer every frame until the palette is
+    known.
+
+    Raises
+    ------
+    ValueError
+        For a format other than :data:`EXTRA_FORMATS`, or a gif without `palette`.
+    """
+    head = [ffmpeg, "-hide_banner", "-loglevel", "error", "-nostdin", "-y", "-i", movie]
+    if fmt == "webm":
+        return [*head, "-c:v", "libvpx-vp9", "-crf", str(int(crf)), "-b:v", "0",
+                "-deadline", "good", "-cpu-used", "4", "-row-mt", "1",
+                "-threads", str(max(int(threads), 1)), "-pix_fmt", "yuv420p", "-an",
+                "-f", "webm", output]
+    if fmt == "gif":
+        if palette is None:
+            raise ValueError("a gif needs the palette of its first pass")
+        return [*head, "-i", palette, "-lavfi",
+                f"fps={fps:g},scale={int(width)}:-2:flags=lanczos[v];"
+                "[v][1:v]paletteuse=dither=bayer:bayer_scale=5:diff_mode=rectangle",
+                "-loop", "0", "-f", "gif", output]
+    raise ValueError(f"movie format {fmt!r}: use one of {', '.join(EXTRA_FORMATS)}")
+
+
+def palette_args(ffmpeg: str, movie: str, palette: str, *, width: int = 480,
+                 fps: float = 10.0) -> list[str]:
+    """Return the ffmpeg arguments of the GIF's first pass: one palette for the whole movie.
+
+    ``stats_mode=diff`` weighs the pixels that change between frames, the moving field
+    rather than the static map and text.
+    """
+    return [ffmpeg, "-hide_banner", "-loglevel", "error", "-nostdin", "-y", "-i", movie,
+            "-vf", f"fps={fps:g},scale={int(width)}:-2:flags=lanczos,palettegen=stats_mode=diff",
+            "-frames:v", "1", "-update", "1", palette]
+
+
+def transcode_movie(movie: str | os.PathLike, output: str | os.PathLike, fmt: str, *,
+                    crf: int = 33, width: int = 480, fps: float = 10.0, threads: int = 1,
+                    ffmpeg: str | None = None) -> None:
+    """Write the run's movie in another format (WebM/VP9 or an animated GIF).
+
+    Parameters
+    ----------
+    movie : path
+        The joined H.264 MP4 (``movie.mp4``).
+    output : path
+        ``movie.webm`` or ``movie.gif``; written under a temporary name and renamed when
+        ffmpeg succeeds, so a killed job leaves no file that looks complete.
+    fmt : {"webm", "gif"}
+    crf : int
+        VP9 constant rate factor (0-63, lower is better; WebM only).
+    width : int
+        GIF width in pixels (the height follows the movie's aspect ratio).
+    fps : float
+        GIF frames per second (frames are dropped or repeated to match).
+    threads : int
+        Encoder threads (WebM).
+    ffmpeg : str, optional
+        ffmpeg executable; see :func:`ffmpeg_executable`.
+
+    Raises
+    ------
+    NcreelError
+        If `movie` is missing or ffmpeg fails (its error output is included).
+    """
+    if not Path(movie).is_file():
+        raise NcreelError(f"movie '{movie}' not found: run the workflow to make it first")
+    exe = ffmpeg or ffmpeg_executable()
+    with atomic_path(output) as tmp, tempfile.TemporaryDirectory() as tdir:
+        steps = []
+        palette = None
+        if fmt == "gif":
+            palette = os.path.join(tdir, "palette.png")
+            steps.append(palette_args(exe, os.fspath(movie), palette, width=width, fps=fps))
+        steps.append(transcode_args(exe, os.fspath(movie), os.fspath(tmp), fmt, crf=crf,
+                                    width=width, fps=fps, threads=threads, palette=palette))
+        for args in steps:
+            log.info("running %s", " ".join(args))
+            proc = subprocess.run(args, capture_output=True)
+            if proc.returncode != 0:
+                raise NcreelError(f"ffmpeg failed (exit {proc.returncode}) making {output} "
+                                  f"from {movie}: "
+                                  f"{proc.stderr.decode(errors='replace').strip()[-2000:]}")
