@@ -257,3 +257,37 @@ def test_formats_added_to_a_finished_run_render_nothing(demo_run):
     assert gif["codec_name"] == "gif" and gif["width"] == 120
     # 240 frames at 12 fps are 20 s; at the GIF's 10 fps that is 200 frames.
     assert int(gif["nb_read_frames"]) == 200
+
+
+def test_sigint_to_a_background_run_stops_it_without_retries(tmp_path, sample_nc):
+    """A run started in the background of a script (SIGINT inherited ignored), then Ctrl-C
+    to the script's process group: the run stops, nothing is retried, no tracebacks."""
+    work = make_workdir(tmp_path)
+    (work / "resources").mkdir()
+    shutil.copy(sample_nc, work / "resources" / "A1B_north_america.nc")
+
+    def as_background_job():
+        os.setpgrp()
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    logs = work / "logs/demo/process_shard"
+    with subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "2", "--config",
+                           *SMALL, "frames_per_shard=20"], cwd=work, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True,
+                          preexec_fn=as_background_job) as proc:
+        deadline = time.time() + 300
+        while time.time() < deadline and not list(logs.glob("*.attempts.jsonl")):
+            time.sleep(0.1)
+        time.sleep(1.0)  # shard jobs (and their ffmpeg) are running
+        os.killpg(proc.pid, signal.SIGINT)
+        t0 = time.time()
+        _, err = proc.communicate(timeout=120)
+    assert time.time() - t0 < 60
+    assert proc.returncode != 0
+    assert "Traceback" not in err, err[-4000:]
+    assert not (work / "results/demo/movie.mp4").exists()
+    for record in logs.glob("*.attempts.jsonl"):
+        starts = [json.loads(ln) for ln in record.read_text().splitlines() if '"start"' in ln]
+        assert len(starts) == 1, f"{record.name} was retried: {starts}"
+        ends = [json.loads(ln) for ln in record.read_text().splitlines() if '"end"' in ln]
+        assert all(e["ok"] or e.get("reason") == "interrupted" for e in ends), ends

@@ -23,8 +23,36 @@ import time
 from pathlib import Path
 from typing import NoReturn
 
-#: Set when this job's script has failed (uncaught exception or :func:`exit_failed`).
-_FAILED: list[bool] = []
+#: Set when this job's script has failed (uncaught exception or :func:`exit_failed`):
+#: why, one of :data:`FAILURE_REASONS`.
+_FAILED: list[str] = []
+
+#: Why an attempt failed, in its ``end`` line: ``memory`` (MemoryError), ``interrupted``
+#: (SIGINT, SIGTERM, SIGHUP: a user, a logout or the scheduler's walltime), ``data`` (bad
+#: input, :class:`ncreel.errors.NcreelError`), ``disk`` (disk full or quota), ``error``
+#: (anything else). An attempt killed outright (the scheduler's memory kill, SIGKILL) has
+#: no ``end`` line: :func:`read_attempts` calls it ``killed``.
+FAILURE_REASONS = ("memory", "interrupted", "data", "disk", "error")
+
+
+def failure_reason(exc: BaseException) -> str:
+    """Classify an exception that ended a job into one of :data:`FAILURE_REASONS`."""
+    import errno
+    import signal
+
+    from ncreel.errors import JobInterrupted, NcreelError, ProgramKilled
+
+    if isinstance(exc, MemoryError):
+        return "memory"
+    if isinstance(exc, ProgramKilled):
+        return "memory" if exc.signum == signal.SIGKILL else "interrupted"
+    if isinstance(exc, JobInterrupted | KeyboardInterrupt):
+        return "interrupted"
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "disk"
+    if isinstance(exc, NcreelError):
+        return "data"
+    return "error"
 
 #: Environment variables holding the scheduler's job id, by scheduler.
 JOB_ID_VARIABLES = (("slurm", "SLURM_JOB_ID"), ("pbs", "PBS_JOBID"))
@@ -58,8 +86,9 @@ def read_attempts(path: str | os.PathLike) -> list[dict]:
         the start line's fields (``attempt``, ``mem_mb``, ``runtime`` in minutes,
         ``threads``, ``start`` epoch seconds, ``host``, ``scheduler``, ``jobid``) plus
         ``status``: ``ok``, ``failed`` (script raised), ``killed`` (no end line and a later
-        attempt exists) or ``running`` (no end line yet, the newest attempt). Empty if the
-        file does not exist.
+        attempt exists) or ``running`` (no end line yet, the newest attempt), and for a
+        failed attempt ``reason`` (one of :data:`FAILURE_REASONS`). Empty if the file
+        does not exist.
     """
     try:
         lines = Path(path).read_text().splitlines()
@@ -80,6 +109,8 @@ def read_attempts(path: str | os.PathLike) -> list[dict]:
             if last.get("pid") == rec.get("pid"):
                 last["status"] = "ok" if rec.get("ok") else "failed"
                 last["end"] = rec.get("end")
+                if not rec.get("ok"):
+                    last["reason"] = rec.get("reason", "error")
     attempts = groups[-1]
     for a in attempts[:-1]:
         if a["status"] == "running":
@@ -112,13 +143,19 @@ def record_attempt(smk) -> None:
     _append(path, start)
     hook = sys.excepthook
 
-    def excepthook(*exc):
-        _FAILED.append(True)
-        hook(*exc)
+    def excepthook(kind, value, tb):
+        _FAILED.append(failure_reason(value))
+        hook(kind, value, tb)
 
     sys.excepthook = excepthook
-    atexit.register(lambda: _append(path, {"event": "end", "pid": os.getpid(),
-                                           "ok": not _FAILED, "end": time.time()}))
+
+    def end():
+        record = {"event": "end", "pid": os.getpid(), "ok": not _FAILED, "end": time.time()}
+        if _FAILED:
+            record["reason"] = _FAILED[0]
+        _append(path, record)
+
+    atexit.register(end)
 
 
 def exit_failed(message: str) -> NoReturn:
@@ -127,7 +164,7 @@ def exit_failed(message: str) -> NoReturn:
     ``sys.exit`` bypasses :data:`sys.excepthook`, so a job that stops on purpose says so
     here; the ``end`` record written at exit then has ``ok: false``.
     """
-    _FAILED.append(True)
+    _FAILED.append("data")
     sys.exit(message)
 
 

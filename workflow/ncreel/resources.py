@@ -248,6 +248,68 @@ def render_runtime_calibrated(calibration: Calibration, *, n_frames: int, worker
 _OVER_CAP: set[str] = set()
 
 
+#: Failures that more memory cannot fix (see :data:`ncreel.jobrecord.FAILURE_REASONS`).
+NOT_MEMORY_FAILURES = ("interrupted", "data", "disk")
+
+
+def memory_attempt(attempts: list[dict], attempt: int) -> int:
+    """Return the attempt a job's memory is sized for: 1 plus its memory-like failures.
+
+    Snakemake's ``attempt`` counts every retry; memory is raised only for the previous
+    attempts of this run that may have run out of it: killed without an ``end`` record
+    (the scheduler's or the kernel's memory kill is SIGKILL), or failed with reason
+    ``memory`` or an unclassified ``error``. An interruption (Ctrl-C, logout, walltime's
+    SIGTERM), bad input or a full disk keeps the memory as it was.
+
+    Parameters
+    ----------
+    attempts : list of dict
+        :func:`ncreel.jobrecord.read_attempts` of the job, oldest first.
+    attempt : int
+        Snakemake's attempt number (1 for the first).
+
+    Returns
+    -------
+    int
+        Between 1 and `attempt`.
+    """
+    attempt = max(int(attempt), 1)
+    previous = attempts[-(attempt - 1):] if attempt > 1 else []
+    memory_like = sum(1 for a in previous
+                      if a.get("status") in ("killed", "running")
+                      or (a.get("status") == "failed"
+                          and a.get("reason", "error") not in NOT_MEMORY_FAILURES))
+    # An attempt that left no record at all (killed before its script started) counts.
+    memory_like += max(0, attempt - 1 - len(previous))
+    return min(attempt, 1 + memory_like)
+
+
+def by_memory_failures(func: Callable, attempts_of: Callable) -> Callable:
+    """Wrap a rule's ``mem_mb`` function to size it by :func:`memory_attempt`.
+
+    Parameters
+    ----------
+    func : callable
+        The rule's ``mem_mb`` function; its signature is kept (``functools.wraps``) and
+        its ``attempt`` argument replaced by the memory attempt.
+    attempts_of : callable
+        ``attempts_of(wildcards)`` returns the job's attempts
+        (:func:`ncreel.jobrecord.read_attempts` of its log's attempts record).
+
+    Returns
+    -------
+    callable
+    """
+
+    @functools.wraps(func)
+    def mem_mb(*args, **kwargs):
+        if "attempt" in kwargs and int(kwargs["attempt"]) > 1:
+            kwargs["attempt"] = memory_attempt(attempts_of(args[0]), kwargs["attempt"])
+        return func(*args, **kwargs)
+
+    return mem_mb
+
+
 def said_over_cap(rule: str, func: Callable, cap_mb: Callable[[], float | None]) -> Callable:
     """Wrap a rule's ``mem_mb`` function so that asking above the cap is said, once per rule.
 

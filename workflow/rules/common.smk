@@ -1,6 +1,7 @@
 # Parse-time set-up: validate the config, read the input's header. The shard plan is read
 # from the calibrate_render checkpoint's output (see shard_plan()).
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from ncreel.configcheck import (  # noqa: E402
 )
 from ncreel.errors import NcreelError  # noqa: E402
 from ncreel.identity import input_stamps  # noqa: E402
+from ncreel.jobrecord import attempts_path, read_attempts  # noqa: E402
 from ncreel.inputcheck import (  # noqa: E402
     check_input_sizes,
     check_series_size,
@@ -47,6 +49,13 @@ SCHEMA = schema_path()
 def fail(message):
     """Stop with one line naming the problem (no traceback for bad input)."""
     sys.exit(f"ncreel: error: {message}")
+
+
+if workflow.is_main_process and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    # Started in the background of a script, Snakemake inherits SIGINT ignored and would
+    # run on after a Ctrl-C to the script's process group while its jobs stop. An
+    # interrupt means stop, for the controller too.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 try:
@@ -117,10 +126,20 @@ def rule_mem_mb(rule_name, func=None):
     """
     if func is None:
         func = lambda wc, attempt: res.fixed_mem_mb(rule_name, attempt)
+    # More memory only after failures more memory can fix (not Ctrl-C, bad input, disk).
+    func = res.by_memory_failures(func, lambda wc: job_attempts(rule_name, wc))
     return res.said_over_cap(
         rule_name,
         res.with_job_overhead(func, lambda: separate_job(rule_name)),
         mem_cap_mb,
+    )
+
+
+def job_attempts(rule_name, wildcards):
+    """The attempts record of the job of `rule_name` with `wildcards` (ncreel.jobrecord)."""
+    log = workflow.get_rule(rule_name).log[0]
+    return read_attempts(
+        attempts_path(apply_wildcards(str(log), dict(wildcards.items())))
     )
 
 

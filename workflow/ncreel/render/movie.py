@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ncreel.errors import NcreelError
+from ncreel.errors import NcreelError, ProgramKilled
 from ncreel.io import atomic_path
 
 log = logging.getLogger(__name__)
@@ -43,6 +43,24 @@ def ffmpeg_executable() -> str:
     except ImportError as err:
         raise NcreelError("ffmpeg not found on PATH and imageio-ffmpeg is not installed") from err
     return imageio_ffmpeg.get_ffmpeg_exe()
+
+
+def ffmpeg_error(returncode: int, doing: str, stderr: str) -> NcreelError:
+    """Return the error for an ffmpeg that failed `doing` something (its status, stderr).
+
+    A negative `returncode` (killed by a signal) gives a
+    :class:`ncreel.errors.ProgramKilled`, so a memory kill of ffmpeg is retried with more
+    memory and an interruption is not.
+    """
+    text = stderr.strip()[-2000:]
+    if returncode < 0:
+        import signal
+
+        name = signal.Signals(-returncode).name
+        return ProgramKilled(f"ffmpeg was killed by {name} {doing}"
+                             + (" (out of memory?)" if name == "SIGKILL" else "")
+                             + (f": {text}" if text else ""), -returncode)
+    return NcreelError(f"ffmpeg failed (exit {returncode}) {doing}: {text}")
 
 
 def ffmpeg_args(ffmpeg: str, output: str, *, fps: float, crf: int,
@@ -124,7 +142,7 @@ def encode_movie(frames: Sequence[str | os.PathLike], output: str | os.PathLike,
         log.info("running %s", " ".join(args))
         # stderr goes to a temp file, not a pipe: a chatty ffmpeg can never block on it.
         with tempfile.TemporaryFile() as errf, subprocess.Popen(
-                args, stdin=subprocess.PIPE, stderr=errf) as proc:
+                args, stdin=subprocess.PIPE, stderr=errf, start_new_session=True) as proc:
             try:
                 for frame in frames:
                     with open(frame, "rb") as fh:
@@ -136,8 +154,7 @@ def encode_movie(frames: Sequence[str | os.PathLike], output: str | os.PathLike,
             errf.seek(0)
             err = errf.read().decode(errors="replace")
         if proc.returncode != 0:
-            raise NcreelError(f"ffmpeg failed (exit {proc.returncode}) writing {output}: "
-                              f"{err.strip()[-2000:]}")
+            raise ffmpeg_error(proc.returncode, f"writing {output}", err)
 
 
 class SegmentEncoder:
@@ -194,7 +211,11 @@ class SegmentEncoder:
         log.info("running %s", " ".join(args))
         # stderr to a file, not a pipe: a pipe nobody reads could fill up and stall ffmpeg.
         self._err = tempfile.TemporaryFile()
-        self._proc = subprocess.Popen(args, stdin=subprocess.PIPE, stderr=self._err)
+        # A session of its own: a signal to the job's process group (Ctrl-C) reaches the
+        # Python job, which stops ffmpeg itself, instead of killing ffmpeg alone (which
+        # would look like a failed encoder and be retried).
+        self._proc = subprocess.Popen(args, stdin=subprocess.PIPE, stderr=self._err,
+                                      start_new_session=True)
         return self
 
     def write(self, rgba: np.ndarray) -> None:
@@ -212,8 +233,7 @@ class SegmentEncoder:
         self._proc.wait()
         self._err.seek(0)
         err = self._err.read().decode(errors="replace").strip()[-2000:]
-        raise NcreelError(f"ffmpeg failed (exit {self._proc.returncode}) writing "
-                          f"{self.output}: {err}")
+        raise ffmpeg_error(self._proc.returncode, f"writing {self.output}", err)
 
     def __exit__(self, exc_type, exc, tb) -> None:
         from ncreel.procmem import peak_rss_mb
@@ -283,11 +303,10 @@ def concat_segments(segments: Sequence[str | os.PathLike], output: str | os.Path
                 *(["-movflags", "+faststart"] if faststart else []), "-f", "mp4",
                 os.fspath(tmp)]
         log.info("running %s", " ".join(args))
-        proc = subprocess.run(args, capture_output=True)
+        proc = subprocess.run(args, capture_output=True, start_new_session=True)
         if proc.returncode != 0:
-            raise NcreelError(f"ffmpeg failed (exit {proc.returncode}) joining {len(segments)} "
-                              f"segments into {output}: "
-                              f"{proc.stderr.decode(errors='replace').strip()[-2000:]}")
+            raise ffmpeg_error(proc.returncode, f"joining {len(segments)} segments into "
+                               f"{output}", proc.stderr.decode(errors="replace"))
 
 
 #: Movie formats made from the joined MP4 (each by its own rule, :func:`transcode_movie`).
@@ -383,8 +402,7 @@ def transcode_movie(movie: str | os.PathLike, output: str | os.PathLike, fmt: st
                                     width=width, fps=fps, threads=threads, palette=palette))
         for args in steps:
             log.info("running %s", " ".join(args))
-            proc = subprocess.run(args, capture_output=True)
+            proc = subprocess.run(args, capture_output=True, start_new_session=True)
             if proc.returncode != 0:
-                raise NcreelError(f"ffmpeg failed (exit {proc.returncode}) making {output} "
-                                  f"from {movie}: "
-                                  f"{proc.stderr.decode(errors='replace').strip()[-2000:]}")
+                raise ffmpeg_error(proc.returncode, f"making {output} from {movie}",
+                                   proc.stderr.decode(errors="replace"))

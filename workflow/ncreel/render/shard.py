@@ -18,6 +18,7 @@ import multiprocessing
 import os
 import resource
 import shutil
+import signal
 import sys
 import time
 from collections.abc import Iterable
@@ -234,13 +235,20 @@ def render_shard(job: FrameJob, shard: Shard, *, segment: str | os.PathLike,
     job = dataclasses.replace(job, log_file=current_log_file())
     try:
         ctx = multiprocessing.get_context("spawn")
-        with _main_not_reimported(), ProcessPoolExecutor(max_workers=len(ranges),
-                                                         mp_context=ctx) as pool:
+        with _main_not_reimported(), ProcessPoolExecutor(
+                max_workers=len(ranges), mp_context=ctx, initializer=_worker_signals) as pool:
             futures = [pool.submit(render_range, job, a, b, segment=part,
                                    frames_dir=frames_dir, png_times=png_times,
                                    encoder_threads=1)
                        for (a, b), part in zip(ranges, parts, strict=True)]
-            results = [f.result() for f in futures]  # in submission order = time order
+            try:
+                results = [f.result() for f in futures]  # in submission order = time order
+            except BaseException:
+                # Interrupted (or a worker failed): stop the other workers now; leaving
+                # the pool would wait for each to finish its whole range.
+                for child in multiprocessing.active_children():
+                    child.terminate()
+                raise
         concat_segments(parts, segment, faststart=False)
     finally:
         shutil.rmtree(parts_dir, ignore_errors=True)
@@ -250,6 +258,15 @@ def render_shard(job: FrameJob, shard: Shard, *, segment: str | os.PathLike,
             "maxrss_mb": max(r["maxrss_mb"] for r in results),
             "encoder_maxrss_mb": max(r["encoder_maxrss_mb"] for r in results),
             "encoder_cpu_s": sum(r["encoder_cpu_s"] for r in results)}
+
+
+def _worker_signals() -> None:
+    # A render worker stops at once and quietly on a stop signal (the job's process group
+    # gets Ctrl-C, the scheduler's kill): the job itself says why, in one line.
+    from ncreel.logs import STOP_SIGNALS
+
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, lambda signum, frame: os._exit(128 + signum))
 
 
 @contextlib.contextmanager
