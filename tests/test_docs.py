@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -100,3 +101,18 @@ def test_site_builds_strictly(tmp_path):
     assert "WARNING" not in result.stderr
     assert (tmp_path / "clusters" / "derecho" / "index.html").is_file()
     assert (tmp_path / "configuration" / "index.html").is_file()
+
+
+def test_optional_pages_join_the_site_once_they_exist(tmp_path):
+    """docs/install.md (written elsewhere in the project) is linked from the quickstarts:
+    absent, the links are plain text; present, it is in the navigation and linked."""
+    shutil.copytree(ROOT / "docs", tmp_path / "docs")
+    shutil.copy2(ROOT / "mkdocs.yml", tmp_path / "mkdocs.yml")
+    (tmp_path / "docs" / "install.md").write_text("# Installation\n\nWithout root.\n")
+    site = tmp_path / "site"
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert 'href="install/"' in (site / "index.html").read_text()  # in the navigation
+    assert 'href="../../install/"' in (site / "clusters" / "derecho" / "index.html").read_text()
