@@ -21,7 +21,7 @@ GENERATED = ("<!-- Generated from workflow/schemas/config.schema.yaml by "
              "`python -m ncreel.docgen` (run `make docs`). Edit the schema, not this file. -->")
 
 _INTRO = """\
-Every setting of a run is a key of this table. Set them in a run file (YAML) and pass it
+Every setting of a run is listed below. Set them in a run file (YAML) and pass it
 with `--configfile my_run.yaml`, or one by one with `--config KEY=VALUE`; a run file is
 the better habit, because the same file then drives the run, its resume and its report.
 `config/config.yaml` (read first) sets only the required keys, for the demo. Unknown or
