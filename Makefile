@@ -26,6 +26,7 @@ help:
 	@echo "make venv   - only the virtualenv .venv/ (ncreel, Snakemake, test tools)"
 	@echo "make sysdeps - the system packages the tests need (apt: ffmpeg, PostgreSQL, graphviz...)"
 	@echo "make clean  - remove results/, logs/ and .snakemake/ (keeps .venv/)"
+	@echo "make docs   - the documentation site into site/ (mkdocs build --strict)"
 
 $(VENV)/.installed: pyproject.toml
 	@PYTHON=$(PYTHON) bash .ci/sysdeps.sh venv
@@ -91,7 +92,7 @@ report-screenshot: report
 clean:
 	rm -rf results logs .snakemake
 
-# Both benchmarks; each ends with key=value lines (see README, Performance).
+# Both benchmarks; each ends with key=value lines (see docs/performance.md).
 bench: bench-render bench-cells
 
 # Per-cell table benchmark (issue 5): COPY writer vs pandas vs per-cell loop, the
@@ -106,7 +107,7 @@ bench-cells: $(VENV)/.installed sysdeps
 # compute-node) works as typed from the repository root: symlink each profile into the
 # user's Snakemake config directory, which Snakemake searches for named profiles
 # ($XDG_CONFIG_HOME/snakemake, default ~/.config/snakemake). Existing entries that are not
-# our links are left alone. See README.md, section Clusters.
+# our links are left alone. See docs/clusters/index.md.
 PROFILE_DIR ?= $(or $(XDG_CONFIG_HOME),$(HOME)/.config)/snakemake
 profiles:
 	@mkdir -p "$(PROFILE_DIR)"
@@ -123,3 +124,13 @@ profiles:
 BENCH_SCALE_ARGS ?=
 bench-scale: $(VENV)/.installed
 	$(PY) bench/scale_bench.py $(BENCH_SCALE_ARGS)
+
+# The documentation site (docs/, mkdocs.yml) into site/. The configuration reference is
+# generated from the schema first; --strict makes every warning (a broken link) an error.
+.PHONY: docs
+$(VENV)/.docs: $(VENV)/.installed
+	$(PY) -m pip install --progress-bar off -e ".[docs]"
+	touch $@
+docs: $(VENV)/.docs
+	PYTHONPATH=workflow $(PY) -m ncreel.docgen
+	$(PY) -m mkdocs build --strict

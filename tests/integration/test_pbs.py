@@ -53,7 +53,7 @@ def pbs() -> str:
         subprocess.run(["bash", str(ROOT / ".ci/pbs-up.sh")], check=False)
     if not _pbs_up():
         pytest.fail("PBS Pro is not running (or has no `share` queue): run "
-                    "`sudo bash .ci/pbs-up.sh` (see README.md, section Clusters)")
+                    "`sudo bash .ci/pbs-up.sh` (see docs/development.md)")
     doc = json.loads(subprocess.run([QSTAT, "-B", "-f", "-F", "json"], capture_output=True,
                                     text=True, check=True).stdout)
     return next(iter(doc["Server"]))
@@ -522,7 +522,7 @@ def peer_server(pbs) -> str:
         subprocess.run(["bash", str(ROOT / ".ci/pbs-peer-up.sh")], check=False)
     if not up():
         pytest.fail(f"the peer PBS server {PEER} is not running: run "
-                    "`sudo bash .ci/pbs-peer-up.sh` (see README.md, section Clusters)")
+                    "`sudo bash .ci/pbs-peer-up.sh` (see docs/development.md)")
     return PEER
 
 

@@ -40,7 +40,7 @@ def slurm():
         subprocess.run(["bash", str(ROOT / ".ci/slurm-up.sh")], check=False)
     if not (shutil.which("sinfo") and up()):
         pytest.fail("Slurm is not running: run `sudo bash .ci/slurm-up.sh` "
-                    "(see README.md, section Clusters)")
+                    "(see docs/development.md)")
     return True
 
 

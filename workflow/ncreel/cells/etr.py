@@ -163,7 +163,7 @@ def etr_risk_model(block: np.ndarray, t0: int, ctx: CellContext, **params) -> di
         ``application_rate_g_ha``, ``correction_factor``, ``assumed_depth_m``,
         ``soil_density_kg_m3``, ``ec50_mg_kg``, ``thresholds``,
         ``interception_variable``, ``interception_percent``, and the time-course
-        settings (README.md, "etr_risk: time course after application"); defaults in
+        settings (docs/etr-risk.md, "Time course after application"); defaults in
         :data:`ETR_DEFAULTS`. Interception for an application is taken at the step in
         which the application falls.
 

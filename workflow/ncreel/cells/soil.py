@@ -1,6 +1,6 @@
 """Soil fate after application for the ``etr_risk`` model: decay, TWA, plateau, temperature.
 
-Formulas (sources in README.md, "etr_risk: time course after application"):
+Formulas (sources in docs/etr-risk.md, "Time course after application"):
 
 - first-order decay, ``k = ln 2 / DT50`` (FOCUS 1997; EFSA 2017 soil guidance);
 - backward time-weighted average over a window of ``w`` days, which for one application
@@ -421,7 +421,7 @@ def window_name(w: float) -> str:
 
 
 def time_course_columns(time_type: str, p: Mapping) -> list[tuple[str, str]]:
-    """Columns added to ``etr_risk`` by the time course, in order (see README.md)."""
+    """Columns added to ``etr_risk`` by the time course, in order (see docs/etr-risk.md)."""
     d = "double precision"
     cols = [("days_since_first_application_d", d), ("pec_act_mg_kg", d)]
     cols += [(f"pec_twa_{window_name(w)}d_mg_kg", d) for w in p["twa_windows_days"]]
