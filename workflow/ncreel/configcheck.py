@@ -136,7 +136,15 @@ def close_keys(key: str, parent: str = "") -> list[str]:
     for k in [*by_full, *by_leaf]:
         if k not in out and k != full:
             out.append(k)
-    return out[:3]
+
+    def ratio(k):
+        return max(difflib.SequenceMatcher(None, full, k).ratio(),
+                   difflib.SequenceMatcher(None, key.rpartition(".")[2],
+                                           k.rpartition(".")[2]).ratio())
+
+    # Only the clearly closest: 'varable' is 'variable', not also 'table'.
+    best = max(map(ratio, out), default=0.0)
+    return [k for k in out if ratio(k) >= best - 0.1][:3]
 
 
 def unknown_key_message(key: str, parent: str = "") -> str:
