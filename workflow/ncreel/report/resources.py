@@ -4,8 +4,11 @@ Declared values come from each job's own record (:mod:`ncreel.jobrecord`: the re
 Snakemake evaluated for that attempt); measured ones from Snakemake's ``benchmark:`` file
 of the job (``max_rss`` in MB, ``s`` wall seconds), written by the successful attempt.
 Headroom is declared / measured: below :data:`TIGHT` the job nearly ran out (memory: it
-may be killed next time; runtime: it may hit the walltime), above :data:`OVER` the job asks
-a scheduler for far more than it uses (queue waits, charged hours).
+may be killed next time; runtime: it may hit the walltime). Above :data:`OVER` a job asks a
+scheduler for far more than it uses (queue waits, charged hours), but that is flagged only
+when the excess matters: at least :data:`OVER_MEM_MB` of memory or :data:`OVER_RUNTIME_MIN`
+of walltime. A small job's floor (a few hundred MB, the 5-minute minimum every rule
+declares, a site's shortest walltime) is not over-declaration.
 """
 
 from __future__ import annotations
@@ -24,8 +27,12 @@ from ncreel.jobrecord import attempts_path, read_attempts
 
 #: Headroom (declared / measured) below this is flagged as tight (< 10 % headroom).
 TIGHT = 1.1
-#: Headroom above this is flagged as over-declared.
+#: Headroom above this is flagged as over-declared, when the excess is also material:
 OVER = 4.0
+#: at least this much memory declared beyond the measured peak (MB),
+OVER_MEM_MB = 1000
+#: or at least this much walltime declared beyond the measured wall time (minutes).
+OVER_RUNTIME_MIN = 60
 #: PNG text key under which the figure stores the numbers it plots (JSON).
 PNG_KEY = "ncreel:resources"
 
@@ -61,13 +68,15 @@ def _ratio(declared, measured):
     return round(float(declared) / float(measured), 3)
 
 
-def _flags(name: str, ratio) -> list[str]:
+def _flags(name: str, ratio, excess=None, material=None) -> list[str]:
+    """Flag text for one resource: `excess` (declared - measured) and its `material` size."""
     if ratio is None:
         return []
     if ratio < TIGHT:
         return [f"{name} headroom < {round((TIGHT - 1) * 100)} %"]
-    if ratio > OVER:
-        return [f"{name} > {OVER:g}x used"]
+    if ratio > OVER and excess is not None and material is not None and excess >= material:
+        unit = "MB" if name == "mem" else "min"
+        return [f"{name} > {OVER:g}x used ({excess:.0f} {unit} unused)"]
     return []
 
 
@@ -108,7 +117,11 @@ def collect_jobs(jobs: Iterable[Mapping]) -> list[dict]:
             "mem_headroom": mem_ratio, "runtime_min": runtime,
             "wall_s": None if wall is None else round(wall, 2),
             "runtime_headroom": time_ratio, "jobid": last.get("jobid"),
-            "flags": "; ".join(_flags("mem", mem_ratio) + _flags("time", time_ratio)),
+            "flags": "; ".join(
+                _flags("mem", mem_ratio, None if rss is None or mem_mb is None
+                       else mem_mb - rss, OVER_MEM_MB)
+                + _flags("time", time_ratio, None if wall is None or runtime is None
+                         else runtime - wall / 60, OVER_RUNTIME_MIN)),
             "attempt_records": attempts,
         })
     return rows
@@ -201,7 +214,10 @@ def write_page(rows: list[dict], figure: str | os.PathLike, path: str | os.PathL
     out.write(f"<h2>{html.escape(title)}</h2>")
     out.write(f"<img alt='resources' style='max-width:100%' src='data:image/png;base64,{png}'>")
     out.write(f"<p>Headroom = declared / measured. Flagged: below {TIGHT:g} (less than "
-              f"{round((TIGHT - 1) * 100)} % headroom) or above {OVER:g} (over-declared). "
+              f"{round((TIGHT - 1) * 100)} % headroom: the job may run out next time), or "
+              f"above {OVER:g} with at least {OVER_MEM_MB} MB or {OVER_RUNTIME_MIN} min "
+              "unused (over-declared: longer queue waits, more charged hours). Small jobs "
+              "declare a floor (a few hundred MB, 5 minutes) that is not flagged. "
               "Declared values are what each attempt ran under (its "
               "<code>logs/&lt;run&gt;/…log.attempts.jsonl</code>), measured ones are "
               "Snakemake's benchmark files. Under a scheduler <code>process_shard</code> "

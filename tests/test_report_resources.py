@@ -1,0 +1,36 @@
+"""The resources page's flags: tight headroom always, over-declaration only when it matters."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from ncreel.report.resources import collect_jobs
+
+
+def _job(tmp_path, name, *, mem_mb, runtime, max_rss, wall_s):
+    log = tmp_path / f"{name}.log"
+    (tmp_path / f"{name}.log.attempts.jsonl").write_text(
+        json.dumps({"event": "start", "attempt": 1, "mem_mb": mem_mb, "runtime": runtime,
+                    "threads": 1, "pid": 1}) + "\n"
+        + json.dumps({"event": "end", "pid": 1, "ok": True}) + "\n")
+    bench = tmp_path / f"{name}.tsv"
+    bench.write_text("s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load"
+                     f"\tcpu_time\n{wall_s}\t0:00:01\t{max_rss}\t1\t1\t1\t0\t0\t0\t0\n")
+    return {"rule": name, "job": name, "benchmark": str(bench), "log": str(log)}
+
+
+@pytest.mark.parametrize("declared, measured, flags", [
+    # the demo's small jobs: 150 MB / 5 min declared, 50 MB / 2 s used -> nothing to flag
+    ((150, 5), (50.0, 2.0), ""),
+    # a big over-declaration: 8 GB for a 500 MB job, 12 h for 10 minutes
+    ((8000, 720), (500.0, 600.0), "mem > 4x used (7500 MB unused); "
+                                  "time > 4x used (710 min unused)"),
+    # nearly out of memory and time
+    ((1000, 10), (950.0, 580.0), "mem headroom < 10 %; time headroom < 10 %"),
+])
+def test_flags(tmp_path, declared, measured, flags):
+    job = _job(tmp_path, "j", mem_mb=declared[0], runtime=declared[1], max_rss=measured[0],
+               wall_s=measured[1])
+    [row] = collect_jobs([job])
+    assert row["flags"] == flags
