@@ -34,3 +34,22 @@ def test_flags(tmp_path, declared, measured, flags):
                wall_s=measured[1])
     [row] = collect_jobs([job])
     assert row["flags"] == flags
+
+
+def test_run_numbers_from_job_rows():
+    from ncreel.report.summary import run_numbers
+
+    jobs = [
+        {"rule": "statistics", "threads": 1, "wall_s": 10.0, "mem_mb": 400, "max_rss_mb": 90,
+         "attempts": 1, "attempt_records": [{"start": 100.0, "end": 110.0}]},
+        {"rule": "process_shard", "threads": 2, "wall_s": 60.0, "mem_mb": 700,
+         "max_rss_mb": 320, "attempts": 2,
+         "attempt_records": [{"start": 111.0}, {"start": 130.0, "end": 190.0}]},
+        {"rule": "process_shard", "threads": 2, "wall_s": 50.0, "mem_mb": 350,
+         "max_rss_mb": 300, "attempts": 1, "attempt_records": [{"start": 112.0, "end": 162.0}]},
+    ]
+    n = run_numbers(jobs)
+    assert n["wall_s"] == 90.0  # first start to last end
+    assert n["core_hours"] == pytest.approx((10 + 120 + 100) / 3600)
+    assert (n["jobs"], n["retried"]) == (3, 1)
+    assert (n["shard_peak_mb"], n["shard_declared_mb"]) == (320, 700)

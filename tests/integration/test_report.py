@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import html
 import io
 import json
 import os
@@ -135,6 +136,52 @@ def test_report_data_match_benchmarks(killed_run):
     assert "2 shard(s), 240 frames" in plan
     sheet = Image.open(io.BytesIO(files["contact_sheet.png"]))
     assert sheet.width > 500 and sheet.height > 300
+
+
+def test_report_summary_plays_the_movie_with_the_run_numbers(killed_run, tmp_path):
+    work, _ = killed_run
+    snakemake(work, "--report", "report.html", "--config", *CONFIG)
+    files = _report_files((work / "report.html").read_text())
+    page = files["summary.html"].decode()
+    numbers = json.loads(html.unescape(
+        re.search(r"id='ncreel-summary'>(.*?)</script>", page).group(1)))
+    assert (numbers["frames"], numbers["cells"], numbers["values"]) == (240, 1813, 435_120)
+    assert numbers["shards"] == 2 and numbers["retried"] == 1  # the killed shard
+    assert numbers["copy_bytes"] == (work / "results/demo/cells.copy").stat().st_size
+    assert numbers["shard_peak_mb"] > 0 and numbers["core_hours"] > 0
+    movie = (work / "results/demo/movie.mp4").read_bytes()
+    assert base64.b64encode(movie).decode() in page
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("no chromium (apt-get install chromium) to play the movie")
+    # The page as the report shows it, made to start playing muted and to report what the
+    # browser decoded after three seconds.
+    probe = page.replace("<video id='movie' controls", "<video id='movie' controls muted "
+                         "autoplay").replace("</body>", _PLAY_PROBE + "</body>")
+    (tmp_path / "probe.html").write_text(probe)
+    dom = subprocess.run([chromium, "--headless=new", "--no-sandbox", "--disable-gpu",
+                          "--autoplay-policy=no-user-gesture-required",
+                          f"--user-data-dir={tmp_path / 'profile'}",
+                          "--virtual-time-budget=8000", "--dump-dom",
+                          (tmp_path / "probe.html").as_uri()],
+                         capture_output=True, text=True, timeout=120).stdout
+    played = dict(kv.split("=") for kv in
+                  re.search(r'data-probe="([^"]*)"', dom).group(1).split())
+    assert played["err"] == "0" and played["ready"] == "4", played
+    assert float(played["time"]) > 1.0, played  # it played, not only showed the poster
+    assert int(played["sum"]) > 0, played  # decoded pixels drawn
+
+
+_PLAY_PROBE = """<script>
+const v = document.getElementById('movie');
+setTimeout(() => {
+  const c = document.createElement('canvas'); c.width = 64; c.height = 36;
+  const x = c.getContext('2d'); x.drawImage(v, 0, 0, 64, 36);
+  let s = 0; for (const b of x.getImageData(0, 0, 64, 36).data) s += b;
+  document.body.setAttribute('data-probe', 'time=' + v.currentTime.toFixed(2) + ' ready=' +
+    v.readyState + ' err=' + (v.error ? v.error.code : 0) + ' sum=' + s);
+}, 3000);
+</script>"""
 
 
 def test_status_and_shard_outside_plan(killed_run):

@@ -230,6 +230,16 @@ MID_T = GRID["n_time"] // 2
 MOVIE = f"{OUT}/movie.mp4"
 COPY_FILE = f"{OUT}/cells{CELLS['suffix']}"
 PREVIEW = f"{OUT}/preview.png"
+if workflow.is_main_process and any(
+    a == "--report" or a.startswith("--report=") for a in sys.argv[1:]
+):
+    # The report is that of the run the config names: say which, so that a report
+    # written without the run's --configfile is not taken for another run's.
+    print(
+        f"ncreel: note: reporting run '{RUN}' ({OUT}/); for another run give its "
+        "--configfile",
+        file=sys.stderr,
+    )
 _missing = report_before_results(sys.argv, [MOVIE, PREVIEW, COPY_FILE])
 if _missing and workflow.is_main_process:
     fail(

@@ -18,6 +18,7 @@ rule resources_report:
         f"{OUT}/cells.sql",
         LOAD_OUTPUTS,
         calibration=rules.calibrate_render.output.calibration,
+        stats=rules.statistics.output.stats,
         # Through the plan (an input function), so that the DAG re-evaluates this job after
         # the checkpoint like every other job that depends on the plan.
         segments=lambda wc: [f"{OUT}/segments/{name}.mp4" for name in shard_plan()],
@@ -40,6 +41,11 @@ rule resources_report:
             category="Resources",
             subcategory="Per job",
         ),
+        summary=report(
+            f"{OUT}/report/summary.html",
+            caption="../report/summary.rst",
+            category="Movie",
+        ),
     log:
         f"{LOGS}/resources_report.log",
     conda:
@@ -51,6 +57,10 @@ rule resources_report:
     params:
         jobs=lambda wc: report_jobs(),
         run=RUN,
+        variable=config["variable"],
+        inputs=INPUTS,
+        fps=config["fps"],
+        shards=lambda wc: len(shard_plan()),
     script:
         "../scripts/resources_report.py"
 

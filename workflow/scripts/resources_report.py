@@ -8,10 +8,13 @@ sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821
 from ncreel.jobrecord import record_attempt  # noqa: E402
 from ncreel.logs import configure  # noqa: E402
 from ncreel.report.resources import resources_report  # noqa: E402
+from ncreel.report.summary import write_summary  # noqa: E402
 
 configure(snakemake.log[0])  # noqa: F821
 record_attempt(snakemake)  # noqa: F821
-out = snakemake.output  # noqa: F821
-resources_report(snakemake.params.jobs, figure=out.figure, table=out.table,  # noqa: F821
-                 page=out.page, title=f"run {snakemake.params.run}: declared vs measured "  # noqa: F821
-                 "resources per job")
+out, p, inp = snakemake.output, snakemake.params, snakemake.input  # noqa: F821
+jobs = resources_report(p.jobs, figure=out.figure, table=out.table, page=out.page,
+                        title=f"run {p.run}: declared vs measured resources per job")
+write_summary(out.summary, run=p.run, variable=p.variable, inputs=p.inputs, movie=inp[0],
+              poster=inp[1], copy_file=inp[2], stats_json=inp.stats, fps=p.fps, jobs=jobs,
+              shards=p.shards)
