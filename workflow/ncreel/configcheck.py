@@ -285,21 +285,31 @@ SCHEMA_RELPATH = Path("schemas") / "config.schema.yaml"
 
 
 def schema_path() -> Path:
-    """Return the path of ``workflow/schemas/config.schema.yaml``.
+    """Return the path of the config schema, ``config.schema.yaml``.
 
-    Found by walking up from this module, so the answer does not depend on where in the
-    package the module sits.
+    In the repository (and a clone a workflow runs from) it is
+    ``workflow/schemas/config.schema.yaml``, found by walking up from this module; an
+    installed ncreel (a wheel) carries the same file as package data of
+    ``ncreel._schemas`` (pyproject.toml maps ``workflow/schemas`` there).
 
     Raises
     ------
     FileNotFoundError
-        When no parent folder holds ``schemas/config.schema.yaml`` (a package copied
-        without the workflow around it).
+        When neither holds the schema (a package copied without its data).
     """
     for parent in Path(__file__).resolve().parents:
         if (parent / SCHEMA_RELPATH).is_file():
             return parent / SCHEMA_RELPATH
-    raise FileNotFoundError(f"{SCHEMA_RELPATH} not found above {Path(__file__).parent}")
+    try:
+        from importlib.resources import files
+
+        packaged = Path(str(files("ncreel._schemas") / SCHEMA_RELPATH.name))
+    except (ImportError, TypeError):
+        packaged = None
+    if packaged is not None and packaged.is_file():
+        return packaged
+    raise FileNotFoundError(f"{SCHEMA_RELPATH} not found above {Path(__file__).parent} "
+                            "nor in the installed package ncreel._schemas")
 
 
 @functools.cache

@@ -1,0 +1,201 @@
+"""One shard's result rows, the table's columns and the normalised ``cells`` settings."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from ncreel.cells.context import GEOMETRY_COLUMN, CellContext
+from ncreel.cells.etr import ETR_DEFAULTS, _check_etr
+from ncreel.cells.geometry import CellGeometry
+from ncreel.cells.registry import ResolvedModel, check_columns, resolve_model
+from ncreel.configcheck import schema_defaults
+from ncreel.errors import NcreelError
+from ncreel.pg.types import GEOMETRY_TYPES, value_type
+from ncreel.settings import COPY_SUFFIXES, CellsSettings
+
+
+@dataclass
+class ShardRows:
+    """Computes and writes the COPY rows of one shard's blocks with the configured model.
+
+    Attributes
+    ----------
+    model : ResolvedModel
+    ctx : CellContext
+    columns : list of (str, str)
+        Declared columns plus the geometry column when enabled.
+    geometry : CellGeometry or None
+    """
+
+    model: ResolvedModel
+    ctx: CellContext
+    columns: list
+    geometry: CellGeometry | None = None
+
+    @classmethod
+    def for_series(cls, series, *, cell_mean: np.ndarray, cells: CellsSettings,
+                   state: Mapping | None = None) -> ShardRows:
+        """Set up the configured model for an opened :class:`ncreel.source.Series`.
+
+        Parameters
+        ----------
+        series : ncreel.source.Series
+        cell_mean : numpy.ndarray, shape (ny, nx)
+            Per-cell mean from the statistics rule.
+        cells : ncreel.settings.CellsSettings
+            Uses its ``model``, ``params`` and ``geometry``.
+        state : mapping, optional
+            Pre-pass results for the model (:attr:`CellContext.state`).
+        """
+        lat, lon = series.cell_coordinates()
+        ctx = CellContext(time=series.time_axis(), cell_mean=cell_mean, lat=lat, lon=lon,
+                          value_type=value_type(series.dtype), variable=series.variable,
+                          read_variable=series.read_variable, state=dict(state or {}))
+        model = resolve_model(cells.model, cells.params)
+        geometry = None
+        if cells.geometry != "none":
+            geometry = CellGeometry.from_series(series)
+        return cls(model=model, ctx=ctx,
+                   columns=table_columns(model, ctx, geometry=cells.geometry),
+                   geometry=geometry)
+
+    #: Rows formatted per write call when the polygon column is on: its text (~150 bytes
+    #: per row) is built per slice, so it adds a bounded amount of memory, not per block.
+    geometry_chunk_rows: int = 250_000
+
+    def rows(self, t0: int, block: np.ndarray) -> dict[str, object]:
+        """Return the checked, coerced model columns of one block (without ``geom``)."""
+        declared = self.columns[:-1] if self.geometry is not None else self.columns
+        out = check_columns(self.model.name, declared, self.model(block, t0, self.ctx))
+        if self.geometry is not None and "cell_id" not in out:
+            raise NcreelError(f"cell model '{self.model.name}': cells.geometry needs a "
+                              "'cell_id' column (row-major iy * nx + ix)")
+        return out
+
+    def write(self, fh, t0: int, block: np.ndarray) -> int:
+        """Append one block's rows to `fh` in COPY text format; returns rows written."""
+        from ncreel.pg.copytext import write_copy_rows
+
+        out = self.rows(t0, block)
+        if self.geometry is None:
+            return write_copy_rows(fh, out)
+        n = len(out["cell_id"])
+        step = self.geometry_chunk_rows
+        for a in range(0, n, step):
+            part = {k: v[a:a + step] for k, v in out.items()}
+            part[GEOMETRY_COLUMN] = self.geometry.polygons(np.asarray(part["cell_id"]))
+            write_copy_rows(fh, part)
+        return n
+
+
+def table_columns(model: ResolvedModel, ctx: CellContext, *,
+                  geometry: str = "none") -> list[tuple[str, str]]:
+    """Return the COPY file's columns: the model's declaration plus ``geom`` if enabled."""
+    cols = model.columns(ctx)
+    if geometry != "none":
+        cols.append((GEOMETRY_COLUMN, GEOMETRY_TYPES[geometry]))
+    return cols
+
+
+def upgrade_cells_config(cells: Mapping) -> tuple[dict, str | None]:
+    """Move the deprecated ``cells.etr`` into ``cells.params``, the one key of model parameters.
+
+    Parameters
+    ----------
+    cells : mapping
+        Config ``cells`` as given (before or after schema defaults).
+
+    Returns
+    -------
+    cells : dict
+        A copy without ``etr``; for ``etr_risk`` its keys are merged into ``params``.
+    note : str or None
+        One-line deprecation note to show the user, or None when ``etr`` was not given.
+
+    Raises
+    ------
+    NcreelError
+        When a key is given in both ``cells.etr`` and ``cells.params``, or ``cells.etr``
+        is given for a model other than ``etr_risk``.
+    """
+    cells = dict(cells)
+    etr = dict(cells.pop("etr", None) or {})
+    if not etr:
+        return cells, None
+    if cells.get("model") != "etr_risk":
+        model = cells.get("model") or schema_defaults("properties", "cells")["model"]
+        raise NcreelError("config key 'cells.etr' holds etr_risk settings but cells.model is "
+                          f"{model!r}: set cells.model to etr_risk and give its settings in "
+                          "cells.params")
+    params = dict(cells.get("params") or {})
+    both = sorted(set(params) & set(etr))
+    if both:
+        raise NcreelError(f"config keys 'cells.params' and 'cells.etr' both set "
+                          f"{', '.join(both)}: give etr_risk settings in cells.params only")
+    cells["params"] = {**params, **etr}
+    return cells, ("config key 'cells.etr' is deprecated: move "
+                   f"{', '.join(sorted(etr))} to cells.params")
+
+
+def cells_settings(cells: Mapping) -> dict:
+    """Normalise config ``cells`` into what the jobs need.
+
+    Parameters
+    ----------
+    cells : mapping
+        Config ``cells``: ``model``, ``params``, ``geometry``, ``compression``,
+        ``compression_level`` (missing keys take the schema's defaults); a deprecated
+        ``etr`` is moved into ``params`` with a logged warning (:func:`upgrade_cells_config`).
+
+    Returns
+    -------
+    dict
+        ``model`` (name), ``params`` (merged over :data:`ETR_DEFAULTS` for ``etr_risk``,
+        as given for a user model, none for ``field``), ``geometry``, ``compression``,
+        ``compression_level``, ``suffix`` (file-name suffix of the COPY files: ``.copy``,
+        ``.copy.gz``, ``.copy.zst``).
+
+    Raises
+    ------
+    NcreelError
+        For unknown or invalid ``etr_risk`` parameters and the cases of
+        :func:`upgrade_cells_config`.
+    """
+    if "suffix" in cells:  # already normalised (rule params pass this dict on)
+        return dict(cells)
+    cells, note = upgrade_cells_config(cells)
+    if note:
+        logging.getLogger(__name__).warning(note)
+    cells = {**schema_defaults("properties", "cells"), **cells}
+    name = cells["model"]
+    if name == "etr_risk":
+        params = {**ETR_DEFAULTS, **cells["params"]}
+        _check_etr(params)
+    elif name == "field":
+        if cells["params"]:
+            raise NcreelError(f"config key 'cells.params' ({', '.join(sorted(cells['params']))})"
+                              ": cells.model 'field' takes no parameters; remove cells.params "
+                              "or set cells.model (etr_risk or package.module:function)")
+        params = {}
+    else:
+        params = dict(cells["params"])
+    compression = cells["compression"]
+    return {"model": name, "params": params, "geometry": cells["geometry"],
+            "compression": compression, "compression_level": cells["compression_level"],
+            "suffix": COPY_SUFFIXES[compression]}
+
+
+def series_columns(series, cells: Mapping) -> list[tuple[str, str]]:
+    """Columns of the run's COPY file, from the series header only (parse time).
+
+    Resolves (imports) the model, so a bad ``cells.model`` fails before any job runs.
+    """
+    ctx = CellContext(time=series.time_axis(), cell_mean=np.empty(0),
+                      lat=None, lon=None, value_type=value_type(series.dtype),
+                      variable=series.variable)
+    return table_columns(resolve_model(cells["model"], cells["params"]), ctx,
+                         geometry=cells["geometry"])

@@ -1,0 +1,182 @@
+"""Which shards of a run are done, running, failed or still to do; starts nothing.
+
+``python -m ncreel.cluster.runstatus [--run NAME] [--workdir DIR]`` (``make status RUN=NAME``)
+reads only files: the plan (``results/<run>/stats.json`` ``n_time`` and
+``calibration.json`` ``frames_per_shard``), each shard's outputs, Snakemake's incomplete
+markers (``.snakemake/incomplete/``, which hold the scheduler's job id of a submitted job),
+and each shard job's attempts record (:mod:`ncreel.jobrecord`). Only for a job that a
+scheduler ran does it ask the scheduler (``squeue`` / PBS ``qstat``) whether the job is
+still there.
+
+States: ``done`` (segment complete), ``running`` (a live process or scheduler job:
+queued or running; or marked by the Snakemake that holds this directory's lock and not yet
+started), ``failed`` (its newest attempt raised, was killed, or its process or
+scheduler job is gone without finishing; the next run redoes it), ``to do`` (never
+started).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from base64 import urlsafe_b64encode
+from pathlib import Path
+
+from ncreel.errors import NcreelError
+from ncreel.jobrecord import attempts_path, read_attempts
+from ncreel.settings import Calibration
+from ncreel.shards import plan_shards
+
+
+def _incomplete_marker(workdir: Path, output: str) -> dict | None:
+    # Snakemake's FilePersistence: .snakemake/incomplete/<urlsafe base64 of the path>, split
+    # into NAME_MAX-long parts; content {"external_jobid": ...}.
+    inc = workdir / ".snakemake" / "incomplete"
+    b64 = urlsafe_b64encode(output.encode()).decode()
+    max_len = os.pathconf(inc, "PC_NAME_MAX") if inc.is_dir() else 255
+    parts = [b64[i:i + max_len - 1] for i in range(0, len(b64), max_len - 1)]
+    path = inc.joinpath(*(["@" + p for p in parts[:-1]] + [parts[-1]]))
+    try:
+        return json.loads(path.read_text() or "{}")
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None if not path.exists() else {}
+
+
+def _pid_alive(pid) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except (ProcessLookupError, TypeError, ValueError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def scheduler_state(scheduler: str | None, jobid: str) -> str | None:
+    """Ask the scheduler whether `jobid` is still queued/running.
+
+    Returns
+    -------
+    str or None
+        The scheduler's state (e.g. ``PENDING``, ``RUNNING``, ``running``) while the job
+        exists and has not ended; None when it has ended or is unknown, or the scheduler's
+        commands are not available.
+    """
+    if scheduler == "pbs" or (scheduler is None and "." in jobid):
+        from ncreel.cluster import pbs
+
+        qstat = shutil.which("qstat", path="/opt/pbs/bin:" + os.environ.get("PATH", ""))
+        if not qstat:
+            return None
+        verdict = pbs.status(jobid, qstat=qstat, attempts=1, delay=0,
+                             log=lambda msg: None)
+        return "running" if verdict == "running" else None
+    if shutil.which("squeue"):
+        out = subprocess.run(["squeue", "-h", "-j", str(jobid), "-o", "%T"],
+                             capture_output=True, text=True, timeout=60).stdout.strip()
+        return out or None
+    return None
+
+
+def shard_status(workdir: str | os.PathLike = ".", run: str = "demo", *,
+                 ask_scheduler=scheduler_state) -> list[dict]:
+    """Return the state of every shard in the run's plan.
+
+    Parameters
+    ----------
+    workdir : path
+        The directory Snakemake runs in (holds ``results/``, ``logs/``, ``.snakemake/``).
+    run : str
+        The run's name (config key ``run``).
+    ask_scheduler : callable
+        ``(scheduler, jobid) -> state or None``; see :func:`scheduler_state`.
+
+    Returns
+    -------
+    list of dict
+        ``shard``, ``frames``, ``state``, ``attempts``, ``jobid`` and ``detail`` per shard.
+
+    Raises
+    ------
+    FileNotFoundError
+        If the run has no plan yet (statistics or calibrate_render has not run).
+    """
+    work = Path(workdir)
+    out, logs = work / "results" / run, work / "logs" / run
+    n_time = json.loads((out / "stats.json").read_text())["n_time"]
+    fps = Calibration.from_json(out / "calibration.json").frames_per_shard
+    host = socket.gethostname()
+    locked = any((work / ".snakemake" / "locks").glob("*.lock"))
+    rows = []
+    for shard in plan_shards(n_time, fps):
+        seg = f"results/{run}/segments/{shard.name}.mp4"
+        marker = _incomplete_marker(work, seg)
+        attempts = read_attempts(attempts_path(logs / "process_shard" / f"{shard.name}.log"))
+        last = attempts[-1] if attempts else {}
+        jobid = (marker or {}).get("external_jobid") or last.get("jobid")
+        state, detail = "to do", ""
+        if (work / seg).exists() and marker is None:
+            state = "done"
+        elif marker is not None or last.get("status") == "running":
+            live = None
+            if jobid:
+                live = ask_scheduler(last.get("scheduler"), str(jobid))
+            elif last.get("status") == "running" and last.get("host") == host:
+                live = "running" if _pid_alive(last.get("pid")) else None
+            if live:
+                state, detail = "running", live
+            elif not jobid and last.get("status") != "running" and locked:
+                # Marked by a Snakemake still running here, before the job recorded itself
+                # (a scheduler job's own Snakemake rewrites the marker without the job id).
+                state, detail = "running", "starting"
+            elif (work / seg).exists() and last.get("status") == "ok":
+                # The job finished and wrote its outputs, but Snakemake was killed before
+                # it removed its marker; a rerun keeps these outputs (seen after kill -9).
+                state, detail = "done", "finished; its Snakemake was stopped before recording it"
+            else:
+                state = "failed"
+                detail = "ended without finishing (killed or interrupted)"
+        elif last.get("status") in ("failed", "killed"):
+            state, detail = "failed", f"attempt {last.get('attempt')} {last['status']}"
+        if state == "done" and last.get("status") != "ok":
+            detail = "no attempts record"
+        rows.append({"shard": shard.name, "frames": shard.n_frames, "state": state,
+                     "attempts": len(attempts), "jobid": jobid, "detail": detail})
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print one line per shard and a summary; exit status 0 (1 if there is no plan)."""
+    ap = argparse.ArgumentParser(prog="python -m ncreel.cluster.runstatus",
+                                 description=__doc__.split("\n")[0])
+    ap.add_argument("--run", default="demo", help="run name (config key run)")
+    ap.add_argument("--workdir", default=".", help="where snakemake runs (default: .)")
+    args = ap.parse_args(argv)
+    try:
+        rows = shard_status(args.workdir, args.run)
+    except FileNotFoundError as err:
+        print(f"ncreel: error: run '{args.run}' has no shard plan yet ({err.filename} "
+              "missing): run snakemake once, or `snakemake --cores 1 "
+              f"results/{args.run}/calibration.json` to plan only", file=sys.stderr)
+        return 1
+    except NcreelError as err:
+        print(f"ncreel: error: {err}", file=sys.stderr)
+        return 1
+    print(f"{'shard':<7} {'frames':>6}  {'state':<8} {'attempts':>8}  {'job id':<14} detail")
+    for r in rows:
+        print(f"{r['shard']:<7} {r['frames']:>6}  {r['state']:<8} {r['attempts']:>8}  "
+              f"{r['jobid'] or '-':<14} {r['detail']}")
+    counts = {s: sum(r["state"] == s for r in rows) for s in ("done", "running", "failed",
+                                                               "to do")}
+    print(f"run {args.run}: {len(rows)} shards: " + ", ".join(f"{v} {k}" for k, v in
+                                                               counts.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""Slurm: checks of the environment before a run, and cancelling a dead run's jobs.
+
+The Slurm profile takes the account and partition from ``SBATCH_ACCOUNT`` and
+``SBATCH_PARTITION``, the variables ``sbatch`` itself reads. When they are unset, jobs go
+to the user's default account and the cluster's default partition; if the cluster has no
+such default, :func:`slurm_env_problem` says so in one line before anything is submitted,
+instead of every ``sbatch`` failing with "Invalid account or account/partition
+combination specified".
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+
+from ncreel.cluster.commands import stdout_of as _out
+
+
+def slurm_env_problem(env=None, run=_out) -> str | None:
+    """Return a one-line problem with the Slurm account/partition settings, or None.
+
+    Parameters
+    ----------
+    env : mapping, optional
+        Environment (default ``os.environ``).
+    run : callable
+        ``run(argv) -> stdout or None`` (for tests).
+    """
+    env = os.environ if env is None else env
+    problems = []
+    if not env.get("SBATCH_ACCOUNT"):
+        user = env.get("USER") or getpass.getuser()
+        default = run(["sacctmgr", "-n", "-P", "show", "user", user, "format=DefaultAccount"])
+        # sacctmgr answering with no default account means the cluster keeps accounts but
+        # this user has none to fall back on. No answer: no accounting (no account needed).
+        if default is not None and not default.strip():
+            problems.append("SBATCH_ACCOUNT is unset and you have no default Slurm account: "
+                            "export SBATCH_ACCOUNT=<account> (`sacctmgr show assoc "
+                            f"user={user} format=account` lists yours)")
+    if not env.get("SBATCH_PARTITION"):
+        parts = run(["sinfo", "-h", "-o", "%P"])
+        if parts is not None and "*" not in parts:
+            names = ", ".join(sorted({p.strip() for p in parts.split() if p.strip()}))
+            problems.append("SBATCH_PARTITION is unset and the cluster has no default "
+                            f"partition: export SBATCH_PARTITION=<one of: {names}>")
+    return "; ".join(problems) or None
+
+
+def cancel_orphan_slurm_jobs(workdir=".", run=_out, cancel=None) -> list[str]:
+    """Cancel Slurm jobs that a killed Snakemake run submitted from `workdir`.
+
+    Call only when that run is known to be dead (:func:`ncreel.cluster.runlock.clear_stale_lock`
+    returned True). Its queued and running jobs would otherwise keep working on outputs the
+    new run redoes anyway (Snakemake marked them incomplete), writing the same temporary
+    files. Jobs are recognised by their working directory and the ``rule_...`` comment the
+    Slurm executor plugin gives every job; nothing else is touched. PBS:
+    :func:`ncreel.cluster.pbs.cancel_orphan_pbs_jobs`.
+
+    Returns
+    -------
+    list of str
+        The cancelled job ids.
+    """
+    out = run(["squeue", "-h", "--me", "-o", "%i|%Z|%k"])
+    if not out:
+        return []
+    here = os.path.realpath(workdir)
+    ids = []
+    for line in out.splitlines():
+        jobid, _, rest = line.partition("|")
+        wd, _, comment = rest.partition("|")
+        if wd and os.path.realpath(wd) == here and comment.startswith("rule_"):
+            ids.append(jobid.strip())
+    if ids:
+        (cancel or (lambda i: run(["scancel", *i])))(ids)
+    return ids

@@ -1,0 +1,77 @@
+"""Logging set-up shared by the workflow's script adapters."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+
+#: Signals that stop a job: Ctrl-C in the controller's terminal (SIGINT to the process
+#: group), a batch system's kill at its walltime or on qdel/scancel (SIGTERM), a logout
+#: (SIGHUP).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def configure(log_file: str | os.PathLike | None, level: int = logging.INFO) -> None:
+    """Send ``ncreel`` log records and Python warnings to `log_file` and stderr.
+
+    Parameters
+    ----------
+    log_file : path or None
+        The rule's ``log:`` file; created with its parent directory.
+    level : int
+        Logging level.
+    """
+    stderr = logging.StreamHandler(sys.stderr)
+    # Progress lines are for the job's log file only: a local run's terminal shows
+    # Snakemake's own output unchanged.
+    stderr.addFilter(lambda record: not record.name.startswith("ncreel.progress"))
+    handlers: list[logging.Handler] = [stderr]
+    if log_file:
+        os.makedirs(os.path.dirname(os.path.abspath(log_file)), exist_ok=True)
+        # Start empty, then write in append mode: render workers append their progress lines
+        # to the same file, and O_APPEND keeps every writer's lines whole and in place.
+        open(log_file, "w").close()
+        handlers.append(logging.FileHandler(log_file, mode="a"))
+    logging.basicConfig(level=level, handlers=handlers, force=True,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.captureWarnings(True)
+    sys.excepthook = _log_uncaught
+    stop_on_signals()
+
+
+def stop_on_signals() -> None:
+    """Make SIGINT, SIGTERM and SIGHUP raise :class:`ncreel.errors.JobInterrupted`.
+
+    Also when the job inherited SIGINT ignored (a run started in the background of a
+    script): a signal to the process group then still stops the job in one piece, with
+    one line, instead of killing only its ffmpeg and failing as if memory had run out.
+    """
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, _interrupted)
+
+
+def _interrupted(signum, frame):
+    from ncreel.errors import JobInterrupted
+
+    # Once is enough: a second signal while unwinding must not interrupt the clean-up.
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    raise JobInterrupted(signum)
+
+
+def _log_uncaught(kind, value, tb) -> None:
+    # The job's log file must say why the job failed, not only Snakemake's console.
+    from ncreel.errors import JobInterrupted, NcreelError
+
+    if issubclass(kind, NcreelError):  # bad input, said in one line: no traceback
+        logging.getLogger("ncreel").error("ncreel: error: %s", value)
+        return
+    if issubclass(kind, JobInterrupted | KeyboardInterrupt):
+        what = value.signame if isinstance(value, JobInterrupted) else "SIGINT"
+        logging.getLogger("ncreel").error("ncreel: job interrupted by %s; it stopped and "
+                                          "kept no partial output", what)
+        return
+    logging.getLogger("ncreel").error("%s: %s", kind.__name__, value,
+                                      exc_info=(kind, value, tb))

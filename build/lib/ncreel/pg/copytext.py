@@ -1,0 +1,516 @@
+r"""PostgreSQL COPY text format: encoding rows, joining shard files, and the load script.
+
+The text format is specified in the PostgreSQL documentation, "COPY — File Formats — Text
+Format": one line per row, columns separated by a tab, ``\N`` for NULL, and within a value
+a backslash, tab, newline and carriage return written as ``\\``, ``\t``, ``\n``, ``\r``.
+No end-of-data marker (``\.``) is written: it is optional for files and would be data-like.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import os
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from typing import BinaryIO
+
+import numpy as np
+
+from ncreel.io import atomic_path
+from ncreel.pg.types import pg_type_for  # noqa: F401  (its home before ncreel.pg.types)
+
+# polars is imported inside the functions that use it: the reduce and load jobs import
+# this module only to stream bytes, and should stay at a few tens of MB resident.
+
+#: Text that needs escaping (or is invalid: NUL) in COPY text format.
+_SPECIAL = "[\\x00\\\\\t\n\r]"
+
+
+def _to_polars(name: str, values):
+    import polars as pl
+
+    if isinstance(values, pl.Series):
+        s = values.rename(name)
+    elif isinstance(values, np.ndarray) and values.dtype.kind in "fiub":
+        s = pl.Series(name, values)
+    elif isinstance(values, np.ndarray) and values.dtype.kind == "M":
+        s = pl.Series(name, values.astype("datetime64[us]"))
+    else:
+        s = pl.Series(name, values, dtype=pl.Utf8, strict=False)
+    if s.dtype in (pl.Categorical, pl.Enum):
+        s = s.cast(pl.Utf8)
+    if s.dtype in (pl.Float32, pl.Float64):
+        # COPY has no NaN-means-missing convention: NaN is NULL here, by design.
+        s = s.fill_nan(None)
+    elif s.dtype == pl.Utf8 and s.str.contains(_SPECIAL).any():
+        # One scan decides; most text columns (ISO times, class names) need no escaping.
+        if s.str.contains("\x00", literal=True).any():
+            raise ValueError(f"column '{name}': text contains a NUL byte, which PostgreSQL "
+                             "text cannot store")
+        s = escape_text(s)
+    return s
+
+
+def escape_text(s):
+    r"""Escape a text column for COPY text format (backslash first, then TAB, LF, CR).
+
+    Parameters
+    ----------
+    s : polars.Series of str
+        Raw text; nulls stay null (written as ``\N``).
+
+    Returns
+    -------
+    polars.Series of str
+        Backslash → ``\\``, TAB → ``\t``, LF → ``\n``, CR → ``\r``. Other characters,
+        including all non-ASCII ones, are written as-is in UTF-8.
+    """
+    return (s.str.replace_all("\\", "\\\\", literal=True)
+             .str.replace_all("\t", "\\t", literal=True)
+             .str.replace_all("\n", "\\n", literal=True)
+             .str.replace_all("\r", "\\r", literal=True))
+
+
+def write_copy_rows(fh: BinaryIO, columns: Mapping[str, object]) -> int:
+    r"""Append rows to an open binary file in COPY text format.
+
+    Parameters
+    ----------
+    fh : binary file object
+        Open for writing.
+    columns : mapping of str to array-like, each of length n_rows
+        Column name → values, in table column order. Floats: NaN → ``\N``, otherwise the
+        shortest decimal that round-trips to the same float32/float64 (Ryu, as in
+        polars). Text: ``None`` → ``\N``, escaped by :func:`escape_text`.
+
+    Returns
+    -------
+    int
+        Rows written.
+
+    Raises
+    ------
+    ValueError
+        If columns differ in length, or text contains a NUL byte.
+    """
+    import polars as pl
+
+    series = [_to_polars(name, values) for name, values in columns.items()]
+    lengths = {len(s) for s in series}
+    if len(lengths) > 1:
+        raise ValueError(f"columns differ in length: "
+                         f"{ {s.name: len(s) for s in series} }")
+    n = lengths.pop() if lengths else 0
+    if n:
+        pl.DataFrame(series).write_csv(fh, include_header=False, separator="\t",
+                                       null_value="\\N", quote_style="never",
+                                       line_terminator="\n", datetime_format="%Y-%m-%dT%H:%M:%S%.f")
+    return n
+
+
+_INT_TYPES = {"smallint": ("Int16", np.int16), "integer": ("Int32", np.int32),
+              "bigint": ("Int64", np.int64)}
+_TEXT_LIKE = ("text", "character varying", "varchar", "geometry", "geography",
+              "timestamp", "date", "time", "uuid", "json", "jsonb")
+
+
+def coerce_column(values, pgtype: str):
+    """Check one column against its declared PostgreSQL type and cast it for writing.
+
+    Parameters
+    ----------
+    values : numpy.ndarray, polars.Series or sequence
+        The column.
+    pgtype : str
+        Declared type. ``real`` needs float32 (float64 would not load exactly);
+        ``double precision`` takes any float or integer and is cast to float64, so a
+        float32 value is written as its exact float64 value; ``smallint``/``integer``/
+        ``bigint`` take integers (bool too) and are range-checked; ``boolean`` takes bool;
+        text-like types (text, varchar, timestamp, date, geometry, …) take strings, and
+        timestamps/dates also datetime64. Other types pass through unchecked.
+
+    Returns
+    -------
+    numpy.ndarray or polars.Series
+        Same length as `values`.
+
+    Raises
+    ------
+    TypeError
+        If the dtype does not fit `pgtype`.
+    ValueError
+        If integers overflow the declared integer type.
+    """
+    import polars as pl
+
+    t = " ".join(pgtype.lower().split())
+    if isinstance(values, pl.Series):
+        kind = ("f" if values.dtype.is_float() else "i" if values.dtype.is_integer()
+                else "b" if values.dtype == pl.Boolean else "M" if values.dtype.is_temporal()
+                else "U" if values.dtype in (pl.Utf8, pl.Categorical, pl.Enum, pl.Null)
+                else "O")
+        is_f32 = values.dtype == pl.Float32
+    else:
+        values = np.asarray(values)
+        if values.ndim != 1:
+            raise TypeError(f"must be 1-D, got shape {values.shape}")
+        kind, is_f32 = values.dtype.kind, values.dtype == np.float32
+        kind = "i" if kind == "u" else kind
+    if t == "real":
+        if not (kind == "f" and is_f32):
+            raise TypeError("'real' needs float32 values (declare 'double precision' for "
+                            f"float64), got {getattr(values, 'dtype', type(values))}")
+        return values
+    if t in ("double precision", "float8"):
+        if kind not in "fi":
+            raise TypeError(f"needs float or integer values, got {values.dtype}")
+        return values.cast(pl.Float64) if isinstance(values, pl.Series) else \
+            values.astype(np.float64, copy=False)
+    if t in _INT_TYPES:
+        if kind not in "ib":
+            raise TypeError(f"needs integer values, got {values.dtype}")
+        pl_name, np_type = _INT_TYPES[t]
+        if isinstance(values, pl.Series):
+            try:
+                return values.cast(getattr(pl, pl_name), strict=True)
+            except pl.exceptions.InvalidOperationError as err:
+                raise ValueError(f"values out of range for {t}") from err
+        info = np.iinfo(np_type)
+        if len(values) and (values.min() < info.min or values.max() > info.max):
+            raise ValueError(f"values out of range for {t} ({info.min}..{info.max})")
+        return values.astype(np_type, copy=False)
+    if t == "boolean":
+        if kind != "b":
+            raise TypeError(f"needs bool values, got {values.dtype}")
+        return values
+    if t.startswith(_TEXT_LIKE):
+        ok = "UOSM" if t.startswith(("timestamp", "date")) else "UOS"
+        if kind not in ok:
+            raise TypeError(f"needs strings, got {values.dtype}")
+        return values
+    return values
+
+
+def open_copy_writer(path: str | os.PathLike, compression: str = "none",
+                     level: int | None = None) -> BinaryIO:
+    """Open a COPY file for writing, compressed as configured.
+
+    Compressed shard files concatenate byte-wise into one valid file: a gzip file may hold
+    several members (RFC 1952 section 2.2) and a zstd file several frames (RFC 8878
+    section 3.1), and ``gzip -dc``/``zstd -dc`` decompress them all in order.
+
+    Parameters
+    ----------
+    path : path
+        File to create.
+    compression : {"none", "gzip", "zstd"}
+    level : int, optional
+        gzip 1–9 (default 6) or zstd 1–19 (default 3).
+
+    Returns
+    -------
+    binary file object
+        Close it (or use ``with``) to flush the compressor.
+    """
+    if compression == "none":
+        return open(path, "wb")
+    if compression == "gzip":
+        return gzip.open(path, "wb", compresslevel=6 if level is None else level)
+    if compression == "zstd":
+        import zstandard
+
+        raw = open(path, "wb")
+        cctx = zstandard.ZstdCompressor(level=3 if level is None else level)
+        return cctx.stream_writer(raw, closefd=True)
+    raise ValueError(f"compression {compression!r}: use none, gzip or zstd")
+
+
+@contextlib.contextmanager
+def open_copy_reader(path: str | os.PathLike) -> Iterator[BinaryIO]:
+    """Open a COPY file for reading, decompressing ``.gz``/``.zst`` by file name.
+
+    Yields
+    ------
+    binary file object
+        Decompressed COPY text, read in blocks with ``read(n)``.
+    """
+    name = os.fspath(path)
+    if name.endswith(".gz"):
+        with gzip.open(name, "rb") as fh:
+            yield fh
+    elif name.endswith(".zst"):
+        import zstandard
+
+        with open(name, "rb") as raw, zstandard.ZstdDecompressor().stream_reader(
+                raw, read_across_frames=True) as fh:
+            yield fh
+    else:
+        with open(name, "rb") as fh:
+            yield fh
+
+
+def concatenate(parts: Sequence[str | os.PathLike], output: str | os.PathLike,
+                *, chunk_bytes: int = 8 * 2**20) -> int:
+    """Stream files into `output` in the given order, with constant memory.
+
+    Uses ``os.copy_file_range`` (kernel-side copy, no user-space buffer) where the
+    platform has it, else a fixed-size buffer. `output` appears only when complete.
+
+    Parameters
+    ----------
+    parts : sequence of path
+        Files to join, in order (shard files in time order).
+    output : path
+        Destination; written via a ``.part`` file and renamed.
+    chunk_bytes : int
+        Bytes per copy call.
+
+    Returns
+    -------
+    int
+        Total bytes written.
+    """
+    total = 0
+    with atomic_path(output) as tmp, open(tmp, "wb") as out:
+        for part in parts:
+            with open(part, "rb") as src:
+                size = os.fstat(src.fileno()).st_size
+                total += _copy(src, out, size, chunk_bytes)
+    return total
+
+
+def _copy(src: BinaryIO, dst: BinaryIO, size: int, chunk_bytes: int) -> int:
+    done = 0
+    if hasattr(os, "copy_file_range"):
+        try:
+            while done < size:
+                n = os.copy_file_range(src.fileno(), dst.fileno(), min(chunk_bytes, size - done))
+                if n == 0:
+                    break
+                done += n
+            return done
+        except OSError:
+            pass  # e.g. across file systems on old kernels: fall back below
+    src.seek(done)
+    dst.seek(0, os.SEEK_END)
+    while chunk := src.read(chunk_bytes):
+        dst.write(chunk)
+        done += len(chunk)
+    return done
+
+
+#: An unquoted lower-case PostgreSQL identifier (NAMEDATALEN - 1 = 63 characters); the
+#: cell models' column names follow it so users can type them unquoted.
+IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+#: Custom setting (PostgreSQL "Customized Options") holding the run being loaded; the
+#: table's ``run`` column defaults to it, so COPY needs no ``run`` column and the load
+#: transaction needs no DDL.
+RUN_SETTING = "ncreel.run"
+#: The ``run`` column's default as ``pg_get_expr`` prints it.
+RUN_DEFAULT = f"current_setting('{RUN_SETTING}'::text)"
+
+
+def table_name(name: str) -> tuple[str, ...]:
+    """Split a table name into its parts: ``table`` or ``schema.table``.
+
+    Any name PostgreSQL can hold is accepted (reserved words, mixed case, spaces): every
+    statement quotes it as an identifier, so ``Cells`` is the case-sensitive ``"Cells"``.
+
+    Returns
+    -------
+    tuple of str
+        ``(table,)`` or ``(schema, table)``.
+
+    Raises
+    ------
+    ValueError
+        Empty part, more than one ``.``, a NUL character, or a part longer than 63 bytes
+        (PostgreSQL's NAMEDATALEN - 1; longer names would be silently truncated).
+    """
+    parts = tuple(name.split("."))
+    if len(parts) > 2 or not all(0 < len(p.encode()) <= 63 and "\x00" not in p for p in parts):
+        raise ValueError(f"table name {name!r}: use table or schema.table, each part 1 to 63 "
+                         "bytes")
+    return parts
+
+
+def identifier(*parts: str):
+    """``psycopg.sql.Identifier`` of `parts` (quoted with SQL's ``"…"`` rules when rendered)."""
+    from psycopg import sql
+
+    return sql.Identifier(*parts)
+
+
+def _table(table: str):
+    return identifier(*table_name(table))
+
+
+def advisory_key(table: str, run: str | None = None):
+    """Arguments of ``pg_advisory_(xact_)lock(int, int)``: one key per table, one per run.
+
+    Returns
+    -------
+    psycopg.sql.Composed
+        ``hashtext(…), hashtext(…)``; a hash collision only serialises two loads.
+    """
+    from psycopg import sql
+
+    qualified = _table(table).as_string(None)
+    if run is None:
+        return sql.SQL("hashtext({}), hashtext({})").format(
+            sql.Literal("ncreel create table"), sql.Literal(qualified))
+    return sql.SQL("hashtext({}), hashtext({})").format(sql.Literal(qualified),
+                                                        sql.Literal(run))
+
+
+def _do(body) -> str:
+    """Wrap `body` in a ``DO`` block (composed SQL), dollar-quoted with a tag not in it."""
+    text = body.as_string(None)
+    tag = "$ncreel$"
+    n = 0
+    while tag in text:
+        n += 1
+        tag = f"$ncreel{n}$"
+    return f"DO {tag}\nBEGIN\n{text}\nEND\n{tag}"
+
+
+def create_statement(table: str, columns: Sequence[tuple[str, str]]) -> str:
+    """Return the SQL creating `table` if missing, serialised, in its own short transaction.
+
+    Concurrent ``CREATE TABLE IF NOT EXISTS`` of one name race in the catalog (``duplicate
+    key value violates unique constraint "pg_type_typname_nsp_index"``), so creation runs
+    under a transaction-level advisory lock per table name. A table made before the ``run``
+    default existed gets it here, once: the only exclusive lock, and it is taken outside
+    any load transaction.
+
+    Parameters
+    ----------
+    table : str
+        Table name, see :func:`table_name`.
+    columns : sequence of (str, str)
+        Column names and PostgreSQL types, in COPY file order (types are SQL as given).
+
+    Returns
+    -------
+    str
+        One ``DO`` statement, without the trailing ``;``.
+    """
+    from psycopg import sql
+
+    t = _table(table)
+    body = sql.SQL(",\n    ").join(
+        [sql.SQL("{} text NOT NULL DEFAULT current_setting({})").format(
+            identifier("run"), sql.Literal(RUN_SETTING))]
+        + [sql.SQL("{} {}").format(identifier(n), sql.SQL(pgtype)) for n, pgtype in columns])
+    stmt = sql.SQL(
+        "PERFORM pg_advisory_xact_lock({key});\n"
+        "CREATE TABLE IF NOT EXISTS {t} (\n    {body}\n);\n"
+        "IF (SELECT pg_get_expr(d.adbin, d.adrelid) FROM pg_attribute a\n"
+        "    LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum\n"
+        "    WHERE a.attrelid = {reg}::regclass AND a.attname = 'run')\n"
+        "    IS DISTINCT FROM {default} THEN\n"
+        "  ALTER TABLE {t} ALTER COLUMN {run} SET DEFAULT current_setting({setting});\n"
+        "END IF;").format(key=advisory_key(table), t=t, body=body,
+                          reg=sql.Literal(t.as_string(None)), default=sql.Literal(RUN_DEFAULT),
+                          run=identifier("run"), setting=sql.Literal(RUN_SETTING))
+    return _do(stmt)
+
+
+def load_statements(table: str, columns: Sequence[tuple[str, str]], run: str) -> list[str]:
+    """Return the SQL that starts loading `run` into `table`, inside the load transaction.
+
+    The table holds rows of any number of runs, told apart by its first column ``run``,
+    which defaults to the setting ``ncreel.run``: set it for this transaction, take the
+    run's advisory lock (two loads of one run queue; loads of other runs do not), and
+    delete the run's earlier rows (a rerun replaces them, never duplicates). No DDL, so
+    only row locks are held: readers are never blocked and loads of different runs never
+    deadlock. Run :func:`create_statement` first, in its own transaction.
+
+    Parameters
+    ----------
+    table : str
+        Table name, see :func:`table_name`.
+    columns : sequence of (str, str)
+        Column names and PostgreSQL types, in COPY file order (unused; kept for symmetry
+        with :func:`create_statement`).
+    run : str
+        Run name (letters, digits, ``_.-``).
+
+    Returns
+    -------
+    list of str
+        Statements, each without the trailing ``;``.
+    """
+    from psycopg import sql
+
+    lit = sql.Literal(_run_name(run))
+    lock = sql.SQL("PERFORM pg_advisory_xact_lock({});").format(advisory_key(table, run))
+    return [sql.SQL("SET LOCAL {} = {}").format(sql.SQL(RUN_SETTING), lit).as_string(None),
+            _do(lock),
+            sql.SQL("DELETE FROM {} WHERE {} = {}").format(
+                _table(table), identifier("run"), lit).as_string(None)]
+
+
+def copy_statement(table: str, columns: Sequence[tuple[str, str]], source: str = "STDIN") -> str:
+    """Return ``COPY "table" ("col", …) FROM source WITH (FORMAT text)`` (``run``: default)."""
+    from psycopg import sql
+
+    return sql.SQL("COPY {} ({}) FROM {} WITH (FORMAT text)").format(
+        _table(table), sql.SQL(", ").join(identifier(n) for n, _ in columns),
+        sql.SQL(source)).as_string(None)
+
+
+def load_script(table: str, columns: Sequence[tuple[str, str]], copy_file: str,
+                *, run: str, comment: str = "") -> str:
+    r"""Return the psql script loading `copy_file` into `table` as run `run`.
+
+    Run it from the directory holding `copy_file`: ``psql -f cells.sql DBNAME``. It makes
+    the same guarantees as the ``load_database`` rule: the table is created if missing
+    (serialised, :func:`create_statement`), then one transaction deletes the run's earlier
+    rows and ``\copy``-loads the file (:func:`load_statements`), so other sessions see the
+    old rows or all the new ones, readers of other runs are never blocked, and concurrent
+    loads of other runs never deadlock. ``ON_ERROR_STOP`` makes psql stop, and roll back,
+    at the first error.
+
+    Parameters
+    ----------
+    table : str
+        Table name, see :func:`table_name`.
+    columns : sequence of (str, str)
+        Column names and PostgreSQL types, in COPY file order.
+    copy_file : str
+        COPY text file name, relative to where psql runs; a ``.gz`` or ``.zst`` name is
+        read through ``gzip -dc``/``zstd -dc`` with ``\copy … FROM PROGRAM``.
+    run : str
+        Run name, stored in the ``run`` column.
+    comment : str
+        Text for a leading SQL comment (e.g. the run and input).
+    """
+    if copy_file.endswith(".gz"):
+        source = f"PROGRAM 'gzip -dc {_sql_quote_path(copy_file)}'"
+    elif copy_file.endswith(".zst"):
+        source = f"PROGRAM 'zstd -dc {_sql_quote_path(copy_file)}'"
+    else:
+        source = f"'{_sql_quote_path(copy_file)}'"
+    lines = [f"-- {line}" for line in comment.splitlines()]
+    lines += ["\\set ON_ERROR_STOP on", "SET client_min_messages = warning;",
+              f"{create_statement(table, columns)};", "BEGIN;"]
+    lines += [f"{stmt};" for stmt in load_statements(table, columns, run)]
+    # psql's \copy must be on one line.
+    lines.append("\\" + copy_statement(table, columns, source).replace("COPY", "copy", 1))
+    lines += ["COMMIT;", ""]
+    return "\n".join(lines)
+
+
+def _run_name(text: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", text):
+        raise ValueError(f"run name {text!r}: use letters, digits, '_', '.', '-'")
+    return text
+
+
+def _sql_quote_path(path: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9_./-]+", path):
+        raise ValueError(f"COPY file name {path!r}: use letters, digits, '_', '-', '.', '/'")
+    return path

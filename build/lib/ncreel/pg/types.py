@@ -1,0 +1,95 @@
+"""PostgreSQL column types: every type ncreel itself decides, in one place.
+
+A cell model declares its own columns' types (:mod:`ncreel.cells`); the types that follow
+from the data, not from a model, are decided here: the series' values, the ``time`` column
+(``timestamp`` or ``text``, by calendar), array columns and the cell geometry. Imports
+numpy only, so the parse-time column declaration stays light.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+TIMESTAMP = "timestamp without time zone"
+
+#: numpy dtype → PostgreSQL type that holds it exactly.
+NUMPY_TYPES = {
+    np.dtype(np.float32): "real",
+    np.dtype(np.float64): "double precision",
+    np.dtype(np.int16): "smallint",
+    np.dtype(np.int32): "integer",
+    np.dtype(np.int64): "bigint",
+    np.dtype(np.bool_): "boolean",
+}
+
+#: Geometry column type by config ``cells.geometry`` (PostGIS: WGS 84 polygons).
+GEOMETRY_TYPES = {"text": "text", "postgis": "geometry(Polygon, 4326)"}
+
+#: CF calendars that PostgreSQL's proleptic-Gregorian ``timestamp`` type can hold exactly.
+GREGORIAN_CALENDARS = {"standard", "gregorian", "proleptic_gregorian"}
+
+
+def pg_type_for(values) -> str:
+    """PostgreSQL type that holds `values` exactly.
+
+    Parameters
+    ----------
+    values : numpy.ndarray or sequence
+        A column: numeric/bool ndarray, or strings (``text``).
+
+    Returns
+    -------
+    str
+        ``real`` for float32, ``double precision`` for float64, ``smallint``/``integer``/
+        ``bigint`` for int16/32/64, ``boolean``, ``timestamp without time zone`` for
+        datetime64, else ``text``.
+    """
+    arr = np.asarray(values) if not isinstance(values, np.ndarray) else values
+    if arr.dtype.kind == "M":
+        return TIMESTAMP
+    return NUMPY_TYPES.get(arr.dtype, "text")
+
+
+def value_type(dtype) -> str:
+    """PostgreSQL type of the series' values: ``real`` for float32, else ``double precision``."""
+    return "real" if np.dtype(dtype) == np.float32 else "double precision"
+
+
+def time_type(labels: Sequence[str | None], calendar: str, *, decoded: bool) -> str:
+    """PostgreSQL type for the ``time`` column of a CF time axis.
+
+    ``timestamp`` holds only proleptic Gregorian dates of years 1 to 9999 here (ISO 8601
+    text with a four-digit year); 360-day, noleap and other CF calendars have dates such
+    as 2000-02-30 that it rejects, CF ``standard`` dates before 1582-10-15 are Julian,
+    and year 0, negative or five-digit years do not parse, so all those are ``text``
+    (ISO 8601 strings in the file's calendar). Every label then loads.
+
+    Parameters
+    ----------
+    labels : sequence of str or None, length n_time
+        ISO 8601 date-times in the data's calendar; None where a step has no time. May be
+        empty (a declaration made before any data is read).
+    calendar : str
+        CF calendar name.
+    decoded : bool
+        False when the axis could not be decoded (raw values only).
+
+    Returns
+    -------
+    str
+        ``timestamp without time zone`` or ``text``.
+    """
+    present = [lab for lab in labels if lab is not None]
+    if not decoded or calendar not in GREGORIAN_CALENDARS:
+        return "text"
+    if not all(re.match(r"\d{4}-", lab) and lab[:4] != "0000" for lab in present):
+        return "text"
+    # CF 'standard' is Julian before 1582-10-15; PostgreSQL is proleptic Gregorian.
+    # An axis without labels (a model's column declaration made before any data is
+    # read) has no Julian dates either.
+    if calendar != "proleptic_gregorian" and present and min(present) < "1582-10-15":
+        return "text"
+    return TIMESTAMP

@@ -1,0 +1,757 @@
+"""Render frames with one reused figure per worker; per-frame cost independent of the grid.
+
+Creating a figure per frame leaks memory in long loops and costs most of the time; here the
+figure, axes, colour bar and map features are built and drawn once. Re-rasterising the
+cells every frame (``pcolormesh`` does) costs time in proportion to the number of cells: a
+0.25 degree global grid (721 x 1440) draws about one frame per second. So, once per worker,
+the cells are rasterised by matplotlib itself into an *index image* (each cell painted, not
+antialiased, in a colour encoding its index; see :func:`cell_index_image`), which says which
+cell each pixel of the map shows, whatever the grid (1-D or 2-D coordinates, non-monotonic,
+curvilinear) and the projection. Each frame is then a gather of the field at those cells, a
+colour lookup done exactly as ``pcolormesh`` colours (:class:`ColorLookup`), written into
+the saved background; pixels where coastlines, spines or ticks lie above the field are
+composited from two reference draws (field all black, field all white), and the time label
+is drawn on top. :meth:`FrameRenderer.draw` returns the canvas's RGBA pixels, which are
+what ``savefig(format="png")`` would encode; the caller pipes them to an encoder or writes a
+PNG (:meth:`FrameRenderer.save_png`) for frames a person should be able to open.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display on compute nodes; set before any pyplot import elsewhere
+
+import numpy as np  # noqa: E402
+from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
+from matplotlib.colors import Colormap, ListedColormap, NoNorm, Normalize  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+#: Cells an index image can tell apart: 24 bits of RGB, 0 meaning "no cell".
+MAX_INDEX_CELLS = 2**24 - 1
+#: Values coloured per block by :class:`ColorLookup` (a block's work arrays fit in L2 cache).
+_BLOCK = 2**16
+
+
+class FrameRenderer:
+    """A figure of fixed pixel size showing one 2-D field per frame.
+
+    Parameters
+    ----------
+    shape : (int, int)
+        Grid shape ``(ny, nx)``.
+    width, height : int
+        Frame size in pixels.
+    dpi : float
+        Dots per inch (sets text size relative to the frame).
+    cmap : str
+        Matplotlib colormap name.
+    vmin, vmax : float
+        Colour limits, in the variable's units, shared by every frame of the run.
+    x, y : numpy.ndarray, optional
+        Cell-centre coordinates: 1-D of length nx / ny, or 2-D ``(ny, nx)`` for
+        curvilinear grids (longitude / latitude in degrees when `projection` is given).
+        Grid indices when omitted.
+    title : str
+        Figure title (variable name and units).
+    xlabel, ylabel : str
+        Axis labels (not shown on map projections).
+    blit : bool
+        Draw each frame from the index image onto the saved background (default). ``False``
+        redraws the whole figure with ``pcolormesh`` every frame: the reference the fast
+        path is measured against (:func:`frame_difference`), about a million times slower
+        per cell.
+    projection : cartopy.crs.Projection or ncreel.render.maps.PlainPlateCarree, optional
+        Map projection of the axes (see :func:`ncreel.render.maps.map_projection`); `x`, `y` are
+        then longitudes and latitudes (degrees). None: plain axes in the grid's coordinates.
+    features : iterable of ncreel.render.maps.MapLines
+        Map lines (coastlines, borders) drawn above the field; needs `projection`.
+
+    Raises
+    ------
+    ValueError
+        If `cmap` is not a known colormap, the size is below 16 x 16 pixels, or the grid
+        has more than :data:`MAX_INDEX_CELLS` cells.
+    """
+
+    def __init__(self, *, shape: tuple[int, int], width: int, height: int, dpi: float,
+                 cmap: str, vmin: float, vmax: float, x=None, y=None, title: str = "",
+                 xlabel: str = "", ylabel: str = "", blit: bool = True, projection=None,
+                 features=()) -> None:
+        if width < 16 or height < 16:
+            raise ValueError(f"frame size {width}x{height}: need at least 16x16 pixels")
+        if cmap not in matplotlib.colormaps:
+            raise ValueError(f"cmap '{cmap}' is not a matplotlib colormap")
+        ny, nx = shape
+        self.shape = (int(ny), int(nx))
+        if ny * nx > MAX_INDEX_CELLS:
+            raise ValueError(f"grid {ny}x{nx}: at most {MAX_INDEX_CELLS} cells can be drawn")
+        self.width, self.height, self.dpi = int(width), int(height), float(dpi)
+        self.blit = bool(blit)
+        self.projection = projection
+        # Constrained layout from the start, so the colour bar is placed next to the map
+        # (added after the colour bar, it leaves a wide gap between them).
+        self.fig = Figure(figsize=(self.width / self.dpi, self.height / self.dpi), dpi=self.dpi,
+                          layout="constrained")
+        self.canvas = FigureCanvasAgg(self.fig)
+        ax = self.ax = map_axes(self.fig, projection)
+        self._x = np.arange(nx) if x is None else np.asarray(x)
+        self._y = np.arange(ny) if y is None else np.asarray(y)
+        self.norm = Normalize(vmin=vmin, vmax=vmax)
+        self.mesh, self._to_mesh = add_mesh(ax, self._x, self._y, np.zeros((ny, nx)),
+                                            cmap=matplotlib.colormaps[cmap], norm=self.norm,
+                                            projection=projection)
+        for feature in features:
+            feature.add_to(ax, projection)
+        self.fig.colorbar(self.mesh, ax=ax, shrink=0.9, pad=0.02)
+        set_labels(ax, title=title, xlabel=xlabel, ylabel=ylabel, projection=projection)
+        self.label = ax.text(0.01, 0.99, "", transform=ax.transAxes, va="top", ha="left",
+                             fontsize="small", bbox={"facecolor": "white", "alpha": 0.7,
+                                                     "linewidth": 0}, zorder=10,
+                             parse_math=False)
+        self.canvas.draw()
+        # Fix the layout and the view after one draw, so frames never shift and the index
+        # image stays valid.
+        self.fig.set_layout_engine("none")
+        ax.set_xlim(ax.get_xlim())
+        ax.set_ylim(ax.get_ylim())
+        self._lookup = ColorLookup(self.mesh.get_cmap(), self.norm)
+        if self.blit:
+            self._prepare_index_path()
+
+    def _prepare_index_path(self) -> None:
+        # Everything but the field and the label, drawn once. Large arrays are built one at
+        # a time and freed before the next, so the set-up's peak memory stays near what the
+        # frames need (a worker's peak is what its job must declare).
+        h, w = self.height, self.width
+        index = cell_index_image(self.ax, self._x, self._y, self.shape, (w, h), self.dpi,
+                                 projection=self.projection)
+        gc.collect()  # the index figure's canvas and mesh sit in reference cycles
+        rows = np.flatnonzero((index >= 0).any(axis=1))
+        cols = np.flatnonzero((index >= 0).any(axis=0))
+        if rows.size == 0:
+            raise ValueError("no grid cell is visible in the map area")
+        self._box = (slice(rows[0], rows[-1] + 1), slice(cols[0], cols[-1] + 1))
+        ncells = self.shape[0] * self.shape[1]
+        # Pixels without a cell show the trailing "cell" ncells: transparent, like NaN.
+        # Up to 65 535 cells, 16-bit indices (a quarter of the memory; the gather casts
+        # them in small buffers); larger grids keep intp, which gathers fastest.
+        cells = index[self._box]
+        del index
+        cells[cells < 0] = ncells
+        self._cells = cells = cells.astype(np.uint16 if ncells < 2**16 else np.intp)
+        self._colours = np.zeros(ncells + 1, dtype=np.uint32)  # last: transparent
+        self._opaque = np.empty(cells.shape, dtype=bool)  # reused from frame to frame
+        self.label.set_visible(False)
+        self.mesh.set_visible(False)
+        self.canvas.draw()
+        self._background = np.array(self.canvas.buffer_rgba())
+        # What lies above the field (coastlines, spines, tick marks): the figure drawn with
+        # the field all black (f0) and all white (f1); see :class:`AggOverlay`.
+        self.mesh.set_visible(True)
+        _set_mesh_constant(self.mesh, "black")
+        self.canvas.draw()
+        f0 = np.array(np.asarray(self.canvas.buffer_rgba())[self._box][..., :3])
+        _set_mesh_constant(self.mesh, "white")
+        self.canvas.draw()
+        f1 = np.asarray(self.canvas.buffer_rgba())[self._box][..., :3]
+        self.mesh.remove()  # never drawn again; the colour bar keeps its norm and cmap
+        self.label.set_visible(True)
+        over = ((f0 != 0) | (f1 != 255)).any(-1)
+        over &= cells < ncells
+        self._over = np.flatnonzero(over)
+        self._overlay = AggOverlay(f0.reshape(-1, 3)[self._over], f1.reshape(-1, 3)[self._over])
+        del f0, f1, over
+
+    def draw(self, field: np.ndarray, label: str) -> np.ndarray:
+        """Draw `field` with time label `label`; return the frame's pixels.
+
+        Parameters
+        ----------
+        field : numpy.ndarray, shape (ny, nx)
+            Values in the variable's units; NaN cells are left transparent.
+        label : str
+            Time shown in the corner (e.g. an ISO 8601 date).
+
+        Returns
+        -------
+        numpy.ndarray, shape (height, width, 4), uint8
+            RGBA pixels (not premultiplied), a view of the canvas buffer: valid until the
+            next call, copy it to keep it.
+
+        Raises
+        ------
+        ValueError
+            If `field` does not have the grid's shape.
+        """
+        field = np.asarray(field)
+        if field.shape != self.shape:
+            raise ValueError(f"field shape {field.shape} != grid shape {self.shape}")
+        self.label.set_text(label)
+        if not self.blit:
+            self.mesh.set_array(self._to_mesh(field))
+            self.canvas.draw()
+            return np.asarray(self.canvas.buffer_rgba())
+        values = field.ravel()  # any dtype: ColorLookup normalises as Normalize does
+        # Colour each cell (cost grows with the grid), then each pixel (with the frame).
+        self._lookup.rgba32(values, out=self._colours[:-1])
+        cells = self._cells
+        # take() would cast 16-bit indices to intp in one frame-sized copy; indexing does not.
+        rgba = self._colours.take(cells) if cells.dtype == np.intp else self._colours[cells]
+        if self._over.size:
+            # Lines over the field, blended onto this frame's colours; a pixel whose cell
+            # is transparent keeps its alpha 0 and so shows the background's line.
+            flat = rgba.reshape(-1)
+            c = flat.take(self._over).view(np.uint8).reshape(-1, 4)
+            flat.put(self._over, self._overlay.blend(c).view(np.uint32))
+        opaque = self._opaque
+        # Alpha is the high byte of little-endian RGBA.
+        np.greater_equal(rgba, np.uint32(0xFF000000), out=opaque)
+        buf = np.asarray(self.canvas.buffer_rgba())
+        buf[...] = self._background
+        box = buf[self._box].view(np.uint32)[..., 0]
+        np.copyto(box, rgba, where=opaque)
+        self.label.draw(self.canvas.get_renderer())
+        return buf
+
+    def save_png(self, path: str | os.PathLike, *, compress_level: int = 6) -> None:
+        """Write the frame last drawn by :meth:`draw` as a PNG of exactly width x height.
+
+        Parameters
+        ----------
+        path : path
+            Output file.
+        compress_level : int
+            zlib level 0-9; 6 is what ``savefig`` uses, so the pixels and size match it.
+        """
+        write_png(np.asarray(self.canvas.buffer_rgba()), path, compress_level=compress_level)
+
+    def render(self, field: np.ndarray, label: str, path: str | os.PathLike) -> None:
+        """Draw `field` and write it as a PNG at `path` (see :meth:`draw`)."""
+        self.draw(field, label)
+        self.save_png(path)
+
+    def map_area(self) -> np.ndarray:
+        """Pixels that show a grid cell, shape (height, width) bool (blit mode only)."""
+        area = np.zeros((self.height, self.width), dtype=bool)
+        area[self._box] = self._cells < self.shape[0] * self.shape[1]
+        return area
+
+    def interior(self) -> np.ndarray:
+        """Map pixels away from cell edges and the map boundary (see :func:`cell_interior`)."""
+        return cell_interior(cell_index_image(self.ax, self._x, self._y, self.shape,
+                                              (self.width, self.height), self.dpi,
+                                              projection=self.projection))
+
+    def level_step(self) -> int:
+        """Largest 8-bit channel step between neighbouring colours of the colormap."""
+        rgba = self._lookup.lut32[:self._lookup.n].view(np.uint8).reshape(-1, 4).astype(int)
+        return int(np.abs(np.diff(rgba, axis=0)).max()) if len(rgba) > 1 else 0
+
+    def close(self) -> None:
+        """Release the figure."""
+        self.fig.clear()
+
+
+class AggOverlay:
+    """Antialiased lines above an opaque field, re-blended onto any field colour as Agg does.
+
+    Agg (matplotlib's ``fixed_blender_rgba_plain``) blends a line of colour ``L`` with
+    coverage alpha ``a`` (0-255) onto an opaque pixel of colour ``c`` as
+    ``(c * 255 * (256 - a) + L * 256 * a) // (65280 + a)`` per 8-bit channel. Two draws of
+    the figure, with the field all black (`f0`) and all white (`f1`), give that blend at
+    ``c = 0`` and ``c = 255``; the pair ``(f0, f1)`` identifies ``(a, L)`` (a table over
+    all 256 x 256 of them), so the blend onto each frame's colours is computed with Agg's
+    own integer arithmetic. Pairs no single blend produces (two lines crossing, a line on a
+    spine) fall back to linear interpolation ``f0 + (f1 - f0) * c / 255``.
+
+    Parameters
+    ----------
+    f0, f1 : numpy.ndarray, shape (n, 3), uint8
+        RGB of the n pixels over the field, drawn on a black and on a white field.
+    """
+
+    _table: np.ndarray | None = None
+
+    def __init__(self, f0: np.ndarray, f1: np.ndarray) -> None:
+        table = self.pair_table()
+        f0, f1 = np.asarray(f0, np.int32), np.asarray(f1, np.int32)
+        key = table[f0, f1]  # (n, 3): a << 8 | L, or -1
+        exact = key >= 0
+        a, line = key >> 8, key & 255
+        # Both blends are floor((c * mul + add) / div), per pixel and channel; the linear
+        # one is f0 + round(df * c / 255). One formula, so a frame costs one pass; a fourth
+        # channel (c * 1 + 0) / 1 keeps alpha, so the pass runs over contiguous RGBA.
+        n = len(f0)
+        self._mul = np.ones((n, 4), np.int32)
+        self._add = np.zeros((n, 4), np.int32)
+        self._div = np.ones((n, 4), np.int32)
+        self._mul[:, :3] = np.where(exact, 255 * (256 - a), f1 - f0)
+        self._add[:, :3] = np.where(exact, line * 256 * a, 255 * f0 + 127)
+        self._div[:, :3] = np.where(exact, 65280 + a, 255)
+
+    @classmethod
+    def pair_table(cls) -> np.ndarray:
+        """Return ``(a << 8) | L`` of the blend giving each ``(f0, f1)``: (256, 256), -1: none."""
+        if cls._table is None:
+            line = np.arange(255, -1, -1, dtype=np.int64)[:, None]
+            a = np.arange(256, dtype=np.int64)[None, :]
+            f0 = (line * 256 * a) // (65280 + a)
+            f1 = (255 * 255 * (256 - a) + line * 256 * a) // (65280 + a)
+            table = np.full((256, 256), -1, dtype=np.int32)
+            # Where several blends give the same pair, the darkest line (black coastlines)
+            # and then the highest alpha win: written last.
+            table[f0.ravel(), f1.ravel()] = (a << 8 | line).ravel()
+            cls._table = table
+        return cls._table
+
+    def blend(self, c: np.ndarray) -> np.ndarray:
+        """Pixels of the lines over field colours `c`, RGBA shape (n, 4) uint8 -> (n, 4) uint8.
+
+        Alpha is passed through unchanged.
+        """
+        out = c.astype(np.int32)
+        out *= self._mul
+        out += self._add
+        out //= self._div
+        return out.astype(np.uint8)
+
+
+def cell_interior(index: np.ndarray) -> np.ndarray:
+    """Pixels of an index image whose 3 x 3 neighbours all show the same cell.
+
+    Returns
+    -------
+    numpy.ndarray, same shape, bool
+        False on cell edges, on the map's boundary and outside the map.
+    """
+    p = np.pad(index, 1, mode="edge")
+    same = index >= 0
+    h, w = index.shape
+    for dy in (0, 1, 2):
+        for dx in (0, 1, 2):
+            same &= p[dy:dy + h, dx:dx + w] == index
+    return same
+
+
+def frame_difference(a: np.ndarray, b: np.ndarray, *, area: np.ndarray | None = None,
+                     tolerance: int = 0) -> dict:
+    """How far frame `a` is from frame `b` (e.g. the index path vs a full ``pcolormesh`` draw).
+
+    Parameters
+    ----------
+    a, b : numpy.ndarray, shape (height, width, 4), uint8
+        RGBA frames.
+    area : numpy.ndarray, shape (height, width), bool, optional
+        Pixels to compare (e.g. :meth:`FrameRenderer.map_area`); all when omitted.
+    tolerance : int
+        8-bit channel difference counted as "within one colour level" (e.g.
+        :meth:`FrameRenderer.level_step`).
+
+    Returns
+    -------
+    dict
+        ``pixels`` compared, ``share_differing`` (fraction with any channel different),
+        ``max_difference`` (largest channel difference, 0-255) and ``share_beyond``
+        (fraction differing by more than `tolerance`).
+    """
+    d = np.abs(a.astype(np.int16) - b.astype(np.int16)).max(axis=-1)
+    if area is not None:
+        d = d[area]
+    n = max(d.size, 1)
+    return {"pixels": int(d.size), "share_differing": np.count_nonzero(d) / n,
+            "max_difference": int(d.max()) if d.size else 0,
+            "share_beyond": np.count_nonzero(d > tolerance) / n}
+
+
+def set_labels(ax, *, title: str, xlabel: str, ylabel: str, projection=None) -> None:
+    """Put the title and axis labels on `ax` (axis labels only without a map projection).
+
+    Text from the file is drawn literally: a '$' in a long_name is not mathtext.
+    """
+    ax.set_title(title, parse_math=False)
+    if projection is None:
+        ax.set_xlabel(xlabel, parse_math=False)
+        ax.set_ylabel(ylabel, parse_math=False)
+
+
+def map_axes(fig, projection, rect=None):
+    """Axes of `fig` for `projection`: a cartopy ``GeoAxes``, or plain axes.
+
+    A :class:`ncreel.render.maps.PlainPlateCarree` map gets plain axes drawn as cartopy draws a
+    PlateCarree ``GeoAxes``: equal aspect, no ticks, a frame around the map.
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+    projection : cartopy.crs.Projection, ncreel.render.maps.PlainPlateCarree or None
+    rect : tuple of 4 float, optional
+        Position (left, bottom, width, height) in figure coordinates; a subplot if omitted.
+    """
+    from ncreel.render.maps import PlainPlateCarree
+
+    plain = isinstance(projection, PlainPlateCarree)
+    kw = {} if plain else {"projection": projection}
+    ax = fig.add_subplot(**kw) if rect is None else fig.add_axes(rect, **kw)
+    if plain:
+        ax.set_aspect("equal", adjustable="box")
+        ax.xaxis.set_visible(False)
+        ax.yaxis.set_visible(False)
+    return ax
+
+
+def add_mesh(ax, x, y, data, *, cmap, norm, projection=None):
+    """``pcolormesh`` of `data` on `ax`: the one call both the frames and the index image use.
+
+    Not antialiased (``pcolormesh``'s default), so each pixel belongs to exactly one cell.
+    On a map (`projection` given) the coordinates are longitudes / latitudes: the cell
+    corners are computed here (:func:`geo_mesh`) and the quadrilaterals drawn by
+    matplotlib's ``pcolormesh`` (with the PlateCarree transform on a cartopy ``GeoAxes``),
+    so no cell needs cartopy's slow per-polygon wrapping (minutes for a 0.25 degree grid
+    in Robinson).
+
+    Returns
+    -------
+    mesh : matplotlib.collections.QuadMesh
+    to_mesh : callable
+        Maps a field of shape (ny, nx) to the mesh's array (masked where no cell is drawn).
+    """
+    kw = {"cmap": cmap, "norm": norm, "antialiased": False, "rasterized": True}
+    if projection is None:
+        if 1 in np.shape(data):
+            # One row or column: shading="auto" would give it zero height (no spacing to
+            # guess from), so its edges are half a unit either side (see _edges).
+            x, y = np.asarray(x), np.asarray(y)
+            if x.ndim == 2:
+                x, y = _edges(_edges(x, 0), 1), _edges(_edges(y, 0), 1)
+            else:
+                x, y = _edges(x, 0), _edges(y, 0)
+            return (ax.pcolormesh(x, y, data, shading="flat", **kw),
+                    np.ma.masked_invalid)
+        return ax.pcolormesh(x, y, data, shading="auto", **kw), np.ma.masked_invalid
+    from matplotlib.axes import Axes
+
+    xc, yc, cols, hidden = geo_mesh(projection, x, y)
+
+    def to_mesh(field):
+        field = np.asarray(field)
+        out = np.ma.masked_invalid(field.take(np.maximum(cols, 0), axis=1))
+        out[hidden] = np.ma.masked
+        return out
+
+    if hasattr(ax, "projection"):
+        import cartopy.crs as ccrs
+
+        kw["transform"] = ccrs.PlateCarree()
+    else:  # PlainPlateCarree on plain axes: the map's x, y are computed here
+        xc = projection.map_x(xc)  # y is the latitude
+    mesh = Axes.pcolormesh(ax, xc, yc, to_mesh(data), shading="flat", **kw)
+    return mesh, to_mesh
+
+
+def _edges(c: np.ndarray, axis: int) -> np.ndarray:
+    # Cell edges halfway between centres, the outer ones extrapolated by half a cell (as
+    # pcolormesh's shading="nearest").
+    c = np.moveaxis(np.asarray(c, float), axis, 0)
+    if c.shape[0] == 1:
+        mid = [c[0] - 0.5, c[0] + 0.5]
+        return np.moveaxis(np.stack(mid), 0, axis)
+    mid = (c[1:] + c[:-1]) / 2
+    out = np.concatenate([c[:1] - (mid[:1] - c[:1]), mid, c[-1:] + (c[-1:] - mid[-1:])])
+    return np.moveaxis(out, 0, axis)
+
+
+def geo_mesh(projection, lon, lat):
+    """Cell corners of a longitude/latitude grid laid out for `projection`'s map.
+
+    Parameters
+    ----------
+    projection : cartopy.crs.Projection or ncreel.render.maps.PlainPlateCarree
+    lon, lat : numpy.ndarray
+        Cell centres in degrees: 1-D (nx,) and (ny,), or 2-D (ny, nx).
+
+    Returns
+    -------
+    lon_corners, lat_corners : numpy.ndarray
+        1-D (m+1,), (ny+1,) or 2-D (ny+1, m+1) corners; latitudes clipped to +-90.
+    cols : numpy.ndarray of int, shape (m,)
+        Grid column each mesh column shows; -1 for a gap. For a 1-D longitude axis the
+        column the map's edge (central longitude + 180) cuts is split into two mesh columns
+        at either edge, and the columns beyond it are moved by -360 degrees.
+    hidden : numpy.ndarray of bool, shape (ny, m)
+        Cells not drawn: a corner outside the projection's domain, or a cell spanning
+        more than half the map's width (it would be drawn across the map).
+    """
+    lon, lat = np.asarray(lon, float), np.asarray(lat, float)
+    if lon.ndim == 1 and lat.ndim == 1:
+        xe, ye = _edges(lon, 0), np.clip(_edges(lat, 0), -90, 90)
+        xe, cols = _split_at_map_edge(xe, projection)
+    else:
+        lon2, lat2 = np.broadcast_arrays(*(np.meshgrid(lon, lat) if lon.ndim == 1
+                                           else (lon, lat)))
+        xe = _edges(_edges(lon2, 1), 0)
+        ye = np.clip(_edges(_edges(lat2, 1), 0), -90, 90)
+        cols = np.arange(lon2.shape[1])
+    gx, gy = np.broadcast_arrays(xe[None, :] if xe.ndim == 1 else xe,
+                                 ye[:, None] if ye.ndim == 1 else ye)
+    from ncreel.render.maps import PlainPlateCarree
+
+    if isinstance(projection, PlainPlateCarree):
+        px = projection.map_x(gx)  # y is the latitude, finite
+        bad = ~np.isfinite(px)
+    else:
+        import cartopy.crs as ccrs
+
+        pts = projection.transform_points(ccrs.PlateCarree(), gx, gy)
+        px = np.ascontiguousarray(pts[..., 0])
+        bad = ~(np.isfinite(px) & np.isfinite(pts[..., 1]))
+        del pts
+    corner_bad = bad[1:, 1:] | bad[:-1, :-1] | bad[1:, :-1] | bad[:-1, 1:]
+    width = abs(projection.x_limits[1] - projection.x_limits[0])
+    # Pairwise, not reduce over a list (which stacks four corner arrays: 4x the memory).
+    a, b, c, d = px[1:, 1:], px[:-1, :-1], px[1:, :-1], px[:-1, 1:]
+    with np.errstate(invalid="ignore"):
+        span = np.maximum(np.maximum(a, b), np.maximum(c, d))
+        span -= np.minimum(np.minimum(a, b), np.minimum(c, d))
+        hidden = corner_bad | (span > width / 2) | (cols < 0)[None, :]
+    return xe, ye, cols, hidden
+
+
+def _split_at_map_edge(edges: np.ndarray, projection) -> tuple[np.ndarray, np.ndarray]:
+    nx = edges.size - 1
+    cols = np.arange(nx)
+    if edges[0] > edges[-1]:  # decreasing longitudes: lay out increasing, same cells
+        e, c = _split_at_map_edge(edges[::-1], projection)
+        return e, np.where(c >= 0, nx - 1 - c, -1)
+    central = float(projection.proj4_params.get("lon_0", 0.0))
+    edge = central + 180.0
+    e = edges - np.floor((edges[0] - (edge - 360.0)) / 360.0) * 360.0
+    if e[-1] <= edge or e[-1] - 360.0 > e[0] + 1e-9:
+        return e, cols  # nothing beyond the map's edge, or more than 360 degrees
+    m = int(np.searchsorted(e, edge, side="left"))  # first edge at or beyond the map's edge
+    if np.isclose(e[m], edge):
+        left_e, left_c = e[m:] - 360.0, cols[m:]
+        right_e, right_c = e[:m + 1], cols[:m]
+        right_e[-1] = edge
+    else:
+        left_e = np.concatenate([[edge - 360.0], e[m:] - 360.0])
+        left_c = cols[m - 1:]
+        right_e = np.concatenate([e[:m], [edge]])
+        right_c = cols[:m]
+    if left_e[-1] < right_e[0] - 1e-9:
+        return (np.concatenate([left_e, right_e]),
+                np.concatenate([left_c, [-1], right_c]))
+    return np.concatenate([left_e[:-1], right_e]), np.concatenate([left_c, right_c])
+
+
+def _set_mesh_constant(mesh, colour: str) -> None:
+    # One colour for every cell drawn (hidden cells stay masked).
+    mesh.set_cmap(ListedColormap([colour]))
+    a = mesh.get_array()
+    mesh.set_array(np.ma.array(np.zeros(a.shape), mask=np.ma.getmaskarray(a)))
+
+
+class _IndexColormap(Colormap):
+    """Colour ``(i + 1)`` as 24-bit RGB (R the low byte) for cell ``i``; masked: transparent."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__("ncreel-cell-index", N=max(int(n), 1))
+
+    def __call__(self, X, alpha=None, bytes=False):  # noqa: A002 (matplotlib's signature)
+        code = np.ma.getdata(X).astype(np.int64) + 1
+        rgba = np.empty((*code.shape, 4))
+        for k, shift in enumerate((0, 8, 16)):
+            rgba[..., k] = (code >> shift) & 255
+        rgba[..., :3] /= 255.0
+        rgba[..., 3] = 1.0
+        rgba[np.ma.getmaskarray(X)] = 0.0
+        return (rgba * 255).round().astype(np.uint8) if bytes else rgba
+
+
+def cell_index_image(ax, x, y, shape: tuple[int, int], size: tuple[int, int],
+                     dpi: float, *, projection=None) -> np.ndarray:
+    """Which grid cell each pixel of `ax`'s figure shows, rasterised by matplotlib itself.
+
+    A figure of the same size holds axes at `ax`'s position, with its projection and view
+    limits, and draws the grid with :func:`add_mesh` (no antialiasing), each cell in a
+    colour encoding its flat index. Geometry, cell edges, projections, wrapped cells and
+    cells outside the view are therefore exactly what ``pcolormesh`` draws.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        The frame's axes, after its layout is fixed.
+    x, y : numpy.ndarray
+        Cell-centre coordinates as given to ``pcolormesh`` (1-D or 2-D ``(ny, nx)``).
+    shape : (int, int)
+        Grid shape ``(ny, nx)``.
+    size : (int, int)
+        Figure size ``(width, height)`` in pixels.
+    dpi : float
+        Dots per inch of the figure.
+    projection : cartopy.crs.Projection or ncreel.render.maps.PlainPlateCarree, optional
+        `ax`'s map projection (None: plain axes in grid coordinates).
+
+    Returns
+    -------
+    numpy.ndarray, shape (height, width), int32
+        Flat cell index ``j * nx + i`` of each pixel (row 0 at the top), -1 where no cell
+        is drawn (pixels partly covered, at a clipped map boundary, included).
+    """
+    ny, nx = shape
+    w, h = size
+    fig = Figure(figsize=(w / dpi, h / dpi), dpi=dpi)
+    canvas = FigureCanvasAgg(fig)
+    fig.patch.set_visible(False)
+    ax2 = map_axes(fig, projection, ax.get_position(original=False).bounds)
+    ax2.set_axis_off()
+    ax2.set_aspect("auto")
+    cells = np.arange(ny * nx, dtype=np.int64).reshape(ny, nx)
+    add_mesh(ax2, x, y, cells, cmap=_IndexColormap(ny * nx), norm=NoNorm(),
+             projection=projection)
+    del cells
+    ax2.set_xlim(ax.get_xlim())
+    ax2.set_ylim(ax.get_ylim())
+    canvas.draw()
+    # R, G, B, A bytes as one little-endian uint32: A << 24 | B << 16 | G << 8 | R, and
+    # B << 16 | G << 8 | R is the code. In place: this image is as large as the frame.
+    index = np.asarray(canvas.buffer_rgba()).view("<u4")[..., 0].astype(np.int32)
+    fig.clear()
+    del canvas, fig
+    # Where the axes' clip path (a projection's curved boundary) covers a pixel partly,
+    # Agg blends onto the transparent figure keeping the colour exact, with alpha < 255.
+    empty = (index >= 0) & (index < 0x01000000)  # alpha 0 (int32: alpha >= 128 is < 0)
+    index &= 0xFFFFFF
+    index -= 1
+    index[empty] = -1
+    return index
+
+
+class ColorLookup:
+    """Colours of values exactly as ``pcolormesh`` paints them: `norm`, then `cmap`'s LUT.
+
+    The steps are those of :class:`matplotlib.colors.Normalize` (same ufuncs, same dtype)
+    and :meth:`matplotlib.colors.Colormap.__call__` (``N`` bins, the top edge in the last
+    bin, under / over / bad colours, non-finite values bad), and the 8-bit colours are
+    rounded as Agg rounds them (``uround(c * 255)``).
+
+    Parameters
+    ----------
+    cmap : matplotlib.colors.Colormap
+    norm : matplotlib.colors.Normalize
+        A plain ``Normalize`` with finite ``vmin < vmax`` is applied with the same ufuncs,
+        in blocks; any other norm (or ``clip=True``) is called as it is.
+    """
+
+    def __init__(self, cmap: Colormap, norm: Normalize) -> None:
+        self.cmap, self.norm = cmap, norm
+        n = self.n = cmap.N
+        # Rows in slot order (see _slots): the N colours, over, bad, under (slot -1).
+        lut = np.vstack([cmap(np.arange(n)), cmap.get_over(), cmap.get_bad(),
+                         cmap.get_under()])
+        lut8 = np.floor(lut * 255 + 0.5).astype(np.uint8)
+        self.lut32 = np.ascontiguousarray(lut8).view(np.uint32)[:, 0]
+        #: Colormap row (``index``'s numbering) of each slot.
+        self._row = np.array([*range(n), n + 1, n + 2, n], dtype=np.intp)
+        if not ((lut8[:, 3] == 255) | (lut8[:, 3] == 0)).all():
+            raise ValueError(f"colormap '{cmap.name}': partly transparent colours are not "
+                             "supported")
+        self._linear = type(norm) is Normalize and not norm.clip
+        self._buffers = None
+
+    def index(self, values: np.ndarray) -> np.ndarray:
+        """LUT row of each value: ``0..N-1`` colours, ``N`` under, ``N+1`` over, ``N+2`` bad.
+
+        Parameters
+        ----------
+        values : numpy.ndarray, shape (n,)
+            Values in the variable's units.
+
+        Returns
+        -------
+        numpy.ndarray, shape (n,), intp
+        """
+        return self._map(values, self._row, None)
+
+    def rgba32(self, values: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """RGBA of `values` as one uint32 each (memory order R, G, B, A).
+
+        Parameters
+        ----------
+        values : numpy.ndarray, shape (n,)
+            Values in the variable's units.
+        out : numpy.ndarray, shape (n,), uint32, optional
+            Written in place and returned.
+
+        Returns
+        -------
+        numpy.ndarray, shape (n,), uint32
+            A colour is opaque where its alpha byte (bits 24-31) is 255, else transparent.
+        """
+        return self._map(values, self.lut32, out)
+
+    def _map(self, values: np.ndarray, table: np.ndarray, out: np.ndarray | None):
+        # table[slot] of each value, a block at a time: the dozen passes over a block then
+        # run in the CPU cache instead of memory (about twice as fast on a 0.25 degree grid).
+        values = np.asarray(values)
+        if values.ndim != 1:
+            raise ValueError(f"values: need a 1-D array, got shape {values.shape}")
+        if out is None:
+            out = np.empty(values.shape, table.dtype)
+        # Integers are normalised in a float type, as Normalize.process_value does.
+        dtype = (values.dtype if values.dtype.kind == "f"
+                 else np.promote_types(values.dtype, np.float32))
+        if self._buffers is None or self._buffers[0].dtype != dtype:
+            self._buffers = (np.empty(_BLOCK, dtype), np.empty(_BLOCK, bool),
+                             np.empty(_BLOCK, bool), np.empty(_BLOCK, np.intp))
+        if not self._linear and values.size:
+            self.norm.autoscale_None(np.ma.masked_invalid(values))  # on all values, once
+        # A huge finite value may overflow to inf on the way: it is then over / under.
+        with np.errstate(over="ignore"):
+            for a in range(0, values.size, _BLOCK):
+                b = min(a + _BLOCK, values.size)
+                r, bad, edge, slot = (buf[:b - a] for buf in self._buffers)
+                self._slots(values[a:b], r, bad, edge, slot)
+                table.take(slot, out=out[a:b], mode="wrap")  # slot -1: the last row, under
+        return out
+
+    def _slots(self, values, r, bad, edge, slot) -> None:
+        # Slot of each value: 0..N-1 colours, N over, N+1 bad, -1 under. Clipping to
+        # [-1, N] and flooring do Colormap.__call__'s under / over tests in one pass each
+        # (floor, not the cast's truncation, takes [-1, 0) to under); all steps are exact,
+        # in the data's float type as Colormap's. copyto(where=) is several times faster
+        # than putmask.
+        n = self.n
+        if self._linear:
+            vmin, vmax = np.float64(self.norm.vmin), np.float64(self.norm.vmax)
+            # Normalize subtracts in float64, then divides in place in the data's dtype.
+            np.subtract(values, vmin, out=r, dtype=np.float64, casting="same_kind")
+            np.divide(r, vmax - vmin, out=r, casting="same_kind")
+            # Bad is what masked_invalid masks; a finite value whose r overflows to
+            # +-inf is over / under, as in Colormap.
+            np.isfinite(values, out=bad)
+            np.logical_not(bad, out=bad)
+        else:
+            # In the norm's own result type, which Colormap then bins; bad is the norm's
+            # mask when anything is masked, else NaN (Colormap's rule).
+            res = self.norm(np.ma.masked_invalid(values))
+            r = np.ma.getdata(res).copy()
+            np.copyto(bad, np.ma.getmaskarray(res) if np.ma.is_masked(res) else np.isnan(r))
+        if r.dtype.kind == "f":  # integers (BoundaryNorm) are LUT rows already
+            r *= n
+            # The top edge belongs to the last colour.
+            np.copyto(r, n - 1, where=np.equal(r, n, out=edge))
+        np.clip(r, -1, n, out=r)
+        np.floor(r, out=r)
+        np.copyto(r, n + 1, where=bad)
+        np.copyto(slot, r, casting="unsafe")
+
+
+def write_png(rgba: np.ndarray, path: str | os.PathLike, *, compress_level: int = 6) -> None:
+    """Write an RGBA frame, shape (height, width, 4) uint8, as a PNG file (Pillow)."""
+    from PIL import Image
+
+    Image.fromarray(rgba, mode="RGBA").save(path, format="png", compress_level=compress_level)

@@ -1,0 +1,282 @@
+"""Map projections, coastlines and borders for the frames, from geometry shipped with ncreel.
+
+Coastlines and land borders come from Natural Earth (public domain) files in
+``ncreel/data/natural_earth`` (TopoJSON, decoded here), never from cartopy's downloader:
+compute nodes usually have no network. Coastlines are the rings of the ``land`` object;
+land borders are the arcs two different ``countries`` share (as topojson's ``mesh`` with
+``a !== b``). The scale follows cartopy's ``AdaptiveScaler`` for its own features: 1:110m,
+1:50m when the map spans less than 50 degrees.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+DATA = Path(__file__).parent.parent / "data" / "natural_earth"
+#: Map span (degrees, larger of longitude and latitude) below which 1:50m is drawn.
+SCALE_50M_BELOW_DEG = 50.0
+#: A grid spanning at least this many degrees of longitude is global: maps centre on 0.
+GLOBAL_SPAN_DEG = 330.0
+#: Line width (points) and colour of coastlines and borders.
+COASTLINE_STYLE = {"edgecolor": "black", "linewidth": 0.6}
+BORDER_STYLE = {"edgecolor": "0.25", "linewidth": 0.4, "linestyle": "-"}
+
+
+def map_projection(name: str = "PlateCarree", params: Mapping | None = None):
+    """Build a cartopy projection from its class name and keyword parameters.
+
+    Parameters
+    ----------
+    name : str
+        Name of a :class:`cartopy.crs.Projection` subclass, e.g. ``PlateCarree``,
+        ``Robinson``, ``Mollweide``, ``Orthographic``, ``LambertConformal``,
+        ``NorthPolarStereo``.
+    params : mapping, optional
+        Keyword arguments of that class (e.g. ``central_longitude``).
+
+    Returns
+    -------
+    cartopy.crs.Projection or PlainPlateCarree
+        PlateCarree with at most a ``central_longitude`` is a :class:`PlainPlateCarree`:
+        the same map, drawn on plain matplotlib axes without importing cartopy.
+
+    Raises
+    ------
+    ValueError
+        If `name` is not a cartopy projection or `params` do not fit it.
+    """
+    if str(name) == "PlateCarree" and set(params or {}) <= {"central_longitude"}:
+        return PlainPlateCarree(**dict(params or {}))
+    import cartopy.crs as ccrs
+
+    cls = getattr(ccrs, str(name), None)
+    if not (isinstance(cls, type) and issubclass(cls, ccrs.Projection)):
+        raise ValueError(f"map.projection '{name}' is not a cartopy.crs projection class "
+                         "(e.g. PlateCarree, Robinson, Mollweide, LambertConformal)")
+    try:
+        return cls(**dict(params or {}))
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"map.projection_params {dict(params or {})} for {name}: {err}") from err
+
+
+class PlainPlateCarree:
+    """Cartopy's ``PlateCarree`` map (x = longitude - central longitude, y = latitude).
+
+    The default projection needs no map library: a render worker that draws it on plain
+    matplotlib axes does not import cartopy, pyproj and shapely (18 MiB of its resident
+    memory). It offers the parts of a cartopy projection ncreel uses.
+
+    Parameters
+    ----------
+    central_longitude : float
+        Longitude (degrees) at the map's centre; its edge is 180 degrees away.
+    """
+
+    def __init__(self, central_longitude: float = 0.0) -> None:
+        try:
+            self.central_longitude = float(central_longitude)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"map.projection_params central_longitude for PlateCarree: "
+                             f"{err}") from err
+        self.proj4_params = {"proj": "eqc", "lon_0": self.central_longitude}
+        self.x_limits = (-180.0, 180.0)
+        self.y_limits = (-90.0, 90.0)
+
+    def transform_points(self, src_crs, x, y) -> np.ndarray:
+        """Map coordinates of longitudes `x` and latitudes `y` (degrees; `src_crs` ignored).
+
+        Returns
+        -------
+        numpy.ndarray, shape (*x.shape, 3)
+            x in [-180, 180] (longitudes beyond the map's edge wrapped, the edge itself
+            kept on its side), y, 0.
+        """
+        x = self.map_x(x)
+        y = np.broadcast_to(np.asarray(y, float), x.shape)
+        return np.stack([x, y, np.zeros_like(x)], axis=-1)
+
+    def map_x(self, lon) -> np.ndarray:
+        """Map x of longitudes `lon` (degrees, any shape): the x of :meth:`transform_points`."""
+        x = np.asarray(lon, float) - self.central_longitude
+        out = (x < -180.0) | (x > 180.0)
+        if out.any():
+            x[out] = (x[out] + 180.0) % 360.0 - 180.0
+        return x
+
+    def __eq__(self, other) -> bool:
+        return (type(other) is type(self)
+                and other.central_longitude == self.central_longitude)
+
+    def __hash__(self) -> int:
+        return hash(("PlainPlateCarree", self.central_longitude))
+
+    def __repr__(self) -> str:
+        return f"PlainPlateCarree(central_longitude={self.central_longitude:g})"
+
+
+class MapLines:
+    """Lines (coastlines, borders) in longitude/latitude, drawn above the field.
+
+    Parameters
+    ----------
+    lines : list of numpy.ndarray, each (n, 2)
+        (longitude, latitude) vertices, degrees.
+    style : mapping
+        ``edgecolor``, ``linewidth``, optional ``linestyle``.
+    """
+
+    def __init__(self, lines: list[np.ndarray], style: Mapping) -> None:
+        self.lines, self.style = lines, dict(style)
+
+    def add_to(self, ax, projection) -> None:
+        """Draw the lines on `ax` (a cartopy ``GeoAxes``, or plain axes of a PlainPlateCarree).
+
+        Parameters
+        ----------
+        ax : matplotlib.axes.Axes
+        projection : cartopy.crs.Projection or PlainPlateCarree
+            The axes' map projection.
+        """
+        if not isinstance(projection, PlainPlateCarree):
+            import cartopy.crs as ccrs
+            from cartopy.feature import ShapelyFeature
+            from shapely.geometry import MultiLineString
+
+            ax.add_feature(ShapelyFeature([MultiLineString(self.lines)], ccrs.PlateCarree(),
+                                          facecolor="none", **self.style))
+            return
+        from matplotlib.collections import LineCollection
+
+        parts = []
+        for line in self.lines:
+            xy = projection.transform_points(None, line[:, 0], line[:, 1])[:, :2]
+            # A line crossing the map's edge is cut there, not drawn across the map.
+            parts.extend(p for p in _split_at_antimeridian(xy) if len(p) > 1)
+        style = self.style
+        # Cartopy's feature artists draw at zorder 1.5, above the field's mesh.
+        ax.add_collection(LineCollection(parts, colors=style["edgecolor"],
+                                         linewidths=style["linewidth"],
+                                         linestyles=style.get("linestyle", "-"),
+                                         zorder=1.5), autolim=False)
+
+
+def map_xy(projection, lon: float, lat: float) -> tuple[float, float]:
+    """Map coordinates of one point (`lon`, `lat` in degrees) in `projection`.
+
+    Parameters
+    ----------
+    projection : cartopy.crs.Projection or PlainPlateCarree
+
+    Returns
+    -------
+    x, y : float
+        In the projection's units (degrees for PlateCarree, metres for most others).
+    """
+    if isinstance(projection, PlainPlateCarree):
+        src = None
+    else:
+        import cartopy.crs as ccrs
+
+        src = ccrs.PlateCarree()
+    x, y = projection.transform_points(src, np.array([lon], float), np.array([lat], float))[0, :2]
+    return float(x), float(y)
+
+
+def central_longitude(lon: np.ndarray) -> float | None:
+    """Longitude (degrees, in [-180, 180)) to centre a regional map on, None for a global grid.
+
+    A grid that does not go round the globe is drawn centred on itself, so one that crosses
+    the map's edge meridian (a Pacific grid across 180 degrees, say) stays one piece instead
+    of being split to both edges of a world-wide strip. `lon` are continuous cell-centre
+    longitudes (no jump of 360 along a row), 1-D or 2-D.
+    """
+    lon = np.asarray(lon, float)
+    lo, hi = float(np.nanmin(lon)), float(np.nanmax(lon))
+    if hi - lo >= GLOBAL_SPAN_DEG:
+        return None
+    return float((0.5 * (lo + hi) + 180.0) % 360.0 - 180.0)
+
+
+def map_scale(lon: np.ndarray, lat: np.ndarray) -> str:
+    """``"110m"`` or ``"50m"`` from the span (degrees) of the grid's longitudes and latitudes."""
+    lon, lat = np.asarray(lon, float), np.asarray(lat, float)
+    span = max(np.nanmax(lon) - np.nanmin(lon), np.nanmax(lat) - np.nanmin(lat))
+    return "50m" if span < SCALE_50M_BELOW_DEG else "110m"
+
+
+@functools.lru_cache(maxsize=4)
+def _topology(name: str) -> dict:
+    return json.loads((DATA / name).read_text())
+
+
+def _arcs(topo: Mapping) -> list[np.ndarray]:
+    # Quantized TopoJSON: each arc is delta-encoded integer positions, then scaled.
+    (sx, sy), (tx, ty) = topo["transform"]["scale"], topo["transform"]["translate"]
+    out = []
+    for arc in topo["arcs"]:
+        q = np.cumsum(np.asarray(arc, dtype=float), axis=0)
+        out.append(np.column_stack([q[:, 0] * sx + tx, q[:, 1] * sy + ty]))
+    return out
+
+
+def _split_at_antimeridian(line: np.ndarray) -> list[np.ndarray]:
+    # Natural Earth rings run along +-180; a step from +180 to -180 is not a line across
+    # the map.
+    cut = np.flatnonzero(np.abs(np.diff(line[:, 0])) > 180) + 1
+    return [part for part in np.split(line, cut) if len(part) > 1]
+
+
+def _arc_ids(geometry: Mapping) -> set[int]:
+    # Arc indices of a Polygon / MultiPolygon; ~i means arc i reversed.
+    rings = geometry.get("arcs", [])
+    if geometry["type"] == "MultiPolygon":
+        rings = [ring for polygon in rings for ring in polygon]
+    return {i if i >= 0 else ~i for ring in rings for i in ring}
+
+
+def coastline_lines(scale: str = "110m") -> list[np.ndarray]:
+    """Coastlines (rings of Natural Earth ``land``) as (n, 2) arrays of (lon, lat) degrees."""
+    topo = _topology("land-110m.json" if scale == "110m" else "countries-50m.json")
+    arcs = _arcs(topo)
+    ids = set().union(*(_arc_ids(g) for g in topo["objects"]["land"]["geometries"]))
+    return [part for i in sorted(ids) for part in _split_at_antimeridian(arcs[i])]
+
+
+def border_lines() -> list[np.ndarray]:
+    """Land borders at 1:50m: arcs shared by two different countries, (n, 2) lon/lat arrays."""
+    topo = _topology("countries-50m.json")
+    arcs = _arcs(topo)
+    users: dict[int, int] = {}
+    for g in topo["objects"]["countries"]["geometries"]:
+        for i in _arc_ids(g):
+            users[i] = users.get(i, 0) + 1
+    return [part for i in sorted(users) if users[i] > 1
+            for part in _split_at_antimeridian(arcs[i])]
+
+
+def map_features(*, coastlines: bool, borders: bool, scale: str = "110m") -> list[MapLines]:
+    """Lines (shipped geometry, longitude/latitude) to draw above the field.
+
+    Parameters
+    ----------
+    coastlines, borders : bool
+        Which lines to draw.
+    scale : {"110m", "50m"}
+        Natural Earth scale of the coastlines (borders are always 1:50m).
+
+    Returns
+    -------
+    list of MapLines
+        Drawn by :meth:`MapLines.add_to` (as cartopy features on a cartopy map).
+    """
+    features = []
+    if coastlines:
+        features.append(MapLines(coastline_lines(scale), COASTLINE_STYLE))
+    if borders:
+        features.append(MapLines(border_lines(), BORDER_STYLE))
+    return features

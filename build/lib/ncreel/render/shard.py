@@ -1,0 +1,397 @@
+"""Render one shard's frames into an H.264 segment, with one or more worker processes.
+
+Each worker opens the input itself, reads only its own contiguous time range in bounded
+blocks, draws every frame with one reused :class:`~ncreel.render.frame.FrameRenderer` and pipes
+the raw pixels into its own ffmpeg process (:class:`~ncreel.render.movie.SegmentEncoder`). A sample
+of frames is also written as PNG so a person (and the report) can inspect them. With several
+workers the shard's range is split into contiguous sub-ranges, one part segment each, joined
+in order without re-encoding; workers are separate processes because pyplot is not
+thread-safe and the GIL serialises Agg, so threads would not render in parallel.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import multiprocessing
+import os
+import resource
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Iterable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ncreel.procmem import peak_rss_mb
+from ncreel.progress import Progress, current_log_file
+from ncreel.render.movie import SegmentEncoder, concat_segments
+from ncreel.settings import EncodeSettings, MapSettings, RenderSettings, SeriesSelection
+from ncreel.shards import Shard, frame_name, plan_shards
+
+log = logging.getLogger(__name__)
+
+#: Bound on the bytes of one block read from disk while rendering; a block always holds at
+#: least one time step. Small, because frames are drawn one by one anyway: a 2000-frame
+#: shard then holds no more data than a 20-frame one (measured: 32 MiB blocks made the
+#: worker's peak grow by the block, 15 MiB, between those two), and a 0.25 degree global
+#: grid (721 x 1440) is read one step at a time.
+RENDER_BLOCK_BYTES = 4 * 2**20
+
+
+@dataclass(frozen=True)
+class FrameJob:
+    """What a render worker needs to draw and encode frames; picklable.
+
+    Attributes
+    ----------
+    series : SeriesSelection
+        The input, opened by each worker process.
+    render : RenderSettings
+    encode : EncodeSettings
+    vmin, vmax : float
+        Colour limits, in the variable's units.
+    png_compress : int
+        zlib level of the PNG frames.
+    label : str
+        Name of the frames in progress lines.
+    log_file : str or None
+        File the workers append their progress lines to.
+    """
+
+    series: SeriesSelection
+    render: RenderSettings
+    encode: EncodeSettings
+    vmin: float
+    vmax: float
+    png_compress: int = 6
+    label: str = "frames"
+    log_file: str | None = None
+
+
+def png_sample(start: int, stop: int, *, every: int = 0, extra: Iterable[int] = ()) -> list[int]:
+    """Time indices of ``start:stop`` that are also written as PNG files.
+
+    Parameters
+    ----------
+    start, stop : int
+        Half-open range of global time indices (one shard).
+    every : int
+        Also every `every`-th global index (0: none beyond first, middle and last).
+    extra : iterable of int
+        Further indices to include when inside the range (e.g. the run's middle frame,
+        which the report shows).
+
+    Returns
+    -------
+    list of int
+        Sorted, unique: the first, middle and last index of the range, multiples of `every`,
+        and `extra` within the range.
+    """
+    if stop <= start:
+        return []
+    picked = {start, (start + stop - 1) // 2, stop - 1}
+    if every and every > 0:
+        picked.update(range(-(-start // every) * every, stop, every))
+    picked.update(t for t in extra if start <= t < stop)
+    return sorted(picked)
+
+
+def render_range(job: FrameJob, start: int, stop: int, *, segment: str | os.PathLike,
+                 frames_dir: str | os.PathLike | None = None, png_times: Iterable[int] = (),
+                 encoder_threads: int | None = None, series=None) -> dict:
+    """Render time steps ``start:stop`` into one MP4 segment (in this or a worker process).
+
+    Parameters
+    ----------
+    job : FrameJob
+        The input's selection, render and encode settings, colour limits.
+    start, stop : int
+        Half-open range of global time indices.
+    segment : path
+        Output segment, written under a temporary name and renamed when complete.
+    frames_dir : path, optional
+        Existing directory for the PNG frames ``frame_<time_index>.png`` of `png_times`.
+    png_times : iterable of int
+        Global time indices to also write as PNG.
+    encoder_threads : int, optional
+        Thread cap of this worker's ffmpeg.
+    series : ncreel.source.Series, optional
+        The input, already opened from ``job.series`` in this process; None opens it here
+        (a worker process).
+
+    Returns
+    -------
+    dict
+        ``frames`` rendered, ``pngs`` written, ``render_s`` (seconds spent drawing),
+        ``wall_s``, ``maxrss_mb`` (this process's peak resident memory, MiB) and
+        ``encoder_maxrss_mb`` / ``encoder_cpu_s`` (its ffmpeg's peak memory and CPU time).
+
+    Raises
+    ------
+    NcreelError
+        If the input cannot be read or ffmpeg fails.
+    """
+    if series is None:
+        with job.series.open() as opened:
+            return render_range(job, start, stop, segment=segment, frames_dir=frames_dir,
+                                png_times=png_times, encoder_threads=encoder_threads,
+                                series=opened)
+    t_start = time.perf_counter()
+    pngs = set(png_times)
+    rend, enc = job.render, job.encode
+    draw_s = 0.0
+    n = 0
+    progress = Progress(stop - start, f"{job.label} {start}..{stop - 1}", log_file=job.log_file)
+    labels = time_labels(series)
+    renderer = make_renderer(series, rend, vmin=job.vmin, vmax=job.vmax)
+    with SegmentEncoder(segment, width=rend.width, height=rend.height, fps=enc.fps,
+                        crf=enc.crf, preset=enc.preset, threads=encoder_threads) as encoder:
+        for t0, block in series.iter_blocks(start, stop, RENDER_BLOCK_BYTES):
+            for i in range(block.shape[0]):
+                t = t0 + i
+                t1 = time.perf_counter()
+                rgba = renderer.draw(block[i], labels[t])
+                draw_s += time.perf_counter() - t1
+                encoder.write(rgba)
+                if t in pngs and frames_dir is not None:
+                    renderer.save_png(Path(frames_dir) / frame_name(t),
+                                      compress_level=job.png_compress)
+                n += 1
+                progress.update(n)
+            del block  # let the next block reuse the memory
+    renderer.close()
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {"frames": n, "pngs": len(pngs & set(range(start, stop))), "render_s": draw_s,
+            "wall_s": time.perf_counter() - t_start, "maxrss_mb": peak_rss_mb(),
+            "encoder_maxrss_mb": encoder.peak_rss_mb or 0.0,
+            "encoder_cpu_s": kids.ru_utime + kids.ru_stime}
+
+
+def render_shard(job: FrameJob, shard: Shard, *, segment: str | os.PathLike,
+                 frames_dir: str | os.PathLike | None = None, png_times: Iterable[int] = (),
+                 workers: int = 1, series=None) -> dict:
+    """Render a shard into `segment` with `workers` processes, frames in exact time order.
+
+    With ``workers == 1`` the shard is rendered in this process. Each worker's encoder runs
+    single-threaded, so a job uses about the `workers` cores it declared (libx264 with one
+    thread encodes as fast per CPU-second, and holds fewer frames in memory). Otherwise the shard is
+    split into `workers` contiguous, balanced sub-ranges, each rendered by a fresh
+    ``spawn`` process (no inherited pyplot or file state) into a part segment, and the parts
+    are joined in order with ``-c copy``. Peak memory is about `workers` times one worker's
+    (each holds one figure, one block and one ffmpeg), independent of the shard's length.
+
+    Parameters
+    ----------
+    job : FrameJob
+        See :func:`render_range`.
+    shard : Shard
+        Which time steps.
+    segment : path
+        The shard's MP4 segment (written under a temporary name, renamed when complete).
+    frames_dir : path, optional
+        Existing directory for the sampled PNG frames.
+    png_times : iterable of int
+        Global time indices to also write as PNG.
+    workers : int
+        Worker processes (the job's ``threads``); capped at the shard's frame count.
+    series : ncreel.source.Series, optional
+        The input already opened from ``job.series``, used when rendering in this process
+        (one worker); worker processes open their own.
+
+    Returns
+    -------
+    dict
+        ``frames``, ``pngs``, ``workers``, ``render_s`` (summed over workers), ``wall_s``,
+        ``maxrss_mb`` (largest worker), ``encoder_maxrss_mb`` (largest encoder).
+
+    Raises
+    ------
+    NcreelError
+        If a worker's ffmpeg fails, or the parts cannot be joined.
+    """
+    png_times = sorted(set(png_times))
+    workers = max(1, min(int(workers), shard.n_frames))
+    t0 = time.perf_counter()
+    if workers == 1:
+        result = render_range(job, shard.start, shard.stop, segment=segment,
+                              frames_dir=frames_dir, png_times=png_times, encoder_threads=1,
+                              series=series)
+        result["workers"] = 1
+        return result
+    segment = Path(segment)
+    parts_dir = segment.with_name(segment.name + ".parts")
+    shutil.rmtree(parts_dir, ignore_errors=True)
+    parts_dir.mkdir(parents=True)
+    ranges = [(shard.start + p.start, shard.start + p.stop)
+              for p in plan_shards(shard.n_frames, -(-shard.n_frames // workers))]
+    parts = [parts_dir / f"part_{i:03d}.mp4" for i in range(len(ranges))]
+    # Workers append their progress to this job's log.
+    job = dataclasses.replace(job, log_file=current_log_file())
+    try:
+        ctx = multiprocessing.get_context("spawn")
+        with _main_not_reimported(), ProcessPoolExecutor(
+                max_workers=len(ranges), mp_context=ctx, initializer=_worker_signals) as pool:
+            futures = [pool.submit(render_range, job, a, b, segment=part,
+                                   frames_dir=frames_dir, png_times=png_times,
+                                   encoder_threads=1)
+                       for (a, b), part in zip(ranges, parts, strict=True)]
+            try:
+                results = [f.result() for f in futures]  # in submission order = time order
+            except BaseException:
+                # Interrupted (or a worker failed): stop the other workers now; leaving
+                # the pool would wait for each to finish its whole range.
+                for child in multiprocessing.active_children():
+                    child.terminate()
+                raise
+        concat_segments(parts, segment, faststart=False)
+    finally:
+        shutil.rmtree(parts_dir, ignore_errors=True)
+    return {"frames": sum(r["frames"] for r in results),
+            "pngs": sum(r["pngs"] for r in results), "workers": len(ranges),
+            "render_s": sum(r["render_s"] for r in results), "wall_s": time.perf_counter() - t0,
+            "maxrss_mb": max(r["maxrss_mb"] for r in results),
+            "encoder_maxrss_mb": max(r["encoder_maxrss_mb"] for r in results),
+            "encoder_cpu_s": sum(r["encoder_cpu_s"] for r in results)}
+
+
+def _worker_signals() -> None:
+    # A render worker stops at once and quietly on a stop signal (the job's process group
+    # gets Ctrl-C, the scheduler's kill): the job itself says why, in one line.
+    from ncreel.logs import STOP_SIGNALS
+
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, lambda signum, frame: os._exit(128 + signum))
+
+
+@contextlib.contextmanager
+def _main_not_reimported():
+    # A spawned child re-runs the parent's __main__ file to find pickled functions. Under
+    # Snakemake that file is the rule's script, which fails outside Snakemake (no
+    # `snakemake` object) and would redo the job; the workers only need ncreel, so hide
+    # the main file from multiprocessing while the pool starts its processes.
+    main = sys.modules.get("__main__")
+    saved = getattr(main, "__file__", None)
+    if saved is not None:
+        del main.__file__
+    try:
+        yield
+    finally:
+        if saved is not None:
+            main.__file__ = saved
+
+
+def time_labels(series) -> list[str]:
+    """Per-step frame label, one string per time step.
+
+    The ISO date where time decodes, else ``<time> = <value>``, or ``<time_dim> step
+    <index>`` when there is no number either.
+    """
+    time_axis = series.time_axis()
+    name = series.time_name or series.time_dim
+    return [label if label is not None else
+            (f"{name} = {value:g}" if np.isfinite(value) else f"{series.time_dim} step {i}")
+            for i, (label, value) in enumerate(zip(time_axis.labels, time_axis.values,
+                                                   strict=True))]
+
+
+def make_renderer(series, render: RenderSettings, *, vmin: float, vmax: float,
+                  blit: bool = True):
+    """Build the :class:`~ncreel.render.frame.FrameRenderer` for `series`.
+
+    The renderer holds the axes, labels, title and map.
+
+    ``render.map`` applies to grids with latitude/longitude, see :func:`map_settings`.
+    """
+    from ncreel.render.frame import FrameRenderer
+
+    x, y, xlabel, ylabel = plot_axes(series)
+    # Latitude/longitude as CF finds them (units, standard_name, axis...), whatever the
+    # axis label says ("lon [degrees_east]", "Longitude").
+    geo = series.lat_name is not None and series.lon_name is not None
+    projection, features = map_settings(render.map, lon=x if geo else None,
+                                        lat=y if geo else None)
+    title = f"{series.long_name} [{series.units}]" if series.units else series.long_name
+    return FrameRenderer(shape=(series.ny, series.nx), width=render.width,
+                         height=render.height, dpi=render.dpi, cmap=render.cmap,
+                         vmin=vmin, vmax=vmax, x=x, y=y, title=title, xlabel=xlabel,
+                         ylabel=ylabel, blit=blit, projection=projection, features=features)
+
+
+def map_settings(settings: MapSettings, *, lon=None, lat=None):
+    """Projection and features (coastlines, borders) of the frame from the ``map`` config.
+
+    Parameters
+    ----------
+    settings : MapSettings
+        ``coastlines`` (None: on when the grid has latitude/longitude), ``borders``,
+        ``projection`` (a cartopy CRS class name) and ``projection_params``. Without a
+        ``central_longitude`` there, a regional grid is centred on itself
+        (:func:`ncreel.render.maps.central_longitude`).
+    lon, lat : numpy.ndarray, optional
+        Cell-centre longitudes / latitudes (degrees); None for grids in plain indices, which
+        get plain axes and no features.
+
+    Returns
+    -------
+    projection : cartopy.crs.Projection, ncreel.render.maps.PlainPlateCarree or None
+    features : list of ncreel.render.maps.MapLines
+
+    Raises
+    ------
+    ValueError
+        If the projection name or its parameters are not valid.
+    """
+    if lon is None or lat is None:
+        return None, []
+    import inspect
+
+    from ncreel.render.maps import central_longitude, map_features, map_projection, map_scale
+
+    name = settings.projection
+    params = dict(settings.projection_params)
+    centre = central_longitude(lon)
+    if centre is not None and "central_longitude" not in params:
+        if name == "PlateCarree":  # known without importing cartopy
+            params["central_longitude"] = centre
+        else:
+            import cartopy.crs as ccrs
+
+            cls = getattr(ccrs, str(name), None)
+            if isinstance(cls, type) and "central_longitude" in inspect.signature(
+                    cls).parameters:
+                params["central_longitude"] = centre
+    projection = map_projection(name, params)
+    coastlines = True if settings.coastlines is None else settings.coastlines
+    return projection, map_features(coastlines=coastlines, borders=settings.borders,
+                                    scale=map_scale(lon, lat))
+
+
+def plot_axes(series):
+    """Cell-centre coordinates and axis labels: longitude/latitude when the grid has them.
+
+    Returns
+    -------
+    x, y : numpy.ndarray or None
+        1-D (length nx / ny) for rectilinear grids, 2-D ``(ny, nx)`` for curvilinear ones,
+        ``None`` for plain grid indices.
+    xlabel, ylabel : str
+    """
+    # Continuous longitudes: a curvilinear grid crossing the dateline is drawn unbroken.
+    lat, lon = series.cell_coordinates(continuous=True)
+    if lat is not None and lon is not None:
+        # A rectilinear grid comes back as a meshgrid: hand pcolormesh the 1-D axes, which
+        # is the same picture with less memory.
+        if np.array_equal(lon, np.broadcast_to(lon[:1], lon.shape)) and np.array_equal(
+                lat, np.broadcast_to(lat[:, :1], lat.shape)):
+            lon, lat = lon[0], lat[:, 0]
+        return lon, lat, series.axis_label("lon"), series.axis_label("lat")
+    ds = series._dataset(0)
+    x = ds[series.x_dim].values if series.x_dim in ds.variables else None
+    y = ds[series.y_dim].values if series.y_dim in ds.variables else None
+    return x, y, series.x_dim, series.y_dim

@@ -1,0 +1,433 @@
+"""Typed settings handed from a rule's adapter to the package.
+
+Rules keep their ``params`` as plain dicts (Snakemake compares them to decide what to
+rerun); each adapter in ``workflow/scripts`` builds these frozen dataclasses from them
+once, with :meth:`from_params`, and passes them on. The values come from the validated
+config (the schema holds the defaults), so the classes carry no defaults of their own: a
+missing or unknown setting is an error naming it. :class:`Calibration` is the content of
+``calibration.json``, written by the ``calibrate_render`` checkpoint and read by the
+resources functions and the shard plan.
+
+This module imports the standard library only (``ncreel.source`` is imported when a
+series is opened), so login-node tools may read a calibration with it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from ncreel.errors import NcreelError
+
+#: File-name suffix of the COPY files for each ``cells.compression``.
+COPY_SUFFIXES = {"none": ".copy", "gzip": ".copy.gz", "zstd": ".copy.zst"}
+GEOMETRIES = ("none", "text", "postgis")
+
+
+def _fields_from(cls, params: Any, where: str) -> dict:
+    """Take the keyword arguments of `cls` from `params`: exactly its field names."""
+    if not isinstance(params, Mapping):
+        raise NcreelError(f"settings '{where}': expected a mapping, got "
+                          f"{type(params).__name__}")
+    names = [f.name for f in dataclasses.fields(cls)]
+    missing = [n for n in names if n not in params]
+    if missing:
+        raise NcreelError(f"setting '{where}.{missing[0]}': missing (settings '{where}' "
+                          f"need {', '.join(names)})")
+    unknown = sorted(str(k) for k in params if k not in names)
+    if unknown:
+        raise NcreelError(f"setting '{where}.{unknown[0]}': unknown (known: "
+                          f"{', '.join(names)})")
+    return {n: params[n] for n in names}
+
+
+def _bad(where: str, key: str, what: str, value: Any) -> NcreelError:
+    return NcreelError(f"setting '{where}.{key}': must be {what}, got {value!r}")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return (isinstance(value, int | float) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
+def _check_int(where, key, value, *, low=None, high=None):
+    if not _is_int(value) or (low is not None and value < low) or (
+            high is not None and value > high):
+        span = (f" in {low}..{high}" if high is not None else f" >= {low}"
+                if low is not None else "")
+        raise _bad(where, key, f"an integer{span}", value)
+
+
+def _check_number(where, key, value, *, positive=False, non_negative=False):
+    if not _is_number(value) or (positive and value <= 0) or (non_negative and value < 0):
+        what = "a positive number" if positive else (
+            "a number >= 0" if non_negative else "a finite number")
+        raise _bad(where, key, what, value)
+
+
+def _check_str(where, key, value, *, optional=False, choices=None):
+    if value is None and optional:
+        return
+    if not isinstance(value, str) or not value:
+        raise _bad(where, key, "a non-empty string" + (" or null" if optional else ""), value)
+    if choices is not None and value not in choices:
+        raise _bad(where, key, f"one of {', '.join(choices)}", value)
+
+
+class _Settings:
+    """Shared :meth:`from_params` / :meth:`to_params` of the settings dataclasses."""
+
+    #: Name of the settings in messages (the rule's params key).
+    KEY: ClassVar[str] = ""
+
+    @classmethod
+    def from_params(cls, params: Mapping):
+        """Build from a rule's params dict (every field present, nothing else).
+
+        Raises
+        ------
+        NcreelError
+            Naming the missing, unknown or bad setting.
+        """
+        return cls(**_fields_from(cls, params, cls.KEY))
+
+    def to_params(self) -> dict:
+        """Return the plain dict :meth:`from_params` reads (JSON- and pickle-friendly)."""
+        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, _Settings):
+        return value.to_params()
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, Mapping):
+        return dict(value)
+    return value
+
+
+@dataclass(frozen=True)
+class SeriesSelection(_Settings):
+    """Which variable of which NetCDF files is the series, as detected at parse time.
+
+    The rule's ``series`` params (:meth:`ncreel.source.Series.spec`); picklable, so a
+    render worker process opens the series from it.
+
+    Attributes
+    ----------
+    paths : tuple of str
+        NetCDF files in time order.
+    variable : str
+        Variable name, ``GROUP/NAME`` for one in a NetCDF-4 group.
+    time_dim : str or None
+        Time dimension (None: detected).
+    select : dict of str to int
+        Index taken along each extra dimension.
+    lat, lon, time : str or None
+        Coordinate variable names (None: detected by CF attributes).
+    """
+
+    KEY: ClassVar[str] = "series"
+    paths: tuple[str, ...]
+    variable: str
+    time_dim: str | None
+    select: dict
+    lat: str | None
+    lon: str | None
+    time: str | None
+
+    def __post_init__(self):
+        w = self.KEY
+        paths = self.paths
+        if isinstance(paths, str) or not isinstance(paths, list | tuple) or not paths or \
+                not all(isinstance(p, str) and p for p in paths):
+            raise _bad(w, "paths", "a non-empty list of file paths", paths)
+        object.__setattr__(self, "paths", tuple(paths))
+        _check_str(w, "variable", self.variable)
+        for key in ("time_dim", "lat", "lon", "time"):
+            _check_str(w, key, getattr(self, key), optional=True)
+        if not isinstance(self.select, Mapping) or not all(
+                isinstance(k, str) and _is_int(v) for k, v in self.select.items()):
+            raise _bad(w, "select", "a mapping of dimension name to integer index",
+                       self.select)
+        object.__setattr__(self, "select", dict(self.select))
+
+    def open(self):
+        """Open the series lazily (:func:`ncreel.source.open_series`).
+
+        Returns
+        -------
+        ncreel.source.Series
+            A context manager closing its files, ``shape == (n_time, ny, nx)``.
+
+        Raises
+        ------
+        NcreelError
+            As :func:`ncreel.source.open_series`.
+        """
+        from ncreel.source import open_series
+
+        return open_series(list(self.paths), self.variable, time_dim=self.time_dim,
+                           select=self.select, lat=self.lat, lon=self.lon, time=self.time)
+
+
+@dataclass(frozen=True)
+class MapSettings(_Settings):
+    """Map of grids with latitude/longitude (config ``map``).
+
+    Attributes
+    ----------
+    coastlines : bool or None
+        Draw coastlines; None draws them when the grid has latitude/longitude.
+    borders : bool
+        Draw land borders.
+    projection : str
+        Name of a ``cartopy.crs`` projection class.
+    projection_params : dict
+        Its keyword arguments.
+    """
+
+    KEY: ClassVar[str] = "render.map"
+    coastlines: bool | None
+    borders: bool
+    projection: str
+    projection_params: dict
+
+    def __post_init__(self):
+        w = self.KEY
+        if self.coastlines is not None and not isinstance(self.coastlines, bool):
+            raise _bad(w, "coastlines", "true, false or null", self.coastlines)
+        if not isinstance(self.borders, bool):
+            raise _bad(w, "borders", "true or false", self.borders)
+        _check_str(w, "projection", self.projection)
+        if not isinstance(self.projection_params, Mapping):
+            raise _bad(w, "projection_params", "a mapping", self.projection_params)
+        object.__setattr__(self, "projection_params", dict(self.projection_params))
+
+
+@dataclass(frozen=True)
+class RenderSettings(_Settings):
+    """How a frame is drawn (config ``width``, ``height``, ``dpi``, ``cmap``, ``map``).
+
+    Attributes
+    ----------
+    width, height : int
+        Frame size in pixels.
+    dpi : float
+        Dots per inch (font size relative to the frame).
+    cmap : str
+        Matplotlib colormap name.
+    map : MapSettings
+        Built from a mapping by :meth:`from_params`.
+    """
+
+    KEY: ClassVar[str] = "render"
+    width: int
+    height: int
+    dpi: float
+    cmap: str
+    map: MapSettings
+
+    def __post_init__(self):
+        w = self.KEY
+        _check_int(w, "width", self.width, low=1)
+        _check_int(w, "height", self.height, low=1)
+        _check_number(w, "dpi", self.dpi, positive=True)
+        _check_str(w, "cmap", self.cmap)
+        if isinstance(self.map, Mapping):
+            object.__setattr__(self, "map", MapSettings.from_params(self.map))
+        elif not isinstance(self.map, MapSettings):
+            raise _bad(w, "map", "a mapping of map settings", self.map)
+
+
+@dataclass(frozen=True)
+class EncodeSettings(_Settings):
+    """How frames are encoded (config ``fps``, ``crf``, ``preset``; libx264, H.264).
+
+    Attributes
+    ----------
+    fps : float
+        Movie frames per second.
+    crf : int
+        libx264 constant rate factor, 0..51.
+    preset : str
+        libx264 speed/size preset.
+    """
+
+    KEY: ClassVar[str] = "encode"
+    fps: float
+    crf: int
+    preset: str
+
+    def __post_init__(self):
+        _check_number(self.KEY, "fps", self.fps, positive=True)
+        _check_int(self.KEY, "crf", self.crf, low=0, high=51)
+        _check_str(self.KEY, "preset", self.preset)
+
+
+@dataclass(frozen=True)
+class CellsSettings(_Settings):
+    """How the per-cell COPY rows are computed and written.
+
+    The rule's ``cells`` params, i.e. config ``cells`` normalised by
+    :func:`ncreel.cells.cells_settings` (see :meth:`from_config`).
+
+    Attributes
+    ----------
+    model : str
+        ``field``, ``etr_risk`` or ``package.module:function``.
+    params : dict
+        The model's keyword arguments.
+    geometry : str
+        ``none``, ``text`` or ``postgis``.
+    compression : str
+        ``none``, ``gzip`` or ``zstd``.
+    compression_level : int or None
+        Level of the compressor (None: its default).
+    suffix : str
+        File-name suffix of the COPY files, from `compression`.
+    """
+
+    KEY: ClassVar[str] = "cells"
+    model: str
+    params: dict
+    geometry: str
+    compression: str
+    compression_level: int | None
+    suffix: str
+
+    def __post_init__(self):
+        w = self.KEY
+        _check_str(w, "model", self.model)
+        if not isinstance(self.params, Mapping):
+            raise _bad(w, "params", "a mapping", self.params)
+        object.__setattr__(self, "params", dict(self.params))
+        _check_str(w, "geometry", self.geometry, choices=GEOMETRIES)
+        _check_str(w, "compression", self.compression, choices=tuple(COPY_SUFFIXES))
+        if self.compression_level is not None:
+            _check_int(w, "compression_level", self.compression_level, low=1, high=19)
+        if self.suffix != COPY_SUFFIXES[self.compression]:
+            raise _bad(w, "suffix", f"{COPY_SUFFIXES[self.compression]!r} for compression "
+                       f"{self.compression}", self.suffix)
+
+    @classmethod
+    def from_config(cls, cells: Mapping) -> CellsSettings:
+        """Build from config ``cells`` (normalised by :func:`ncreel.cells.cells_settings`).
+
+        Raises
+        ------
+        NcreelError
+            A bad ``cells`` setting, named.
+        """
+        from ncreel.cells import cells_settings
+
+        return cls.from_params(cells_settings(cells))
+
+
+@dataclass(frozen=True)
+class Calibration(_Settings):
+    """What the ``calibrate_render`` checkpoint measured: ``calibration.json``.
+
+    Memory in MiB of resident memory, times in seconds (wall clock unless said).
+
+    Attributes
+    ----------
+    width, height : int
+        Frame size in pixels of the probe.
+    dpi : float
+    preset : str
+    crf : int
+        Encoder settings of the probe.
+    probe_frames : int
+        Frames rendered and encoded.
+    base_mb : float
+        The process before rendering.
+    worker_peak_mb : float
+        Its peak while rendering.
+    encoder_peak_mb : float
+        Its ffmpeg's peak.
+    encoder_cpu_s_per_frame : float
+        ffmpeg's CPU seconds per frame.
+    startup_s : float
+        Opening the input and building the figure.
+    seconds_per_frame : float
+        Drawing and encoding together, start-up included.
+    render_s_per_frame : float
+        Drawing alone.
+    target_minutes : float
+        Wanted wall time of one shard job.
+    frames_per_shard : int
+        Configured, or computed from `target_minutes` at the measured speed.
+    workers : int
+        Render worker processes per shard job.
+    """
+
+    KEY: ClassVar[str] = "calibration"
+    width: int
+    height: int
+    dpi: float
+    preset: str
+    crf: int
+    probe_frames: int
+    base_mb: float
+    worker_peak_mb: float
+    encoder_peak_mb: float
+    encoder_cpu_s_per_frame: float
+    startup_s: float
+    seconds_per_frame: float
+    render_s_per_frame: float
+    target_minutes: float
+    frames_per_shard: int
+    workers: int
+
+    def __post_init__(self):
+        w = self.KEY
+        for key in ("width", "height", "probe_frames", "frames_per_shard", "workers"):
+            _check_int(w, key, getattr(self, key), low=1)
+        _check_int(w, "crf", self.crf, low=0, high=51)
+        _check_str(w, "preset", self.preset)
+        _check_number(w, "dpi", self.dpi, positive=True)
+        _check_number(w, "target_minutes", self.target_minutes, positive=True)
+        for key in ("base_mb", "worker_peak_mb", "encoder_peak_mb", "encoder_cpu_s_per_frame",
+                    "startup_s", "seconds_per_frame", "render_s_per_frame"):
+            _check_number(w, key, getattr(self, key), non_negative=True)
+
+    @classmethod
+    def from_json(cls, path: str | os.PathLike) -> Calibration:
+        """Read ``calibration.json``.
+
+        Raises
+        ------
+        FileNotFoundError
+            When there is no such file (the checkpoint has not run).
+        NcreelError
+            Naming the file when it is not JSON or a setting is missing or bad.
+        """
+        with open(path) as fh:
+            text = fh.read()
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise NcreelError(f"calibration file '{path}': {err}; delete it to measure "
+                              "again") from None
+        try:
+            return cls.from_params(data)
+        except NcreelError as err:
+            raise NcreelError(f"calibration file '{path}': {err}; delete it to measure "
+                              "again") from None
+
+    def to_json(self, path: str | os.PathLike) -> None:
+        """Write ``calibration.json`` atomically (the keys :meth:`from_json` reads)."""
+        from ncreel.io import atomic_path
+
+        with atomic_path(path) as tmp:
+            tmp.write_text(json.dumps(self.to_params(), indent=2) + "\n")

@@ -1,0 +1,118 @@
+"""One shard job: stream its cell rows, then render its frames into a movie segment."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ncreel.cells import ShardRows
+from ncreel.cells.soil import read_degradation_state
+from ncreel.identity import check_inputs
+from ncreel.io import atomic_path
+from ncreel.pg.copytext import open_copy_writer
+from ncreel.progress import Progress
+from ncreel.render.shard import FrameJob, render_shard
+from ncreel.settings import CellsSettings, EncodeSettings, RenderSettings, SeriesSelection
+from ncreel.shards import Shard
+from ncreel.source import MAX_BLOCK_CELLS
+
+log = logging.getLogger(__name__)
+
+
+def run_shard(selection: SeriesSelection, shard: Shard, *, stats_json: str | os.PathLike,
+              cell_mean_npy: str | os.PathLike, frames_dir: str | os.PathLike,
+              rows_path: str | os.PathLike, render: RenderSettings,
+              segment: str | os.PathLike, encode: EncodeSettings, cells: CellsSettings,
+              png_times=(), workers: int = 1, png_compress: int = 6,
+              degradation: tuple | None = None) -> dict:
+    """Write the COPY rows and render the frames of time steps ``shard.start:shard.stop``.
+
+    Frames: :func:`ncreel.render.shard.render_shard` reads the slice in its own small
+    blocks. Rows, afterwards: the shard is read again in blocks of at most
+    ``MAX_BLOCK_CELLS`` values, each written and then dropped (a second read of the slice
+    costs far less than drawing). The passes stay independent, so peak memory is about the
+    larger of the two, not the sum; neither grows with the shard's length. Every output is
+    written under a temporary name and renamed only when complete. The input is opened
+    once here; render worker processes (``workers > 1``) open their own from `selection`.
+
+    Parameters
+    ----------
+    selection : SeriesSelection
+        The input.
+    shard : Shard
+        Which time steps.
+    stats_json, cell_mean_npy : path
+        Outputs of the statistics rule (colour limits; per-cell means, shape (ny, nx)).
+    frames_dir : path
+        Directory to create, holding ``frame_<time_index>.png`` for `png_times`.
+    rows_path : path
+        COPY text file of this shard's rows.
+    render : RenderSettings
+    segment : path
+        The shard's H.264 MP4 segment.
+    encode : EncodeSettings
+    cells : CellsSettings
+        Cell model, geometry column and compression of the COPY file.
+    png_times : iterable of int
+        Global time indices also written as PNG (see :func:`ncreel.render.shard.png_sample`).
+    workers : int
+        Render worker processes (the job's ``threads``).
+    png_compress : int
+        zlib level of the PNG frames.
+    degradation : (path, path) or None
+        ``degradation_state.npy`` and ``.json`` of the ``degradation_state`` rule (etr_risk
+        with a temperature variable); (None, None) or None when not used.
+
+    Returns
+    -------
+    dict
+        ``frames`` and ``rows`` written, and the render statistics.
+
+    Raises
+    ------
+    NcreelError
+        If an input file is not the version ``stats.json`` records (:mod:`ncreel.identity`),
+        before any read or after the last one.
+    """
+    stats = json.loads(Path(stats_json).read_text())
+    # The files must be the versions the statistics (colour limits, cell means) describe;
+    # checked again after the last read, before the rows file gets its final name.
+    recorded = stats.get("inputs")
+    if recorded is not None:
+        check_inputs(recorded, selection.paths)
+    job = FrameJob(series=selection, render=render, encode=encode, vmin=stats["vmin"],
+                   vmax=stats["vmax"], png_compress=png_compress,
+                   label=f"shard {shard.name} frames")
+    with selection.open() as series:
+        # Frames first: their encoder has exited before the rows pass starts, so the job's
+        # peak is the larger of the two passes (what calibration measures), not their sum.
+        with atomic_path(frames_dir) as fdir:
+            fdir.mkdir()
+            info = render_shard(job, shard, segment=segment, frames_dir=fdir,
+                                png_times=png_times, workers=workers, series=series)
+        state = {}
+        if degradation and degradation[0]:
+            state["degradation"] = read_degradation_state(*degradation)
+        rows = ShardRows.for_series(series, cell_mean=np.load(cell_mean_npy), cells=cells,
+                                    state=state)
+        n_rows = 0
+        max_bytes = MAX_BLOCK_CELLS * series.dtype.itemsize
+        with atomic_path(rows_path) as rtmp, \
+                open_copy_writer(rtmp, cells.compression, cells.compression_level) as fh:
+            progress = Progress(shard.n_frames, f"shard {shard.name} rows", unit="time steps")
+            for t0, block in series.iter_blocks(shard.start, shard.stop, max_bytes):
+                n_rows += rows.write(fh, t0, block)
+                progress.update(t0 + block.shape[0] - shard.start, rows_written=n_rows)
+            if recorded is not None:
+                check_inputs(recorded, selection.paths)
+    log.info("shard %s: %d rows; %d frames (%d PNG) by %d worker(s) in %.1f s, %.1f frames/s "
+             "drawn, worker peak RSS %.0f MiB, encoder peak RSS %.0f MiB", shard.name, n_rows,
+             info["frames"], info["pngs"], info["workers"], info["wall_s"],
+             info["frames"] / max(info["render_s"], 1e-9), info["maxrss_mb"],
+             info["encoder_maxrss_mb"])
+    return {**info, "rows": n_rows}
+

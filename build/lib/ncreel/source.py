@@ -1,0 +1,937 @@
+"""Open a NetCDF time series (one file or a glob of files split along time) lazily.
+
+Only the header is read when a :class:`Series` is opened; :meth:`Series.read` reads one
+slice of time steps, so memory is bounded by the slice, never by the whole series.
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import cftime
+import numpy as np
+import xarray as xr
+
+from ncreel.errors import NcreelError
+from ncreel.pg.types import time_type
+
+log = logging.getLogger(__name__)
+
+#: Default bound on one block read by :meth:`Series.iter_blocks` (the statistics pass).
+BLOCK_BYTES = 64 * 2**20
+#: Bound on values in one block of the rows passes (time steps x cells): keeps row columns
+#: ~100 MB at most. Used by ncreel.shardjob and ncreel.cells.soil; modelled by ncreel.resources.
+MAX_BLOCK_CELLS = 1_000_000
+
+# CF conventions section 4: how latitude/longitude and X/Y axes are recognised.
+_LAT_NAMES = {"lat", "latitude", "nav_lat", "rlat", "y", "yc", "south_north", "nlat", "j"}
+_LON_NAMES = {"lon", "longitude", "nav_lon", "rlon", "x", "xc", "west_east", "nlon", "i"}
+_LAT_UNITS = {"degrees_north", "degree_north", "degree_n", "degrees_n", "degreen", "degreesn"}
+_LON_UNITS = {"degrees_east", "degree_east", "degree_e", "degrees_e", "degreee", "degreese"}
+
+
+@dataclass(frozen=True)
+class TimeAxis:
+    """The time coordinate of a series.
+
+    Attributes
+    ----------
+    values : numpy.ndarray, shape (n_time,), float64
+        Raw numeric coordinate values as stored (``time_value`` column); NaN where absent.
+    labels : list of str or None, length n_time
+        ISO 8601 date-times in the data's calendar, or ``None`` where time could not be decoded.
+    calendar : str
+        CF calendar name (``"standard"`` if the attribute is missing).
+    units : str
+        CF units string as stored (may be empty).
+    decoded : bool
+        False when the units/calendar could not be decoded and raw values are used instead.
+    note : str
+        Why decoding fell back to raw values (empty when decoded).
+    """
+
+    values: np.ndarray
+    labels: list
+    calendar: str
+    units: str
+    decoded: bool
+    note: str = ""
+
+    @property
+    def postgres_type(self) -> str:
+        """PostgreSQL type for the ``time`` column (:func:`ncreel.pg.types.time_type`)."""
+        return time_type(self.labels, self.calendar, decoded=self.decoded)
+
+
+@dataclass
+class Series:
+    """A lazily opened variable spread over one or more NetCDF files, seen as ``(time, y, x)``.
+
+    ``y`` is latitude and ``x`` longitude when the grid has them, whatever the order of the
+    dimensions in the file: rows run south to north and columns west to east with
+    longitudes increasing (1-D longitudes are sorted, so a ±180 axis stored as 0…150,
+    −180…−30 becomes −180…150). Cell ``iy * nx + ix`` is row ``iy``, column ``ix`` of that
+    view. Use :func:`open_series` to build one.
+    """
+
+    paths: tuple[str, ...]
+    variable: str
+    time_dim: str
+    y_dim: str
+    x_dim: str
+    select: dict
+    counts: tuple[int, ...]
+    ny: int
+    nx: int
+    dtype: np.dtype
+    units: str
+    long_name: str
+    group: str | None = None
+    lat_name: str | None = None
+    lon_name: str | None = None
+    time_name: str | None = None
+    y_index: np.ndarray | None = None
+    x_index: np.ndarray | None = None
+    _datasets: list = field(default_factory=list, repr=False)
+    _time: TimeAxis | None = field(default=None, repr=False)
+
+    @property
+    def n_time(self) -> int:
+        """Total number of time steps over all files."""
+        return int(sum(self.counts))
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """``(n_time, ny, nx)``."""
+        return (self.n_time, self.ny, self.nx)
+
+    def spec(self) -> dict:
+        """Plain-dict selection that reopens this series (a rule's ``series`` params).
+
+        :meth:`ncreel.settings.SeriesSelection.from_params` reads it; its ``open()``
+        reopens exactly this series (files in this time order, detected names).
+        """
+        return {"paths": list(self.paths),
+                "variable": f"{self.group}/{self.variable}" if self.group else self.variable,
+                "time_dim": self.time_dim, "select": dict(self.select), "lat": self.lat_name,
+                "lon": self.lon_name, "time": self.time_name}
+
+    def _dataset(self, i: int) -> xr.Dataset:
+        if self._datasets[i] is None:
+            self._datasets[i] = _open(self.paths[i], self.group)
+        return self._datasets[i]
+
+    def _oriented(self, arr: np.ndarray) -> np.ndarray:
+        """Put the last two axes of `arr`, in (y_dim, x_dim) order, south-north/west-east."""
+        if self.y_index is not None:
+            arr = arr[..., self.y_index, :]
+        if self.x_index is not None:
+            arr = arr[..., self.x_index]
+        return arr
+
+    def read(self, start: int, stop: int) -> np.ndarray:
+        """Read time steps ``start:stop`` as a float array with NaN for missing cells.
+
+        ``_FillValue``/``missing_value`` become NaN and ``scale_factor``/``add_offset`` are
+        applied (CF section 8.1) by xarray's mask-and-scale decoding.
+
+        Parameters
+        ----------
+        start, stop : int
+            Half-open range of global time indices, ``0 <= start <= stop <= n_time``.
+
+        Returns
+        -------
+        numpy.ndarray, shape (stop - start, ny, nx)
+            float32 for float32 or packed 8/16-bit data, float64 otherwise; in the variable's
+            units; rows south to north, columns west to east (see :class:`Series`).
+        """
+        if not 0 <= start <= stop <= self.n_time:
+            raise ValueError(f"time slice {start}:{stop} outside 0:{self.n_time}")
+        parts = []
+        offset = 0
+        for i, count in enumerate(self.counts):
+            lo, hi = max(start - offset, 0), min(stop - offset, count)
+            if lo < hi:
+                da = self._dataset(i)[self.variable]
+                da = da.isel({self.time_dim: slice(lo, hi), **self.select})
+                try:
+                    values = da.transpose(self.time_dim, self.y_dim, self.x_dim).values
+                except (RuntimeError, OSError) as err:  # netCDF4's bare "NetCDF: HDF error"
+                    raise NcreelError(
+                        f"input '{self.paths[i]}': variable '{self.variable}': cannot read "
+                        f"time steps {lo}..{hi - 1} of this file ({err}); the file is "
+                        "corrupt: replace it with a good copy") from err
+                parts.append(self._oriented(values))
+            offset += count
+        if not parts:
+            return np.empty((0, self.ny, self.nx), dtype=self.dtype)
+        block = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+        if not np.issubdtype(block.dtype, np.floating):
+            block = block.astype(np.float64)
+        return block
+
+    def read_variable(self, name: str, start: int, stop: int) -> np.ndarray:
+        """Read another variable of the same files on the same grid (e.g. for a cell model).
+
+        Parameters
+        ----------
+        name : str
+            Variable with dims ``(time, y, x)`` or ``(y, x)`` (plus any dims in ``select``).
+        start, stop : int
+            Half-open range of global time indices (ignored for a ``(y, x)`` variable).
+
+        Returns
+        -------
+        numpy.ndarray, float64
+            Shape ``(stop - start, ny, nx)``, or ``(ny, nx)`` without a time dimension; NaN
+            where missing (CF mask-and-scale applied); oriented as :meth:`read`.
+
+        Raises
+        ------
+        NcreelError
+            If the variable is missing or its dims are not the grid's (plus time).
+        """
+        ds = self._dataset(0)
+        if name not in ds.variables:
+            raise NcreelError(f"input '{self.paths[0]}': no variable '{name}' "
+                              f"(variables: {', '.join(sorted(map(str, ds.data_vars)))})")
+        da = ds[name]
+        sel = {d: i for d, i in self.select.items() if d in da.dims}
+        dims = set(da.dims) - set(sel)
+        if dims == {self.y_dim, self.x_dim}:
+            return self._oriented(np.asarray(
+                da.isel(sel).transpose(self.y_dim, self.x_dim).values, dtype=np.float64))
+        if dims != {self.time_dim, self.y_dim, self.x_dim}:
+            raise NcreelError(f"input '{self.paths[0]}': variable '{name}' has dims "
+                              f"({', '.join(map(str, da.dims))}); need ({self.time_dim}, "
+                              f"{self.y_dim}, {self.x_dim}) or ({self.y_dim}, {self.x_dim})")
+        parts, offset = [], 0
+        for i, count in enumerate(self.counts):
+            lo, hi = max(start - offset, 0), min(stop - offset, count)
+            if lo < hi:
+                part = self._dataset(i)[name].isel({self.time_dim: slice(lo, hi), **sel})
+                parts.append(self._oriented(np.asarray(
+                    part.transpose(self.time_dim, self.y_dim, self.x_dim).values, np.float64)))
+            offset += count
+        if not parts:
+            return np.empty((0, self.ny, self.nx))
+        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+
+    def iter_blocks(self, start: int, stop: int, max_bytes: int = BLOCK_BYTES):
+        """Yield ``(t0, block)`` for consecutive slices of ``start:stop``, each ≤ `max_bytes`.
+
+        Parameters
+        ----------
+        start, stop : int
+            Half-open range of global time indices.
+        max_bytes : int
+            Upper bound on one block's size in bytes (at least one time step is always read).
+
+        Yields
+        ------
+        t0 : int
+            Global index of the block's first time step.
+        block : numpy.ndarray, shape (n, ny, nx)
+            As returned by :meth:`read`.
+        """
+        step_bytes = max(self.ny * self.nx * 8, 1)
+        n = max(1, int(max_bytes // step_bytes))
+        for t0 in range(start, stop, n):
+            yield t0, self.read(t0, min(t0 + n, stop))
+
+    def time_axis(self) -> TimeAxis:
+        """Return the concatenated time coordinate, decoded where CF allows.
+
+        The coordinate is ``time_name`` (configured ``time``, the time dimension's
+        coordinate variable, or a time variable named in the data variable's
+        ``coordinates`` attribute such as WRF's ``XTIME``, else a character array of dates
+        such as WRF's ``Times``). Numbers are decoded with ``cftime.num2date`` and the
+        file's ``units`` and ``calendar``, so 360-day and other calendars keep their own
+        dates; ISO 8601 strings are parsed in that calendar. A step whose value is missing
+        (``_FillValue``) or unreadable has label ``None``; the others still decode.
+        :attr:`TimeAxis.note` says what was not decoded and why.
+        """
+        if self._time is not None:
+            return self._time
+        values, labels, notes = [], [], []
+        calendar, units = "standard", ""
+        for i in range(len(self.paths)):
+            raw, file_labels, units, calendar, note = _file_time(
+                self._dataset(i), self.time_name, self.counts[i])
+            if note:
+                notes.append(f"{self.paths[i]}: {note}")
+            values.append(raw)
+            labels.extend(file_labels)
+        self._time = TimeAxis(
+            values=np.concatenate(values) if values else np.empty(0),
+            labels=labels,
+            calendar=calendar,
+            units=units,
+            decoded=any(lab is not None for lab in labels),
+            note="; ".join(notes),
+        )
+        return self._time
+
+    def cell_coordinates(self, continuous: bool = False
+                         ) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """Latitude and longitude of every cell centre, oriented as :meth:`read`.
+
+        Parameters
+        ----------
+        continuous : bool
+            Unwrap 2-D longitudes (modulo 360 degrees) along each row and shift each row
+            by whole turns onto the one before, so that no neighbouring cells are 360
+            degrees apart where a curvilinear grid crosses the dateline (values may then
+            leave -180..360); for drawing and for cell edges. False gives the longitudes
+            as stored.
+
+        Returns
+        -------
+        lat, lon : numpy.ndarray, shape (ny, nx), float64, degrees; or None
+            From 1-D latitude/longitude dimension coordinates, or from 2-D auxiliary
+            coordinates (CF section 5.2, curvilinear grids) such as those named in the
+            variable's ``coordinates`` attribute (a leading time dimension, as in WRF's
+            ``XLAT(Time, south_north, west_east)``, is dropped: they are checked to be
+            constant in time when the series is opened). ``None`` when the grid has no
+            latitude/longitude (e.g. projected x/y only).
+        """
+        if self.lat_name is None or self.lon_name is None:
+            return None, None
+        ds = self._dataset(0)
+        lat = self._oriented(_grid_array(ds, self.lat_name, self.y_dim, self.x_dim,
+                                                self.time_dim))
+        lon = self._oriented(_grid_array(ds, self.lon_name, self.y_dim, self.x_dim,
+                                                self.time_dim))
+        if continuous and ds[self.lon_name].ndim - (self.time_dim in ds[self.lon_name].dims) == 2:
+            lon = np.unwrap(lon, period=360, axis=1)
+            # Each row by whole turns onto the previous one (median over the row: robust
+            # where a tripolar grid folds and single columns jump).
+            for i in range(1, lon.shape[0]):
+                turns = np.round(np.nanmedian(lon[i] - lon[i - 1]) / 360.0)
+                if np.isfinite(turns) and turns:
+                    lon[i] -= 360.0 * turns
+        return lat, lon
+
+    def coordinate_bounds(self, kind: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """Lower and upper edges of 1-D latitude (``"lat"``) or longitude (``"lon"``) cells.
+
+        From the coordinate's CF ``bounds`` variable (section 7.1), oriented as
+        :meth:`read`; ``None`` when there is none or the coordinate is 2-D.
+
+        Returns
+        -------
+        (lo, hi) : tuple of numpy.ndarray, each shape (ny,) or (nx,), degrees; or None
+        """
+        name = self.lat_name if kind == "lat" else self.lon_name
+        ds = self._dataset(0)
+        if name is None or ds[name].ndim != 1:
+            return None
+        bname = ds[name].attrs.get("bounds")
+        if not bname or bname not in ds.variables:
+            return None
+        b = np.asarray(ds[bname].values, dtype=np.float64)
+        if b.ndim != 2 or b.shape[1] != 2 or b.shape[0] != ds[name].size:
+            return None
+        index = self.y_index if kind == "lat" else self.x_index
+        if index is not None:
+            b = b[index]
+        return b.min(axis=1), b.max(axis=1)
+
+    def axis_label(self, kind: str) -> str:
+        """Axis label of latitude (``"lat"``) or longitude (``"lon"``) from CF attributes.
+
+        ``long_name`` (else ``standard_name``, else the name) and ``[units]``; the plain
+        dimension name when the grid has no such coordinate.
+        """
+        name = self.lat_name if kind == "lat" else self.lon_name
+        if name is None:
+            return self.y_dim if kind == "lat" else self.x_dim
+        attrs = self._dataset(0)[name].attrs
+        text = str(attrs.get("long_name") or attrs.get("standard_name") or name)
+        return f"{text} [{attrs['units']}]" if attrs.get("units") else text
+
+    def close(self) -> None:
+        """Close every file this series opened."""
+        for ds in self._datasets:
+            if ds is not None:
+                ds.close()
+        self._datasets = [None] * len(self.paths)
+
+    def __enter__(self) -> Series:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def resolve_paths(input: str | Sequence[str]) -> list[str]:
+    """Expand a NetCDF path, glob, or list of them into a sorted list of existing files.
+
+    Raises
+    ------
+    NcreelError
+        If nothing matches or a named file does not exist.
+    """
+    patterns = [input] if isinstance(input, str | os.PathLike) else list(input)
+    if not patterns or patterns == [""]:
+        raise NcreelError("config key 'input': no NetCDF path given (set input=PATH or a glob)")
+    paths: list[str] = []
+    for pattern in patterns:
+        pattern = os.fspath(pattern)
+        matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
+        if not matches:
+            raise NcreelError(f"input '{pattern}': no file matches this glob")
+        for path in matches:
+            if os.path.isdir(path):
+                raise NcreelError(f"input '{path}': is a directory: name its files, e.g. "
+                                  f"input='{os.path.join(path, '*.nc')}'")
+            if not os.path.isfile(path):
+                raise NcreelError(f"input '{path}': file not found")
+            paths.append(path)
+    return paths
+
+
+def _open(path: str, group: str | None = None) -> xr.Dataset:
+    try:
+        # decode_times=False: time is decoded by us, so undecodable units never fail the open.
+        return xr.open_dataset(path, group=group, decode_times=False, mask_and_scale=True,
+                               cache=False)
+    except OSError as err:
+        if group and "group" in str(err).lower():
+            raise NcreelError(f"input '{path}': no group '{group}' (groups: "
+                              f"{', '.join(_groups(path)) or 'none'})") from err
+        raise NcreelError(f"input '{path}': not a readable NetCDF file ({err}): it may be "
+                          "truncated or corrupt; copy it again completely") from err
+    except ValueError as err:  # xarray: no backend recognises the file's first bytes
+        raise NcreelError(f"input '{path}': not a readable NetCDF file (neither NetCDF-4/HDF5 "
+                          "nor classic NetCDF): check the path, or re-download the file") from err
+    except Exception as err:  # netCDF4/h5 raise many types; the user needs the file name
+        raise NcreelError(f"input '{path}': not a readable NetCDF file ({err})") from err
+
+
+def _groups(path: str) -> list[str]:
+    """Paths of every NetCDF-4 group of `path` (``a``, ``a/b``, ...), for error messages."""
+    import netCDF4
+
+    found = []
+    with netCDF4.Dataset(path) as nc:
+        todo = list(nc.groups.values())
+        while todo:
+            g = todo.pop(0)
+            found.append(g.path.strip("/"))
+            todo.extend(g.groups.values())
+    return found
+
+
+def _attr(var, key: str) -> str:
+    return str(getattr(var, "attrs", {}).get(key, "")).strip().lower()
+
+
+# CF section 4.1/4.2: (standard names, units, names when strict, axis, loose names).
+_AXES = {
+    "lat": ({"latitude", "grid_latitude"}, _LAT_UNITS, {"lat", "latitude", "nav_lat", "xlat"},
+            "y", {"lat", "latitude"}),
+    "lon": ({"longitude", "grid_longitude"}, _LON_UNITS, {"lon", "longitude", "nav_lon",
+                                                         "xlong"}, "x", {"lon", "longitude"}),
+}
+
+
+def _is_axis(kind: str, name: str, var, strict: bool = False) -> bool:
+    std, units, strict_names, axis, names = _AXES[kind]
+    if _attr(var, "standard_name") in std or _attr(var, "units") in units:
+        return True
+    if strict:
+        return name.lower() in strict_names
+    return _attr(var, "axis") == axis or name.lower() in names
+
+
+def _is_lat(name: str, var, strict: bool = False) -> bool:
+    return _is_axis("lat", name, var, strict)
+
+
+def _is_lon(name: str, var, strict: bool = False) -> bool:
+    return _is_axis("lon", name, var, strict)
+
+
+def _is_spatial(name: str, var) -> bool:
+    if var is not None and (_attr(var, "axis") in {"x", "y"}
+                            or _is_lat(name, var) or _is_lon(name, var)
+                            or _attr(var, "standard_name").startswith("projection_")):
+        return True
+    return name.lower() in _LAT_NAMES | _LON_NAMES
+
+
+def _is_time(name: str, var) -> bool:
+    if var is None:
+        return False
+    return (_attr(var, "axis") == "t" or _attr(var, "standard_name") == "time"
+            or " since " in f" {_attr(var, 'units')} ")
+
+
+def detect_time_dim(ds: xr.Dataset, variable: str, time_dim: str | None = None,
+                    select: Mapping | None = None, source: str = "") -> str:
+    """Find the time dimension of `variable`.
+
+    In order: the configured `time_dim`; the one dimension whose coordinate has CF
+    ``axis: T``, ``standard_name: time`` or units containing ``since``; else the one
+    dimension that is neither latitude/longitude/x/y-like nor in `select`.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        Opened with ``decode_times=False``.
+    variable : str
+        Data variable name.
+    time_dim : str, optional
+        Configured name; must be one of the variable's dimensions.
+    select : mapping, optional
+        Extra dimensions fixed by index; they are never the time dimension.
+    source : str
+        File name used in error messages.
+
+    Returns
+    -------
+    str
+        The dimension name.
+
+    Raises
+    ------
+    NcreelError
+        If `time_dim` is not a dimension of the variable, or there is no or more than one
+        candidate; the message lists the variable's dimensions.
+    """
+    dims = list(ds[variable].dims)
+    select = dict(select or {})
+    where = f"{source}: " if source else ""
+    if time_dim:
+        if time_dim not in dims:
+            raise NcreelError(f"{where}config key 'time_dim': '{time_dim}' is not a dimension of "
+                              f"'{variable}' (its dims: {', '.join(dims)})")
+        return time_dim
+    cf = [d for d in dims if d not in select and _is_time(d, ds.variables.get(d))]
+    if len(cf) == 1:
+        return cf[0]
+    if len(cf) > 1:
+        raise NcreelError(f"{where}variable '{variable}': ambiguous time dimension, candidates "
+                          f"{', '.join(cf)} (its dims: {', '.join(dims)}); set time_dim=NAME")
+    rest = [d for d in dims if d not in select and not _is_spatial(d, ds.variables.get(d))]
+    if len(rest) == 1:
+        return rest[0]
+    what = "no" if not rest else "ambiguous"
+    raise NcreelError(f"{where}variable '{variable}': {what} time dimension found among its dims "
+                      f"({', '.join(dims)}); set time_dim=NAME")
+
+
+def split_variable(variable: str) -> tuple[str | None, str]:
+    """Split ``"group/sub/name"`` into the NetCDF-4 group path and the variable name."""
+    group, _, name = str(variable).strip("/").rpartition("/")
+    return (group or None), name
+
+
+def open_series(input: str | Sequence[str], variable: str, *, time_dim: str | None = None,
+                select: Mapping[str, int] | None = None, lat: str | None = None,
+                lon: str | None = None, time: str | None = None) -> Series:
+    """Open `variable` over one or more NetCDF files lazily, validating its shape.
+
+    Multiple files (a glob) are joined along time in the order of their first time value
+    (file names are not data); when a file's time cannot be decoded, in name order. Each
+    must have the same grid. Latitude and longitude are found by CF attributes
+    (``standard_name``, ``units``, ``axis``, ``_CoordinateAxisType``) among the dimension
+    coordinates and the 1-D/2-D auxiliary coordinates on the variable's grid, whatever the
+    order of the variable's dimensions; see :class:`Series` for the resulting orientation.
+
+    Parameters
+    ----------
+    input : str or sequence of str
+        NetCDF path, glob, or list of them.
+    variable : str
+        Name of the data variable to show; ``GROUP/NAME`` for one in a NetCDF-4 group.
+    time_dim : str, optional
+        Time dimension name; detected when omitted (see :func:`detect_time_dim`).
+    select : mapping of str to int, optional
+        Index to pick along each extra dimension (e.g. ``{"level": 0}``).
+    lat, lon : str, optional
+        Names of the latitude / longitude coordinate variables (1-D or 2-D), when detection
+        cannot decide.
+    time : str, optional
+        Name of the time coordinate variable (numeric with CF units, or ISO 8601 strings).
+
+    Returns
+    -------
+    Series
+        With ``shape == (n_time, ny, nx)``.
+
+    Raises
+    ------
+    NcreelError
+        Missing file, unknown variable (lists the variables and groups), no/ambiguous time
+        dimension (lists the dims), ambiguous or unusable latitude/longitude/time
+        coordinates (lists the candidates), a variable that is not 2-D per time step (lists
+        the extra dims), a bad `select`, an empty time axis, a grid that changes in time,
+        or files whose grids differ.
+    """
+    paths = resolve_paths(input)
+    select = {str(k): v for k, v in dict(select or {}).items()}
+    if not variable:
+        raise NcreelError("config key 'variable': no variable given (set variable=NAME)")
+    group, name = split_variable(variable)
+    first = _open(paths[0], group)
+    datasets = [first]
+    where = f"input '{paths[0]}'"
+    try:
+        if name not in first.variables:
+            names = ", ".join(sorted(str(v) for v in first.data_vars)) or "none"
+            groups = _groups(paths[0])
+            hint = (f"; groups: {', '.join(groups)}; name a variable in a group as "
+                    "variable=GROUP/NAME") if groups else ""
+            raise NcreelError(f"{where}: no variable '{name}'"
+                              f"{f' in group {group!r}' if group else ''} "
+                              f"(variables: {names}{hint})")
+        for key, value in (("lat", lat), ("lon", lon), ("time", time)):
+            if value is not None and value not in first.variables:
+                raise NcreelError(f"config key '{key}': {where} has no variable '{value}' "
+                                  f"(variables: {', '.join(sorted(map(str, first.variables)))})")
+        da = first[name]
+        if time_dim is None and time is not None and first[time].ndim == 1 \
+                and first[time].dims[0] in da.dims:
+            time_dim = str(first[time].dims[0])
+        tdim = detect_time_dim(first, name, time_dim, select, source=where)
+        for dim, index in select.items():
+            if dim not in da.dims:
+                raise NcreelError(f"config key 'select': '{dim}' is not a dimension of "
+                                  f"'{name}' (its dims: {', '.join(map(str, da.dims))})")
+            if dim == tdim:
+                raise NcreelError(f"config key 'select': '{dim}' is the time dimension")
+            if not isinstance(index, int) or isinstance(index, bool) or not (
+                    -da.sizes[dim] <= index < da.sizes[dim]):
+                raise NcreelError(f"config key 'select': {dim}={index!r} must be an integer "
+                                  f"index in 0..{da.sizes[dim] - 1}")
+        spatial = [str(d) for d in da.dims if d != tdim and d not in select]
+        if len(spatial) != 2:
+            extra = [d for d in spatial if not _is_spatial(d, first.variables.get(d))]
+            if len(spatial) > 2:
+                raise NcreelError(
+                    f"{where}: variable '{name}' is not 2-D per time step: extra "
+                    f"dims {', '.join(map(str, extra or spatial))} (sizes "
+                    f"{', '.join(f'{d}={da.sizes[d]}' for d in (extra or spatial))}); "
+                    f"pick one index of each with config key select, e.g. "
+                    f"--config 'select={{{(extra or spatial)[0]}: 0}}'")
+            raise NcreelError(f"{where}: variable '{name}' has dims "
+                              f"({', '.join(map(str, da.dims))}); need time plus two spatial "
+                              "dims (y, x)")
+        lat_name = _find_coordinate(first, da, "lat", lat, tdim, spatial, where)
+        lon_name = _find_coordinate(first, da, "lon", lon, tdim, spatial, where)
+        if lat_name is None or lon_name is None:
+            if lat_name or lon_name:
+                log.warning("%s: '%s' has only one of latitude/longitude (%s); drawn in grid "
+                            "indices", where, name, lat_name or lon_name)
+            lat_name = lon_name = None
+        y_dim, x_dim = _grid_dims(first, spatial, lat_name, lon_name, tdim)
+        time_name = _find_time(first, da, tdim, time, where)
+        ny, nx = int(da.sizes[y_dim]), int(da.sizes[x_dim])
+        y_index = x_index = None
+        if lat_name is not None:
+            for coord in (lat_name, lon_name):
+                _check_constant(first, coord, tdim, where)
+            y_index, x_index = _orientation(first, lat_name, lon_name, y_dim, x_dim, tdim)
+        # float32 stays float32 (halves memory); packed ints decode to float via xarray.
+        dtype = np.dtype(np.float32) if da.dtype == np.float32 else np.dtype(np.float64)
+        units = str(da.attrs.get("units", ""))
+        long_name = str(da.attrs.get("long_name") or da.attrs.get("standard_name") or name)
+        counts = [int(da.sizes[tdim])]
+        for path in paths[1:]:
+            ds = _open(path, group)
+            datasets.append(ds)
+            if name not in ds.variables:
+                raise NcreelError(f"input '{path}': no variable '{name}' "
+                                  f"(it is in '{paths[0]}')")
+            other = ds[name]
+            if tdim not in other.dims:
+                raise NcreelError(f"input '{path}': '{name}' has no dimension '{tdim}'")
+            if (int(other.sizes.get(y_dim, -1)), int(other.sizes.get(x_dim, -1))) != (ny, nx):
+                raise NcreelError(f"input '{path}': grid of '{name}' differs from "
+                                  f"'{paths[0]}' (expected {y_dim}={ny}, {x_dim}={nx})")
+            counts.append(int(other.sizes[tdim]))
+        order = _time_order(datasets, time_name, counts, paths)
+    except BaseException:
+        for ds in datasets:
+            ds.close()
+        raise
+    series = Series(paths=tuple(paths[i] for i in order), variable=name, time_dim=tdim,
+                    y_dim=y_dim, x_dim=x_dim, select=select,
+                    counts=tuple(counts[i] for i in order), ny=ny, nx=nx, dtype=dtype,
+                    units=units, long_name=long_name, group=group, lat_name=lat_name,
+                    lon_name=lon_name, time_name=time_name, y_index=y_index, x_index=x_index,
+                    _datasets=[datasets[i] for i in order])
+    if series.n_time == 0:
+        series.close()
+        raise NcreelError(f"{where}: time dimension '{tdim}' of '{name}' is empty (0 steps)")
+    return series
+
+
+def _coordinates_attr(da: xr.DataArray) -> list[str]:
+    # xarray moves the CF `coordinates` attribute into encoding when it decodes coordinates.
+    return str(da.encoding.get("coordinates", da.attrs.get("coordinates", ""))).split()
+
+
+def _find_coordinate(ds: xr.Dataset, da: xr.DataArray, kind: str, given: str | None,
+                     tdim: str, spatial: list[str], where: str) -> str | None:
+    """Name of the latitude or longitude coordinate of `da`'s grid, or None.
+
+    Candidates are variables whose dims are among the grid's (a leading time dimension is
+    allowed, as in WRF). The best CF evidence wins: ``standard_name`` latitude/longitude,
+    units degrees_north/east or ``_CoordinateAxisType`` Lat/Lon, then grid_latitude/
+    grid_longitude, then the name; ties go to those named in the ``coordinates``
+    attribute or being dimension coordinates. A tie after that is an error.
+    """
+    allowed, grid = set(spatial) | {tdim}, set(spatial)
+    word = "latitude" if kind == "lat" else "longitude"
+    if given is not None:
+        dims = set(map(str, ds[given].dims))
+        if not dims <= allowed or not dims & grid:
+            raise NcreelError(f"config key '{kind}': '{given}' has dims "
+                              f"({', '.join(map(str, ds[given].dims))}); a {word} coordinate "
+                              f"needs dims among ({', '.join(spatial)})")
+        return given
+    std, units, names, _, _ = _AXES[kind]
+    listed = set(_coordinates_attr(da)) | grid
+    found = []
+    for vname, var in ds.variables.items():
+        vname = str(vname)
+        dims = set(map(str, var.dims))
+        if not dims or not dims <= allowed or not dims & grid or var.dtype.kind not in "fiu":
+            continue
+        if (_attr(var, "standard_name") == word or _attr(var, "units") in units
+                or _attr(var, "_CoordinateAxisType") == kind):
+            tier = 0
+        elif _attr(var, "standard_name") in std:
+            tier = 1
+        elif vname.lower() in names:
+            tier = 2
+        else:
+            continue
+        found.append((tier, vname not in listed, vname))
+    if not found:
+        return None
+    found.sort()
+    best = [f[2] for f in found if f[:2] == found[0][:2]]
+    if len(best) > 1:
+        raise NcreelError(f"{where}: variable '{da.name}': ambiguous {word} coordinate, "
+                          f"candidates {', '.join(best)}; set {kind}=NAME")
+    return best[0]
+
+
+def wrap_longitude(d: np.ndarray) -> np.ndarray:
+    """Fold longitude differences into [-180, 180) degrees.
+
+    Parameters
+    ----------
+    d : array_like
+        Differences of longitudes, degrees, any shape.
+
+    Returns
+    -------
+    numpy.ndarray, same shape, float64
+    """
+    return (np.asarray(d, dtype=np.float64) + 180.0) % 360.0 - 180.0
+
+
+def _mean_abs(a: np.ndarray) -> float:
+    return float(np.nanmean(np.abs(a))) if a.size and np.isfinite(a).any() else 0.0
+
+
+def _grid_dims(ds: xr.Dataset, spatial: list[str], lat_name: str | None,
+               lon_name: str | None, tdim: str) -> tuple[str, str]:
+    """``(y_dim, x_dim)``: y along which latitude changes, x along which longitude changes.
+
+    Without latitude/longitude: the dimension with CF ``axis: Y`` (or a y-like name) is y;
+    when nothing decides, the file's order (first spatial dimension is y).
+    """
+    a, b = spatial
+    if lat_name is not None:
+        la, lo = ds[lat_name], ds[lon_name]
+        if tdim in la.dims:
+            la = la.isel({tdim: 0})
+        if tdim in lo.dims:
+            lo = lo.isel({tdim: 0})
+        if la.ndim == 1 and lo.ndim == 1 and la.dims != lo.dims:
+            return str(la.dims[0]), str(lo.dims[0])
+        lat2 = np.asarray(la.broadcast_like(lo).transpose(a, b).values, np.float64)
+        lon2 = np.asarray(lo.broadcast_like(la).transpose(a, b).values, np.float64)
+        dlon = [_mean_abs(wrap_longitude(np.diff(lon2, axis=k))) for k in (0, 1)]
+        along_a = _mean_abs(np.diff(lat2, axis=0)) + dlon[1]
+        along_b = _mean_abs(np.diff(lat2, axis=1)) + dlon[0]
+        return (b, a) if along_b > along_a else (a, b)
+
+    def y_like(d):
+        var = ds.variables.get(d)
+        return (_attr(var, "axis") == "y" if var is not None and _attr(var, "axis")
+                else d.lower() in _LAT_NAMES)
+
+    def x_like(d):
+        var = ds.variables.get(d)
+        return (_attr(var, "axis") == "x" if var is not None and _attr(var, "axis")
+                else d.lower() in _LON_NAMES)
+
+    if y_like(b) and x_like(a) and not (y_like(a) and x_like(b)):
+        return b, a
+    return a, b
+
+
+def _grid_array(ds: xr.Dataset, name: str, y_dim: str, x_dim: str,
+                tdim: str | None) -> np.ndarray:
+    """Coordinate `name` as a float64 ``(ny, nx)`` array in file order (first time step)."""
+    var = ds[name]
+    if tdim in var.dims:
+        var = var.isel({tdim: 0})
+    full = xr.DataArray(np.zeros((ds.sizes[y_dim], ds.sizes[x_dim])), dims=(y_dim, x_dim))
+    return np.asarray(var.broadcast_like(full).transpose(y_dim, x_dim).values, np.float64)
+
+
+def _check_constant(ds: xr.Dataset, name: str, tdim: str, where: str) -> None:
+    var = ds[name]
+    if tdim not in var.dims or var.sizes[tdim] < 2:
+        return
+    values = np.asarray(var.transpose(tdim, ...).values, np.float64)
+    if not np.allclose(values, values[:1], equal_nan=True):
+        raise NcreelError(f"{where}: coordinate '{name}' changes along '{tdim}' (a moving "
+                          "grid); ncreel needs a grid fixed in time, split the file per grid")
+
+
+def _orientation(ds: xr.Dataset, lat_name: str, lon_name: str, y_dim: str, x_dim: str,
+                 tdim: str) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Row and column order that puts south at the bottom and longitudes increasing."""
+    lat = _grid_array(ds, lat_name, y_dim, x_dim, tdim)
+    lon = _grid_array(ds, lon_name, y_dim, x_dim, tdim)
+    one_d = {d for d in (ds[lat_name].dims + ds[lon_name].dims) if d != tdim}
+    y_index = x_index = None
+    if len(one_d) == 2 and ds[lat_name].ndim - (tdim in ds[lat_name].dims) == 1:
+        # Rectilinear: sort each axis (a ±180 axis stored from 0 eastwards is rolled).
+        for axis_values, is_y in ((lat[:, 0], True), (lon[0, :], False)):
+            if np.all(np.diff(axis_values) > 0):
+                continue
+            order = np.argsort(axis_values, kind="stable")
+            if np.all(np.diff(axis_values[order]) > 0):
+                if is_y:
+                    y_index = order
+                else:
+                    x_index = order
+        return y_index, x_index
+    if np.nanmean(np.diff(lat, axis=0)) < 0:
+        y_index = np.arange(lat.shape[0])[::-1].copy()
+    if np.nanmean(wrap_longitude(np.diff(lon, axis=1))) < 0:
+        x_index = np.arange(lon.shape[1])[::-1].copy()
+    return y_index, x_index
+
+
+def _find_time(ds: xr.Dataset, da: xr.DataArray, tdim: str, given: str | None,
+               where: str) -> str | None:
+    """Name of the time coordinate variable along `tdim`, or None when there is none."""
+    if given is not None:
+        if tuple(ds[given].dims) != (tdim,):
+            raise NcreelError(f"config key 'time': '{given}' has dims "
+                              f"({', '.join(map(str, ds[given].dims))}); a time coordinate "
+                              f"needs exactly ({tdim})")
+        return given
+    listed = _coordinates_attr(da)
+    along = [str(n) for n in [*listed, *ds.variables]
+             if n in ds.variables and tuple(ds[n].dims) == (tdim,)]
+    # A CF time coordinate has units "UNIT since DATE" (CF 4.4). NEMO's time_counter
+    # dimension coordinate may have none while the variable's `coordinates` attribute
+    # names time_centered, which has them: prefer the one that decodes.
+    numeric = [n for n in along if ds[n].dtype.kind in "fiu"]
+    for n in sorted(numeric, key=lambda n: n != tdim):  # the dimension's own first
+        if " since " in f" {_attr(ds[n], 'units')} ":
+            return n
+    if tdim in ds.variables:
+        return tdim
+    for n in numeric:
+        if _is_time(n, ds[n]):
+            return n
+    for n in along:  # WRF's Times(Time, DateStrLen), joined into strings by xarray
+        if ds[n].dtype.kind in "SUO" and ("time" in n.lower() or "date" in n.lower()):
+            return n
+    return None
+
+
+_ISO = re.compile(r"\s*(-?\d+)-(\d{1,2})-(\d{1,2})(?:[T _](\d{1,2}):(\d{1,2})"
+                  r"(?::(\d{1,2})(?:\.\d*)?)?)?\s*(?:Z|UTC|[+-]00(?::?00)?)?\s*")
+
+
+def _parse_iso(text: str, calendar: str):
+    """Parse ISO 8601 `text` (``T``, ``_`` or space before the time) as a date in `calendar`.
+
+    Returns a cftime date, or None when `text` is not such a date (e.g. day 30 of February
+    in the standard calendar).
+    """
+    m = _ISO.fullmatch(text)
+    if m is None:
+        return None
+    try:
+        return cftime.datetime(*(int(g or 0) for g in m.groups()), calendar=calendar)
+    except (ValueError, TypeError):
+        return None
+
+
+def _file_dates(ds: xr.Dataset, time_name: str | None, count: int):
+    """``(raw, dates, units, calendar, note)`` of one file's time coordinate."""
+    if time_name is None or time_name not in ds.variables:
+        return np.full(count, np.nan), [None] * count, "", "standard", "no time coordinate"
+    var = ds[time_name]
+    units = str(var.attrs.get("units", ""))
+    calendar = str(var.attrs.get("calendar", "standard")).lower()
+    values = np.asarray(var.values).reshape(-1)
+    if values.dtype.kind in "SUO":
+        texts = [v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+                 for v in values]
+        dates = [_parse_iso(t, calendar) for t in texts]
+        bad = sum(d is None for d in dates)
+        note = f"{bad} of {count} '{time_name}' strings are not ISO 8601 dates" if bad else ""
+        return np.full(count, np.nan), dates, units, calendar, note
+    raw = values.astype(np.float64)
+    dates: list = [None] * count
+    if not units or " since " not in f" {units.lower()} ":
+        return raw, dates, units, calendar, (
+            f"'{time_name}' units {units!r} are not CF 'UNIT since DATE' (set config key "
+            "time=<name> to use another time coordinate of the file)")
+    ok = np.isfinite(raw)
+    try:
+        decoded = np.atleast_1d(cftime.num2date(raw[ok], units, calendar=calendar,
+                                                only_use_cftime_datetimes=True))
+    except Exception as err:  # cftime raises ValueError/TypeError/… for many unit oddities
+        return raw, dates, units, calendar, (f"cannot decode time units {units!r} calendar "
+                                             f"{calendar!r} ({err})")
+    for i, d in zip(np.flatnonzero(ok), decoded, strict=True):
+        dates[i] = d
+    note = "" if ok.all() else (f"{int((~ok).sum())} of {count} '{time_name}' values are "
+                                "missing (_FillValue); those steps have no time")
+    return raw, dates, units, calendar, note
+
+
+def _file_time(ds: xr.Dataset, time_name: str | None, count: int):
+    """``(raw, labels, units, calendar, note)``: :func:`_file_dates` with ISO labels."""
+    raw, dates, units, calendar, note = _file_dates(ds, time_name, count)
+    return raw, [d.isoformat() if d is not None else None for d in dates], units, calendar, note
+
+
+def _time_order(datasets: list, time_name: str | None, counts: list, paths: list) -> list:
+    """Order of the files by their first time (name order when that cannot be decided)."""
+    if len(datasets) < 2:
+        return list(range(len(datasets)))
+    firsts = []
+    for ds, count in zip(datasets, counts, strict=True):
+        dates = [d for d in _file_dates(ds, time_name, count)[1] if d is not None]
+        firsts.append(min(dates) if dates else None)
+    try:
+        if None in firsts:
+            raise TypeError("a file has no decodable time")
+        return sorted(range(len(datasets)), key=lambda i: firsts[i])
+    except TypeError as err:  # also cftime dates of different calendars
+        log.warning("input files joined in name order: %s (%s)", err, ", ".join(paths))
+        return list(range(len(datasets)))
