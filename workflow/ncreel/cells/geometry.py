@@ -133,10 +133,14 @@ class CellGeometry:
     def from_series(cls, series) -> CellGeometry:
         """Corners of the cells of an opened :class:`ncreel.source.Series`, in its orientation.
 
-        Rectilinear grids use the CF ``bounds`` of the latitude/longitude coordinates when
-        present, else midpoints between neighbouring centres (:func:`corners_from_centres`);
-        curvilinear grids the mean of the four surrounding centres (:func:`corners_2d`),
-        computed on longitudes unwrapped along the rows. Every longitude corner is then
+        A grid with a CF grid mapping (rotated pole, Lambert conformal, polar
+        stereographic...) uses its exact corners: the cell edges in projection x/y (CF
+        bounds, else midpoints) transformed to longitude/latitude
+        (:meth:`ncreel.source.Series.cell_corners`). Otherwise rectilinear grids use the
+        CF ``bounds`` of the latitude/longitude coordinates when present, else midpoints
+        between neighbouring centres (:func:`corners_from_centres`); curvilinear grids the
+        mean of the four surrounding centres (:func:`corners_2d`), computed on longitudes
+        unwrapped along the rows. Every longitude corner is then
         taken modulo 360 degrees to lie within 180 degrees of its own cell's centre, so no
         polygon is wider than its cell where longitudes jump (e.g. from 180 to -180).
 
@@ -149,8 +153,15 @@ class CellGeometry:
         if lat is None or lon is None:
             raise NcreelError("config key 'cells.geometry': the grid has no latitude/"
                               "longitude coordinates, so cell polygons cannot be built")
-        _, lon_cont = series.cell_coordinates(continuous=True)
         ny, nx = lat.shape
+        cut = [(slice(0, -1), slice(0, -1)), (slice(0, -1), slice(1, None)),
+               (slice(1, None), slice(1, None)), (slice(1, None), slice(0, -1))]
+        exact = series.cell_corners()
+        if exact is not None:
+            lo, la = exact
+            return cls(lon_c=tuple(lon + wrap_longitude(lo[c] - lon) for c in cut),
+                       lat_c=tuple(la[c] for c in cut), rectilinear=False, nx=nx)
+        _, lon_cont = series.cell_coordinates(continuous=True)
         if np.all(lat == lat[:, :1]) and np.all(lon == lon[:1, :]):
             y_lo, y_hi = series.coordinate_bounds("lat") or _edges(None, "", lat[:, 0])
             x_lo, x_hi = series.coordinate_bounds("lon") or _edges(None, "", lon[0, :])
@@ -158,8 +169,6 @@ class CellGeometry:
             return cls(lon_c=(x_lo, x_hi, x_hi, x_lo), lat_c=(y_lo, y_lo, y_hi, y_hi),
                        rectilinear=True, nx=nx)
         la, lo = corners_2d(lat), corners_2d(lon_cont)
-        cut = [(slice(0, -1), slice(0, -1)), (slice(0, -1), slice(1, None)),
-               (slice(1, None), slice(1, None)), (slice(1, None), slice(0, -1))]
         return cls(lon_c=tuple(lon + wrap_longitude(lo[c] - lon) for c in cut),
                    lat_c=tuple(la[c] for c in cut), rectilinear=False, nx=nx)
 
