@@ -285,3 +285,13 @@ def test_real_stereographic_sample_mapping_agrees_with_its_lat_lon(tmp_path):
         np.testing.assert_allclose(mlon, lon, atol=2e-3)
         clon, clat = s.cell_corners()
         assert clon.shape == (s.ny + 1, s.nx + 1) and np.isfinite(clat).all()
+
+
+def test_unreadable_mapping_with_the_files_lat_lon_is_a_note(tmp_path, caplog):
+    path, truth = write_rotated_pole(tmp_path / "bad.nc", aux_latlon=True, mapping={
+        "grid_mapping_name": "rotated_latitude_longitude"})
+    with caplog.at_level(logging.WARNING, logger="ncreel"), open_series(str(path), "tas") as s:
+        assert s.mapping is None and s.lat_name == "lat"
+        np.testing.assert_array_equal(s.cell_coordinates()[0], truth["lat"])
+        notes = [r.getMessage() for r in caplog.records]
+        assert len(notes) == 1 and "cannot be read by pyproj" in notes[0]

@@ -720,7 +720,8 @@ def open_series(input: str | Sequence[str], variable: str, *, time_dim: str | No
         x_name = y_name = mapping = None
         one_d = lat_name is not None and first[lat_name].ndim == 1 and first[lon_name].ndim == 1
         if not one_d:  # projection x/y and their CF grid mapping (none on a lat/lon grid)
-            x_name, y_name, mapping = _find_projection(first, da, spatial, where, name)
+            x_name, y_name, mapping = _find_projection(first, da, spatial, where, name,
+                                                       has_lat_lon=lat_name is not None)
         if lat_name is None and x_name is not None:
             y_dim, x_dim = str(first[y_name].dims[0]), str(first[x_name].dims[0])
         else:
@@ -874,14 +875,17 @@ def _bounds_2(ds: xr.Dataset, name: str) -> np.ndarray | None:
 
 
 def _find_projection(ds: xr.Dataset, da: xr.DataArray, spatial: list[str], where: str,
-                     name: str) -> tuple[str | None, str | None, GridMapping | None]:
+                     name: str, has_lat_lon: bool = False
+                     ) -> tuple[str | None, str | None, GridMapping | None]:
     """``(x_name, y_name, mapping)`` of a grid in projection x/y, else Nones.
 
     x/y are the 1-D coordinate variables of the two spatial dims (or those the extended
     ``grid_mapping`` form lists): x the one with CF ``standard_name``
     projection_x_coordinate / grid_longitude (else ``axis: X``, else the last dim), y the
     other. The mapping is the variable the data's ``grid_mapping`` names (CF 5.6), read
-    with pyproj (:func:`ncreel.gridmap.read_grid_mapping`).
+    with pyproj (:func:`ncreel.gridmap.read_grid_mapping`); one pyproj cannot read is an
+    error, or a note when the file has its own latitude/longitude (`has_lat_lon`), which
+    then place the cells.
     """
     from ncreel.gridmap import parse_grid_mapping, read_grid_mapping
 
@@ -917,8 +921,14 @@ def _find_projection(ds: xr.Dataset, da: xr.DataArray, spatial: list[str], where
                         "ignored", where, m, name)
     pick = [m for m, coords in usable if not coords or {x_name, y_name} & set(coords)]
     if pick:
-        mapping = read_grid_mapping(ds, pick[0], x_var=ds[x_name], y_var=ds[y_name],
-                                    where=where, variable=name)
+        try:
+            mapping = read_grid_mapping(ds, pick[0], x_var=ds[x_name], y_var=ds[y_name],
+                                        where=where, variable=name)
+        except NcreelError as err:
+            if not has_lat_lon:
+                raise
+            log.warning("%s; the file's own latitude/longitude place the cells, their "
+                        "polygon corners are taken halfway between them", err)
     return x_name, y_name, mapping
 
 
