@@ -49,3 +49,17 @@ def test_rotated_pole_workflow_rows_are_geographic(tmp_path, pg_server, pg_conn)
                                    atol=1e-9)
     # Europe: the table's positions are no longer the rotated ones (about 0 N 0 E).
     assert min(r[2] for r in rows) > 20 and max(r[2] for r in rows) < 80
+
+
+def test_unreadable_grid_mapping_stops_before_any_job(tmp_path):
+    path, _ = write_rotated_pole(tmp_path / "bad.nc", mapping={
+        "grid_mapping_name": "rotated_latitude_longitude"})
+    (tmp_path / "work").mkdir()
+    work = make_workdir(tmp_path / "work")
+    proc = snakemake(work, "-n", "--config", f"input={path}", "variable=tas", check=False)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("ncreel: error:")]
+    assert proc.returncode != 0 and len(lines) == 1, proc.stderr[-3000:]
+    assert (f"input '{path}': variable 'tas': grid_mapping 'rotated_pole' "
+            "(grid_mapping_name='rotated_latitude_longitude') cannot be read by pyproj "
+            "(attribute 'grid_north_pole_latitude' missing)") in lines[0]
+    assert "Traceback" not in proc.stderr and not (work / "results").exists()

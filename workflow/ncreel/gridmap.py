@@ -147,10 +147,12 @@ def read_grid_mapping(ds, mapping: str, *, x_var, y_var, where: str,
     try:
         crs = CRS.from_cf(attrs)
     except (CRSError, KeyError, TypeError, ValueError) as err:
+        why = (f"attribute {err} missing" if isinstance(err, KeyError)
+               else (str(err).splitlines() or [type(err).__name__])[0])
         raise NcreelError(
             f"{where}: variable '{variable}': grid_mapping '{mapping}' "
             f"(grid_mapping_name={attrs.get('grid_mapping_name')!r}) cannot be read by "
-            f"pyproj ({str(err).splitlines()[0]}); fix its attributes (CF Appendix F), or "
+            f"pyproj ({why}); fix its attributes (CF Appendix F), or "
             "set lat=NAME lon=NAME to 2-D latitude/longitude variables") from None
     scales = []
     for var in (x_var, y_var):
