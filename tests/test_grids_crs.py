@@ -295,3 +295,94 @@ def test_unreadable_mapping_with_the_files_lat_lon_is_a_note(tmp_path, caplog):
         np.testing.assert_array_equal(s.cell_coordinates()[0], truth["lat"])
         notes = [r.getMessage() for r in caplog.records]
         assert len(notes) == 1 and "cannot be read by pyproj" in notes[0]
+
+
+# the other CF grid mappings ---------------------------------------------------------------
+
+WGS84 = {"semi_major_axis": 6378137.0, "inverse_flattening": 298.257223563}
+AIRY = {"semi_major_axis": 6377563.396, "semi_minor_axis": 6356256.909}
+GRS80 = {"semi_major_axis": 6378137.0, "inverse_flattening": 298.257222101}
+#: (CF attributes, x/y units, x centres, y centres, truth's PROJ CRS, its geographic CRS)
+MAPPINGS = {
+    "mercator": ({"grid_mapping_name": "mercator", "longitude_of_projection_origin": 10.0,
+                  "standard_parallel": 20.0, **WGS84}, "km",
+                 np.linspace(-2000, 2000, 6), np.linspace(500, 4000, 5),
+                 "+proj=merc +lon_0=10 +lat_ts=20 +ellps=WGS84", "+proj=longlat +ellps=WGS84"),
+    "albers": ({"grid_mapping_name": "albers_conical_equal_area",
+                "standard_parallel": [29.5, 45.5], "longitude_of_central_meridian": -96.0,
+                "latitude_of_projection_origin": 23.0, **WGS84}, "m",
+               np.linspace(-2e6, 2e6, 6), np.linspace(3e5, 3e6, 5),
+               "+proj=aea +lat_1=29.5 +lat_2=45.5 +lat_0=23 +lon_0=-96 +ellps=WGS84",
+               "+proj=longlat +ellps=WGS84"),
+    "osgb_transverse_mercator": (
+        {"grid_mapping_name": "transverse_mercator", "scale_factor_at_central_meridian":
+         0.9996012717, "longitude_of_central_meridian": -2.0,
+         "latitude_of_projection_origin": 49.0, "false_easting": 400000.0,
+         "false_northing": -100000.0, **AIRY}, "m",
+        np.linspace(50000, 650000, 6), np.linspace(20000, 1200000, 7),
+        "+proj=tmerc +lat_0=49 +lon_0=-2 +k=0.9996012717 +x_0=400000 +y_0=-100000 "
+        "+a=6377563.396 +b=6356256.909", "+proj=longlat +a=6377563.396 +b=6356256.909"),
+    "laea_europe": ({"grid_mapping_name": "lambert_azimuthal_equal_area",
+                     "longitude_of_projection_origin": 10.0,
+                     "latitude_of_projection_origin": 52.0, "false_easting": 4321000.0,
+                     "false_northing": 3210000.0, **GRS80}, "km",
+                    np.linspace(2700, 6300, 6), np.linspace(1500, 5200, 5),
+                    "+proj=laea +lat_0=52 +lon_0=10 +x_0=4321000 +y_0=3210000 +ellps=GRS80",
+                    "+proj=longlat +ellps=GRS80"),
+    "goes_geostationary": ({"grid_mapping_name": "geostationary",
+                            "perspective_point_height": 35786023.0,
+                            "longitude_of_projection_origin": -75.0, "sweep_angle_axis": "x",
+                            "semi_major_axis": 6378137.0, "semi_minor_axis": 6356752.31414},
+                           "rad", np.linspace(-0.06, 0.06, 6), np.linspace(-0.02, 0.08, 5),
+                           "+proj=geos +h=35786023 +lon_0=-75 +sweep=x +a=6378137 "
+                           "+b=6356752.31414", "+proj=longlat +a=6378137 +b=6356752.31414"),
+}
+
+
+def _write_mapped(path, attrs, units, x, y, angular=False):
+    import xarray as xr
+    from layouts import field, time_coord
+
+    kind = "projection_{}_angular_coordinate" if angular else "projection_{}_coordinate"
+    truth = field(2, len(y), len(x))
+    xr.Dataset({"v": (("time", "y", "x"), truth, {"units": "K", "grid_mapping": "crs"}),
+                "crs": ((), np.int32(0), attrs)},
+               coords={"time": time_coord(2),
+                       "y": ("y", y, {"standard_name": kind.format("y"), "units": units}),
+                       "x": ("x", x, {"standard_name": kind.format("x"), "units": units})}
+               ).to_netcdf(path)
+    return truth
+
+
+@pytest.mark.parametrize("name", sorted(MAPPINGS))
+def test_cf_grid_mappings_against_proj_strings(tmp_path, name):
+    from pyproj import Transformer
+
+    attrs, units, x, y, proj, geographic = MAPPINGS[name]
+    truth = _write_mapped(tmp_path / "m.nc", attrs, units, x, y, angular=units == "rad")
+    scale = {"km": 1000.0, "m": 1.0, "rad": attrs.get("perspective_point_height", 1.0)}[units]
+    want_lon, want_lat = Transformer.from_crs(proj, geographic, always_xy=True).transform(
+        *np.meshgrid(x * scale, y * scale))
+    with open_series(str(tmp_path / "m.nc"), "v") as s:
+        assert s.mapping.kind == attrs["grid_mapping_name"]
+        lat, lon = s.cell_coordinates()
+        np.testing.assert_allclose(lat, want_lat, atol=1e-7)
+        np.testing.assert_allclose(lon, want_lon, atol=1e-7)
+        assert_cells_drawn_in_place(s, truth, lat, lon, blit=True,
+                                    settings=render_settings(width=160, height=120))
+
+
+def test_cells_beyond_the_geostationary_disk_have_no_polygon(tmp_path):
+    attrs, units, *_ = MAPPINGS["goes_geostationary"]
+    x = np.linspace(-0.16, 0.16, 9)  # the disk's edge is at about 0.151 rad
+    _write_mapped(tmp_path / "g.nc", attrs, units, x, np.array([-0.01, 0.0, 0.01]),
+                  angular=True)
+    with open_series(str(tmp_path / "g.nc"), "v") as s:
+        lat, _ = s.cell_coordinates()
+        assert np.isnan(lat[:, 0]).all() and np.isfinite(lat[:, 1:-1]).all()
+        polys = CellGeometry.from_series(s).polygons(np.arange(s.ny * s.nx))
+        nulls = np.array(polys.is_null()).reshape(s.ny, s.nx)
+        assert nulls[:, 0].all() and nulls[:, -1].all() and not nulls[:, 2:-2].any()
+        r = make_renderer(s, render_settings(), vmin=0.0, vmax=200.0)  # hidden, no error
+        r.draw(s.read(0, 1)[0], "")
+        r.close()

@@ -24,12 +24,14 @@ LENGTH_UNITS = {"m": 1.0, "meter": 1.0, "meters": 1.0, "metre": 1.0, "metres": 1
                 "km": 1000.0, "kilometer": 1000.0, "kilometers": 1000.0,
                 "kilometre": 1000.0, "kilometres": 1000.0, "100 km": 100000.0,
                 "dam": 10.0, "hm": 100.0, "cm": 0.01}
+#: Angle units of a geostationary grid's scanning-angle x/y (CF 1.7, radians).
+RADIAN_UNITS = {"rad", "radian", "radians"}
 #: Angle units of rotated-pole x/y (grid_longitude/grid_latitude).
 ANGLE_UNITS = {"degrees", "degree", "degrees_east", "degrees_north", "degree_east",
                "degree_north", "deg", "degrees_e", "degrees_n"}
 #: CF standard names of the x/y coordinates a grid mapping applies to.
-X_NAMES = {"projection_x_coordinate", "grid_longitude"}
-Y_NAMES = {"projection_y_coordinate", "grid_latitude"}
+X_NAMES = {"projection_x_coordinate", "grid_longitude", "projection_x_angular_coordinate"}
+Y_NAMES = {"projection_y_coordinate", "grid_latitude", "projection_y_angular_coordinate"}
 
 
 def parse_grid_mapping(attr: str) -> list[tuple[str, list[str]]]:
@@ -165,7 +167,11 @@ def read_grid_mapping(ds, mapping: str, *, x_var, y_var, where: str,
             scales.append(1.0)
             continue
         axis_m = crs.axis_info[0].unit_conversion_factor if crs.axis_info else 1.0
-        if not units:
+        if units in RADIAN_UNITS and attrs.get("grid_mapping_name") == "geostationary" \
+                and "perspective_point_height" in attrs:
+            # Scanning angle -> PROJ's geos metres: angle times the satellite's height.
+            scales.append(float(attrs["perspective_point_height"]) / axis_m)
+        elif not units:
             scales.append(1.0 / axis_m)
         elif units in LENGTH_UNITS:
             scales.append(LENGTH_UNITS[units] / axis_m)

@@ -185,6 +185,8 @@ class CellGeometry:
         polars.Series of str, length n
             Closed 5-point rings, corners in shortest round-trip decimal form; loads into
             ``text`` or PostGIS ``geometry``. Longitudes are as stored (0–360 stays 0–360).
+            Null (NULL in the table) for a cell with a corner outside its grid mapping's
+            domain (e.g. beyond a geostationary disk's edge), which has no polygon.
         """
         import polars as pl
 
@@ -196,7 +198,8 @@ class CellGeometry:
                 x, y = self.lon_c[k][ix], self.lat_c[k][iy]
             else:
                 x, y = self.lon_c[k].reshape(-1)[cell], self.lat_c[k].reshape(-1)[cell]
-            parts += [pl.Series(x).cast(pl.Utf8), pl.lit(" "), pl.Series(y).cast(pl.Utf8),
-                      pl.lit(",")]
+            # NaN -> null: concat_str then gives the whole ring null.
+            parts += [pl.Series(x).fill_nan(None).cast(pl.Utf8), pl.lit(" "),
+                      pl.Series(y).fill_nan(None).cast(pl.Utf8), pl.lit(",")]
         parts[-1] = pl.lit("))")
         return pl.select(pl.concat_str(parts).alias(GEOMETRY_COLUMN)).to_series()
