@@ -87,6 +87,10 @@ def test_rotated_pole_lat_lon_corners_and_rows_are_geographic(tmp_path, kw):
         for k, (dy, dx) in enumerate(((0, 0), (0, 1), (1, 1), (1, 0), (0, 0))):
             np.testing.assert_allclose(pts[:, k, 0], elon[iy + dy, ix + dx], atol=1e-9)
             np.testing.assert_allclose(pts[:, k, 1], elat[iy + dy, ix + dx], atol=1e-9)
+        # neighbours share their corners bit for bit (no gaps in a PostGIS union)
+        pts = pts.reshape(s.ny, s.nx, 5, 2)
+        np.testing.assert_array_equal(pts[:, :-1, 1], pts[:, 1:, 0])
+        np.testing.assert_array_equal(pts[:-1, :, 3], pts[1:, :, 0])
         # table rows: geographic lat/lon of each cell
         ctx = CellContext(time=s.time_axis(), cell_mean=np.zeros((s.ny, s.nx)), lat=lat,
                           lon=lon)

@@ -159,8 +159,12 @@ class CellGeometry:
         exact = series.cell_corners()
         if exact is not None:
             lo, la = exact
-            return cls(lon_c=tuple(lon + wrap_longitude(lo[c] - lon) for c in cut),
-                       lat_c=tuple(la[c] for c in cut), rectilinear=False, nx=nx)
+            # Moved by whole turns only where a corner is over 180 degrees from its centre,
+            # so that neighbours keep bit-identical shared corners.
+            with np.errstate(invalid="ignore"):
+                lon_c = tuple(np.where(np.abs(lo[c] - lon) > 180.0,
+                                       lon + wrap_longitude(lo[c] - lon), lo[c]) for c in cut)
+            return cls(lon_c=lon_c, lat_c=tuple(la[c] for c in cut), rectilinear=False, nx=nx)
         _, lon_cont = series.cell_coordinates(continuous=True)
         if np.all(lat == lat[:, :1]) and np.all(lon == lon[:1, :]):
             y_lo, y_hi = series.coordinate_bounds("lat") or _edges(None, "", lat[:, 0])
