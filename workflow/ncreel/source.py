@@ -334,13 +334,7 @@ class Series:
         lon = self._oriented(_grid_array(ds, self.lon_name, self.y_dim, self.x_dim,
                                                 self.time_dim))
         if continuous and ds[self.lon_name].ndim - (self.time_dim in ds[self.lon_name].dims) == 2:
-            lon = np.unwrap(lon, period=360, axis=1)
-            # Each row by whole turns onto the previous one (median over the row: robust
-            # where a tripolar grid folds and single columns jump).
-            for i in range(1, lon.shape[0]):
-                turns = np.round(np.nanmedian(lon[i] - lon[i - 1]) / 360.0)
-                if np.isfinite(turns) and turns:
-                    lon[i] -= 360.0 * turns
+            lon = unwrap_rows(lon)
         return lat, lon
 
     def grid_xy(self) -> tuple[np.ndarray, np.ndarray] | tuple[None, None]:
@@ -390,7 +384,7 @@ class Series:
         edges = []
         for name, centres, index in ((self.x_name, x, self.x_index),
                                      (self.y_name, y, self.y_index)):
-            b = _bounds_2(ds, name)
+            b = cf_bounds(ds, name)
             if b is not None and index is not None:
                 b = b[index]
             edges.append(edges_1d(centres, b))
@@ -411,11 +405,8 @@ class Series:
         ds = self._dataset(0)
         if name is None or ds[name].ndim != 1:
             return None
-        bname = ds[name].attrs.get("bounds")
-        if not bname or bname not in ds.variables:
-            return None
-        b = np.asarray(ds[bname].values, dtype=np.float64)
-        if b.ndim != 2 or b.shape[1] != 2 or b.shape[0] != ds[name].size:
+        b = cf_bounds(ds, name)
+        if b is None:
             return None
         index = self.y_index if kind == "lat" else self.x_index
         if index is not None:
@@ -863,8 +854,14 @@ def _is_grid_xy(var) -> bool:
     return _attr(var, "standard_name") in X_NAMES | Y_NAMES
 
 
-def _bounds_2(ds: xr.Dataset, name: str) -> np.ndarray | None:
-    """Return the CF ``bounds`` (n, 2) of 1-D coordinate `name`, or None (CF 7.1)."""
+def cf_bounds(ds: xr.Dataset, name: str) -> np.ndarray | None:
+    """Read the CF ``bounds`` of 1-D coordinate `name` (CF section 7.1).
+
+    Returns
+    -------
+    numpy.ndarray, shape (n, 2), float64; or None
+        In the coordinate's stored order; None when `name` has no usable ``bounds``.
+    """
     bname = ds[name].attrs.get("bounds")
     if not bname or bname not in ds.variables:
         return None

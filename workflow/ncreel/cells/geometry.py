@@ -11,7 +11,13 @@ import numpy as np
 
 from ncreel.cells.context import GEOMETRY_COLUMN
 from ncreel.errors import NcreelError
-from ncreel.source import wrap_longitude
+from ncreel.gridmap import edges_1d
+from ncreel.source import cf_bounds, wrap_longitude
+
+#: Index ranges of corner k (lower-left, lower-right, upper-right, upper-left) of every
+#: cell in a (ny + 1, nx + 1) corner array.
+_CUT = [(slice(0, -1), slice(0, -1)), (slice(0, -1), slice(1, None)),
+        (slice(1, None), slice(1, None)), (slice(1, None), slice(0, -1))]
 
 
 def corners_from_centres(c: np.ndarray) -> np.ndarray:
@@ -26,11 +32,7 @@ def corners_from_centres(c: np.ndarray) -> np.ndarray:
     -------
     numpy.ndarray, shape (n + 1,), float64
     """
-    c = np.asarray(c, dtype=np.float64)
-    if len(c) == 1:
-        return np.array([c[0] - 0.5, c[0] + 0.5])
-    mid = (c[:-1] + c[1:]) / 2
-    return np.concatenate([[c[0] - (mid[0] - c[0])], mid, [c[-1] + (c[-1] - mid[-1])]])
+    return edges_1d(c)
 
 
 def corners_2d(c: np.ndarray) -> np.ndarray:
@@ -63,14 +65,8 @@ def bounds_1d(ds, name: str) -> tuple[np.ndarray, np.ndarray] | None:
         None when the coordinate has no usable ``bounds`` attribute (then use
         :func:`corners_from_centres`).
     """
-    var = ds.variables.get(name)
-    bname = var.attrs.get("bounds") if var is not None else None
-    if not bname or bname not in ds.variables:
-        return None
-    b = np.asarray(ds[bname].values, dtype=np.float64)
-    if b.ndim != 2 or b.shape[1] != 2 or b.shape[0] != var.size:
-        return None
-    return b.min(axis=1), b.max(axis=1)
+    b = cf_bounds(ds, name) if name in ds.variables else None
+    return None if b is None else (b.min(axis=1), b.max(axis=1))
 
 
 def _edges(ds, name: str, centres: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -124,9 +120,7 @@ class CellGeometry:
             return cls(lon_c=(x_lo, x_hi, x_hi, x_lo), lat_c=(y_lo, y_lo, y_hi, y_hi),
                        rectilinear=True, nx=nx)
         la, lo = corners_2d(lat), corners_2d(lon)
-        cut = [(slice(0, -1), slice(0, -1)), (slice(0, -1), slice(1, None)),
-               (slice(1, None), slice(1, None)), (slice(1, None), slice(0, -1))]
-        return cls(lon_c=tuple(lo[c] for c in cut), lat_c=tuple(la[c] for c in cut),
+        return cls(lon_c=tuple(lo[c] for c in _CUT), lat_c=tuple(la[c] for c in _CUT),
                    rectilinear=False, nx=nx)
 
     @classmethod
@@ -154,8 +148,6 @@ class CellGeometry:
             raise NcreelError("config key 'cells.geometry': the grid has no latitude/"
                               "longitude coordinates, so cell polygons cannot be built")
         ny, nx = lat.shape
-        cut = [(slice(0, -1), slice(0, -1)), (slice(0, -1), slice(1, None)),
-               (slice(1, None), slice(1, None)), (slice(1, None), slice(0, -1))]
         exact = series.cell_corners()
         if exact is not None:
             lo, la = exact
@@ -163,8 +155,9 @@ class CellGeometry:
             # so that neighbours keep bit-identical shared corners.
             with np.errstate(invalid="ignore"):
                 lon_c = tuple(np.where(np.abs(lo[c] - lon) > 180.0,
-                                       lon + wrap_longitude(lo[c] - lon), lo[c]) for c in cut)
-            return cls(lon_c=lon_c, lat_c=tuple(la[c] for c in cut), rectilinear=False, nx=nx)
+                                       lon + wrap_longitude(lo[c] - lon), lo[c]) for c in _CUT)
+            return cls(lon_c=lon_c, lat_c=tuple(la[c] for c in _CUT), rectilinear=False,
+                       nx=nx)
         _, lon_cont = series.cell_coordinates(continuous=True)
         if np.all(lat == lat[:, :1]) and np.all(lon == lon[:1, :]):
             y_lo, y_hi = series.coordinate_bounds("lat") or _edges(None, "", lat[:, 0])
@@ -173,8 +166,8 @@ class CellGeometry:
             return cls(lon_c=(x_lo, x_hi, x_hi, x_lo), lat_c=(y_lo, y_lo, y_hi, y_hi),
                        rectilinear=True, nx=nx)
         la, lo = corners_2d(lat), corners_2d(lon_cont)
-        return cls(lon_c=tuple(lon + wrap_longitude(lo[c] - lon) for c in cut),
-                   lat_c=tuple(la[c] for c in cut), rectilinear=False, nx=nx)
+        return cls(lon_c=tuple(lon + wrap_longitude(lo[c] - lon) for c in _CUT),
+                   lat_c=tuple(la[c] for c in _CUT), rectilinear=False, nx=nx)
 
     def polygons(self, cell: np.ndarray):
         """EWKT polygons ``SRID=4326;POLYGON((lon lat, ...))`` of the given flat cells.
