@@ -390,3 +390,12 @@ def test_cells_beyond_the_geostationary_disk_have_no_polygon(tmp_path):
         r = make_renderer(s, render_settings(), vmin=0.0, vmax=200.0)  # hidden, no error
         r.draw(s.read(0, 1)[0], "")
         r.close()
+
+
+def test_unwrap_rows_keeps_values_after_a_missing_longitude():
+    from ncreel.gridmap import unwrap_rows
+
+    lon = np.array([[170.0, np.nan, -170.0, -160.0],
+                    [-172.0, 178.0, -172.0, -162.0]])
+    np.testing.assert_array_equal(unwrap_rows(lon), [[170.0, np.nan, 190.0, 200.0],
+                                                     [188.0, 178.0, 188.0, 198.0]])
