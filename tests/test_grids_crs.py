@@ -228,6 +228,10 @@ def test_implausible_values_are_not_taken_as_latitude(tmp_path):
     with xr.open_dataset(path) as ds:
         ds = ds.load()
     ds["lat2d"] = ds["lat2d"] * 10  # 400..460: not latitudes
+    # Fields whose names start like lat/lon, with values that could be degrees: not taken.
+    ds["latent"] = ds["lat2d"] / 10
+    ds["long_wave"] = ds["v"] / 10
+    ds["lat_t"] = ds["lon2d"].assign_attrs(units="W m-2")
     ds.to_netcdf(tmp_path / "b.nc")
     with open_series(str(tmp_path / "b.nc"), "v") as s:
         assert s.lat_name is None and not s.has_lat_lon

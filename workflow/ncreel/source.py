@@ -775,9 +775,10 @@ def _find_coordinate(ds: xr.Dataset, da: xr.DataArray, kind: str, given: str | N
     Candidates are variables whose dims are among the grid's (a leading time dimension is
     allowed, as in WRF). The best CF evidence wins: ``standard_name`` latitude/longitude,
     units degrees_north/east or ``_CoordinateAxisType`` Lat/Lon, then the name
-    (``lat``, ``nav_lat``, ``XLAT``...), then a name that starts so (``lat2d``,
-    ``lon_rho``) when the values fit (latitudes within ±90 degrees, longitudes within
-    -360..720), said in a log note; ties go to those named in the ``coordinates``
+    (``lat``, ``nav_lat``, ``XLAT``...), then such a name with a grid suffix (``lat2d``,
+    ``lon_rho``), without time dimension, standard_name or units other than degrees, when
+    the values fit (latitudes within ±90 degrees, longitudes within -360..720), said in a
+    log note; ties go to those named in the ``coordinates``
     attribute or being dimension coordinates. A tie after that is an error. Rotated-pole
     ``grid_latitude``/``grid_longitude`` and projection x/y are never latitude/longitude
     (CF section 5.6): their grid mapping places them.
@@ -811,7 +812,8 @@ def _find_coordinate(ds: xr.Dataset, da: xr.DataArray, kind: str, given: str | N
             tier = 0
         elif vname.lower() in names:
             tier = 2
-        elif _LOOSE[kind].match(vname) and not _attr(var, "standard_name") \
+        elif _LOOSE[kind].fullmatch(vname) and dims <= grid and vname != da.name \
+                and not _attr(var, "standard_name") and "deg" in (_attr(var, "units") or "deg") \
                 and _plausible(var, kind):
             tier = 3
         else:
@@ -831,10 +833,11 @@ def _find_coordinate(ds: xr.Dataset, da: xr.DataArray, kind: str, given: str | N
     return best[0]
 
 
-#: Names that start like a latitude / longitude (``lat2d``, ``lat_rho``, ``LONG``), for
-#: coordinates without attributes.
-_LOOSE = {"lat": re.compile(r"(?i)(nav_)?lat(itude)?([_-]?[0-9a-z]{0,6})$"),
-          "lon": re.compile(r"(?i)(nav_)?lon(g|gitude)?([_-]?[0-9a-z]{0,6})$")}
+#: Names of latitudes / longitudes with a grid suffix (``lat2d``, ``lat_rho``, ``LONG``,
+#: ``lon_t``), for coordinates without attributes.
+_SUFFIX = r"(_?2d|_?\d+|_(rho|psi|cell|center|centre|grid|[tuvc])|[tc])?"
+_LOOSE = {"lat": re.compile(rf"(?i)(nav_)?lat(itude)?{_SUFFIX}"),
+          "lon": re.compile(rf"(?i)(nav_)?lon(g|gitude)?{_SUFFIX}")}
 
 
 def _plausible(var, kind: str) -> bool:
