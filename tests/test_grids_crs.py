@@ -403,3 +403,19 @@ def test_unwrap_rows_keeps_values_after_a_missing_longitude():
                     [-172.0, 178.0, -172.0, -162.0]])
     np.testing.assert_array_equal(unwrap_rows(lon), [[170.0, np.nan, 190.0, 200.0],
                                                      [188.0, 178.0, 188.0, 198.0]])
+
+
+def test_a_dropped_grid_mapping_attribute_takes_the_only_mapping_and_says_so(tmp_path, caplog):
+    import xarray as xr
+
+    path, truth = write_lambert(tmp_path / "wrf.nc")
+    with xr.open_dataset(path, decode_times=False) as ds:
+        ds = ds.load()
+    del ds["T2"].attrs["grid_mapping"]
+    ds.to_netcdf(tmp_path / "dropped.nc")
+    with caplog.at_level(logging.WARNING, logger="ncreel"), \
+            open_series(str(tmp_path / "dropped.nc"), "T2") as s:
+        notes = [r.getMessage() for r in caplog.records]
+        assert len(notes) == 1 and "names no grid_mapping; the file's only grid mapping " \
+            "variable 'Lambert_Conformal' (lambert_conformal_conic) is taken" in notes[0]
+        np.testing.assert_allclose(s.cell_coordinates()[0], truth["lat"], atol=1e-9)

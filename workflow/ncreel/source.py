@@ -882,7 +882,9 @@ def _find_projection(ds: xr.Dataset, da: xr.DataArray, spatial: list[str], where
     x/y are the 1-D coordinate variables of the two spatial dims (or those the extended
     ``grid_mapping`` form lists): x the one with CF ``standard_name``
     projection_x_coordinate / grid_longitude (else ``axis: X``, else the last dim), y the
-    other. The mapping is the variable the data's ``grid_mapping`` names (CF 5.6), read
+    other. The mapping is the variable the data's ``grid_mapping`` names (CF 5.6; when it
+    names none but x/y have CF projection standard names, the file's only grid mapping
+    variable, said in a note), read
     with pyproj (:func:`ncreel.gridmap.read_grid_mapping`); one pyproj cannot read is an
     error, or a note when the file has its own latitude/longitude (`has_lat_lon`), which
     then place the cells.
@@ -914,6 +916,14 @@ def _find_projection(ds: xr.Dataset, da: xr.DataArray, spatial: list[str], where
 
     x_name, y_name = (a, b) if role(a) == "x" or role(b) == "y" else (b, a)
     mapping = None
+    guessed = False
+    if not entries and {_attr(ds.variables[x_name], "standard_name"),
+                        _attr(ds.variables[y_name], "standard_name")} & (X_NAMES | Y_NAMES):
+        # CF x/y that need a mapping, but the variable names none: the file's only one
+        # is taken, and said (a tool may have dropped the attribute).
+        lone = [str(v) for v, var in ds.variables.items() if "grid_mapping_name" in var.attrs]
+        if len(lone) == 1:
+            entries, guessed = [(lone[0], [])], True
     usable = [(m, coords) for m, coords in entries if m in ds.variables]
     for m, _ in entries:
         if m not in ds.variables:
@@ -929,6 +939,11 @@ def _find_projection(ds: xr.Dataset, da: xr.DataArray, spatial: list[str], where
                 raise
             log.warning("%s; the file's own latitude/longitude place the cells, their "
                         "polygon corners are taken halfway between them", err)
+    if guessed and mapping is not None:
+        log.warning("%s: '%s' names no grid_mapping; the file's only grid mapping variable "
+                    "%s is taken for its %s/%s; if that is wrong, set lat=NAME lon=NAME "
+                    "to 2-D latitude/longitude variables", where, name, mapping.describe(),
+                    x_name, y_name)
     return x_name, y_name, mapping
 
 
