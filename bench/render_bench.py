@@ -9,8 +9,12 @@ memory (``getrusage``: the child itself, and separately its ffmpeg) is its own.
     python bench/render_bench.py --smoke     # tiny sizes, seconds: checks that it runs
 
 The map cases draw a synthetic 0.25 degree global field (721 x 1440, PlateCarree and
-Robinson, with coastlines) and a curvilinear 1000 x 1400 grid (2-D latitude/longitude)
-at the same frame size; xmovie draws the 0.25 degree field too (8 frames: it is slow).
+Robinson, with coastlines), a curvilinear 1000 x 1400 grid (2-D latitude/longitude) and
+a CORDEX EUR-11-sized rotated-pole grid (412 x 424, a NetCDF file with a CF grid mapping,
+through the workflow's own open and renderer set-up) at the same frame size; xmovie
+draws the 0.25 degree field too (8 frames: it is slow).
+
+    python bench/render_bench.py --only map_rotated_pole   # one map case, its lines only
 
 Prints a table, then one ``key=value`` line per figure for scripts. The map cases' and
 xmovie's 0.25 degree frames/s are one over the median frame time (each frame timed), the
@@ -38,12 +42,14 @@ ENC = {"fps": 12, "crf": 18, "preset": "medium"}
 #: Grid of the map cases: 0.25 degree global, and a curvilinear ocean-model-like grid.
 BIG = (721, 1440)
 CURVI = (1000, 1400)
+#: CORDEX EUR-11's rotated grid: 412 x 424 cells of 0.11 degrees, pole 39.25 N 162 W.
+ROTATED = (412, 424)
 
 
 def _smoke():
     # --smoke: the same code paths at sizes that take seconds (the CI test runs it).
-    global W, H, DPI, BIG, CURVI
-    W, H, DPI, BIG, CURVI = 320, 180, 40, (73, 144), (50, 70)
+    global W, H, DPI, BIG, CURVI, ROTATED
+    W, H, DPI, BIG, CURVI, ROTATED = 320, 180, 40, (73, 144), (50, 70), (41, 42)
 
 
 def _usage():
@@ -288,9 +294,48 @@ def _map_renderer(kind, *, blit=True):
     return r, data
 
 
-def _map_fps(kind, n):
+def _rotated_pole_nc(path, n=4):
+    """Write a EUR-11-sized rotated-pole file (`n` steps of a synthetic field, CF mapping)."""
+    import numpy as np
+    import xarray as xr
+    from ncreel.gridmap import GridMapping
+
+    ny, nx = ROTATED
+    step = 0.11 * 424 / nx  # the same domain at smoke sizes
+    rlat = -23.375 + step * np.arange(ny)
+    rlon = -28.375 + step * np.arange(nx)
+    gm = {"grid_mapping_name": "rotated_latitude_longitude",
+          "grid_north_pole_latitude": 39.25, "grid_north_pole_longitude": -162.0}
+    from pyproj import CRS
+
+    lon, lat = GridMapping("rotated_pole", CRS.from_cf(gm).to_wkt()).to_lonlat(
+        *np.meshgrid(rlon, rlat))
+    xr.Dataset(
+        {"tas": (("time", "rlat", "rlon"), _big_fields(n, lat=lat, lon=lon),
+                 {"units": "K", "grid_mapping": "rotated_pole"}),
+         "rotated_pole": ((), np.int32(0), gm)},
+        coords={"time": ("time", np.arange(n, dtype=float), {"units": "hours since 2000-01-01"}),
+                "rlat": ("rlat", rlat, {"standard_name": "grid_latitude", "units": "degrees"}),
+                "rlon": ("rlon", rlon, {"standard_name": "grid_longitude", "units": "degrees"})},
+    ).to_netcdf(path)
+    return path
+
+
+def _rotated_renderer(tmp, *, blit=True):
+    from ncreel.render.shard import make_renderer
+    from ncreel.settings import RenderSettings
+    from ncreel.source import open_series
+
+    with open_series(str(_rotated_pole_nc(Path(tmp) / "eur11.nc")), "tas") as s:
+        data = s.read(0, s.n_time)
+        settings = RenderSettings(width=W, height=H, dpi=DPI, cmap="viridis",
+                                  map=_map("PlateCarree"))
+        return make_renderer(s, settings, vmin=255.0, vmax=300.0, blit=blit), data
+
+
+def _map_fps(kind, n, tmp=None):
     t0 = time.perf_counter()
-    r, data = _map_renderer(kind)
+    r, data = _rotated_renderer(tmp) if kind == "rotated_pole" else _map_renderer(kind)
     startup = time.perf_counter() - t0
     r.draw(data[0], "warm-up")
     t, c = time.perf_counter(), time.process_time()
@@ -318,6 +363,11 @@ def case_map_curvilinear(nc, n, tmp):
     return _map_fps("curvilinear", n)
 
 
+def case_map_rotated_pole(nc, n, tmp):
+    """Index-image frames of the EUR-11-sized rotated-pole file, PlateCarree + coastlines."""
+    return _map_fps("rotated_pole", n, tmp)
+
+
 def case_map_exactness(nc, n, tmp):
     """Index path vs a full pcolormesh redraw: share of map pixels differing, and by how much."""
     from ncreel.render.frame import frame_difference
@@ -331,6 +381,12 @@ def case_map_exactness(nc, n, tmp):
         d = frame_difference(a, b, area=fast.map_area(), tolerance=fast.level_step())
         inner = frame_difference(a, b, area=fast.interior(), tolerance=fast.level_step())
         out[kind] = {**d, "share_beyond_interior": inner["share_beyond"]}
+    fast, data = _rotated_renderer(tmp)
+    full, _ = _rotated_renderer(tmp, blit=False)
+    a, b = fast.draw(data[1], "x").copy(), full.draw(data[1], "x").copy()
+    d = frame_difference(a, b, area=fast.map_area(), tolerance=fast.level_step())
+    inner = frame_difference(a, b, area=fast.interior(), tolerance=fast.level_step())
+    out["rotated_pole"] = {**d, "share_beyond_interior": inner["share_beyond"]}
     return out
 
 
@@ -422,6 +478,9 @@ def case_big_calibrate(nc, n, tmp):
 
 
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
+#: Map cases -> the suffix of their key=value lines.
+MAP_KEYS = {"map_0p25deg": "0p25deg", "map_0p25deg_robinson": "0p25deg_robinson",
+            "map_curvilinear": "curvilinear", "map_rotated_pole": "rotated_pole"}
 
 
 def _child(case, nc, n, smoke=False):
@@ -468,6 +527,8 @@ def main(argv=None):
                     help="frames xmovie draws of the 0.25 degree field")
     ap.add_argument("--smoke", action="store_true",
                     help="tiny sizes and frame counts: checks in seconds that every case runs")
+    ap.add_argument("--only", choices=sorted(MAP_KEYS),
+                    help="run only this map case (--map-frames frames) and print its lines")
     ap.add_argument("--child", choices=sorted(CASES), help=argparse.SUPPRESS)
     ap.add_argument("--nc", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -479,6 +540,15 @@ def main(argv=None):
         args.frames, args.long_frames, args.map_frames = 4, 8, 4
         args.big_frames, args.xmovie_big_frames = 6, 1
     n, sm = args.frames, args.smoke
+    if args.only:
+        v = run(args.only, "", args.map_frames, sm)
+        key = MAP_KEYS[args.only]
+        print(f"# {args.only}: {args.map_frames} frames at {W}x{H} dpi {DPI}")
+        print(f"render_fps_{key}={1 / statistics.median(v['frame_seconds']):.4f}")
+        print(f"render_cpu_fps_{key}={v['frames'] / v['cpu_seconds']:.4f}")
+        print(f"render_startup_s_{key}={v['startup_s']:.4f}")
+        print(f"render_rss_mb_{key}={v['rss_mb']:.4f}")
+        return
     with tempfile.TemporaryDirectory(prefix="ncreel-bench-data-") as d:
         nc = _sample(max(n, 20), Path(d) / "sample.nc")
         long_nc = _sample(args.long_frames, Path(d) / "long.nc")
@@ -491,7 +561,8 @@ def main(argv=None):
         print(f"# map cases: {BIG[0]}x{BIG[1]} global and {CURVI[0]}x{CURVI[1]} curvilinear "
               f"grids, synthetic fields, {args.map_frames} frames each")
         m = {c: run(c, nc, args.map_frames, sm)
-             for c in ("map_0p25deg", "map_0p25deg_robinson", "map_curvilinear")}
+             for c in ("map_0p25deg", "map_0p25deg_robinson", "map_curvilinear",
+                       "map_rotated_pole")}
         m["xmovie_0p25deg"] = run("xmovie_0p25deg", nc, args.xmovie_big_frames, sm)
         exact = run("map_exactness", nc, 1, sm)
         exact.update(run("demo_exactness", nc, 1, sm))
@@ -549,7 +620,8 @@ def main(argv=None):
     # time, so that a burst of other load on a shared machine does not move the ratio.
     mfps = {k: (1 / statistics.median(v["frame_seconds"]) if "frame_seconds" in v
                 else v["frames"] / v["seconds"]) for k, v in m.items()}
-    for k in ("map_0p25deg", "map_0p25deg_robinson", "map_curvilinear", "xmovie_0p25deg"):
+    for k in ("map_0p25deg", "map_0p25deg_robinson", "map_curvilinear", "map_rotated_pole",
+              "xmovie_0p25deg"):
         v = m[k]
         print(f"# {k}: {mfps[k]:.2f} frames/s, {v['rss_mb']:.0f} MiB peak"
               + (f", start-up {v['startup_s']:.1f} s" if "startup_s" in v else ""))
@@ -557,6 +629,7 @@ def main(argv=None):
         "render_fps_0p25deg": mfps["map_0p25deg"],
         "render_fps_0p25deg_robinson": mfps["map_0p25deg_robinson"],
         "render_fps_curvilinear": mfps["map_curvilinear"],
+        "render_fps_rotated_pole": mfps["map_rotated_pole"],
         # CPU seconds: what a worker needs on a core of its own (the machine may be shared).
         "render_cpu_fps_0p25deg": m["map_0p25deg"]["frames"] / m["map_0p25deg"]["cpu_seconds"],
         "render_cpu_fps_0p25deg_robinson": (m["map_0p25deg_robinson"]["frames"]
@@ -589,7 +662,7 @@ def main(argv=None):
     keys["calibrated_mem_mb_0p25deg"] = cal["mem_mb"]
     keys["measured_peak_mb_0p25deg"] = peak
     keys["calibrated_mem_covers_peak_0p25deg"] = int(cal["mem_mb"] >= peak)
-    for grid in ("demo", "platecarree", "robinson", "curvilinear"):
+    for grid in ("demo", "platecarree", "robinson", "curvilinear", "rotated_pole"):
         e = exact[grid]
         name = {"platecarree": "0p25deg", "robinson": "0p25deg_robinson"}.get(grid, grid)
         keys[f"exact_share_differing_{name}"] = e["share_differing"]

@@ -17,10 +17,11 @@ def test_render_bench_smoke_prints_every_key():
                 if "=" in line and not line.startswith("#"))
     for key in ("render_fps_ncreel", "render_speedup_vs_xmovie", "render_fps_0p25deg",
                 "render_fps_0p25deg_robinson", "render_fps_curvilinear",
+                "render_fps_rotated_pole",
                 "render_speedup_vs_xmovie_0p25deg", "calibrated_mem_mb_0p25deg",
                 "exact_share_differing_0p25deg", "exact_share_beyond_level_interior_demo"):
         assert float(keys[key]) >= 0, key
     # The index path matches a full pcolormesh draw away from cell edges, at any size.
-    for grid in ("demo", "0p25deg", "0p25deg_robinson", "curvilinear"):
+    for grid in ("demo", "0p25deg", "0p25deg_robinson", "curvilinear", "rotated_pole"):
         assert float(keys[f"exact_share_beyond_level_interior_{grid}"]) == 0
     assert keys["calibrated_mem_covers_peak_0p25deg"] == "1"

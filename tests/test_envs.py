@@ -30,6 +30,7 @@ PACKAGES = {
     "PIL": ("pillow", "pillow"),
     "polars": ("polars", "polars"),
     "psycopg": ("psycopg", "psycopg"),
+    "pyproj": ("pyproj", "pyproj"),
     "shapely": ("shapely", "shapely"),
     "xarray": ("xarray", "xarray"),
     "yaml": ("pyyaml", "pyyaml"),

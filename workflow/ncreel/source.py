@@ -18,6 +18,7 @@ import numpy as np
 import xarray as xr
 
 from ncreel.errors import NcreelError
+from ncreel.gridmap import X_NAMES, Y_NAMES, GridMapping, edges_1d, unwrap_rows
 from ncreel.pg.types import time_type
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,11 @@ class Series:
     longitudes increasing (1-D longitudes are sorted, so a ±180 axis stored as 0…150,
     −180…−30 becomes −180…150). Cell ``iy * nx + ix`` is row ``iy``, column ``ix`` of that
     view. Use :func:`open_series` to build one.
+
+    A grid in projection x/y (``x_name``/``y_name``: CF ``projection_x_coordinate``,
+    ``grid_longitude``...) is seen with x and y increasing; with a CF grid mapping
+    (``mapping``) its geographic latitude/longitude are computed from it where the file
+    has no latitude/longitude variables (``lat_name``/``lon_name`` are then None).
     """
 
     paths: tuple[str, ...]
@@ -97,13 +103,23 @@ class Series:
     time_name: str | None = None
     y_index: np.ndarray | None = None
     x_index: np.ndarray | None = None
+    x_name: str | None = None
+    y_name: str | None = None
+    mapping: GridMapping | None = None
     _datasets: list = field(default_factory=list, repr=False)
     _time: TimeAxis | None = field(default=None, repr=False)
+    _lonlat: tuple | None = field(default=None, repr=False)
 
     @property
     def n_time(self) -> int:
         """Total number of time steps over all files."""
         return int(sum(self.counts))
+
+    @property
+    def has_lat_lon(self) -> bool:
+        """Whether the cells have geographic latitude/longitude (from the file or a mapping)."""
+        return (self.lat_name is not None and self.lon_name is not None) or (
+            self.mapping is not None and self.x_name is not None)
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -298,25 +314,82 @@ class Series:
             coordinates (CF section 5.2, curvilinear grids) such as those named in the
             variable's ``coordinates`` attribute (a leading time dimension, as in WRF's
             ``XLAT(Time, south_north, west_east)``, is dropped: they are checked to be
-            constant in time when the series is opened). ``None`` when the grid has no
-            latitude/longitude (e.g. projected x/y only).
+            constant in time when the series is opened); else computed from the CF grid
+            mapping and the projection x/y (pyproj, to the mapping's own geographic CRS;
+            NaN outside the projection's domain). ``None`` when the grid has neither
+            (projected x/y without a mapping, or plain indices).
         """
         if self.lat_name is None or self.lon_name is None:
-            return None, None
+            if self.mapping is None or self.x_name is None:
+                return None, None
+            if self._lonlat is None:
+                x, y = self.grid_xy()
+                lon, lat = self.mapping.to_lonlat(*np.meshgrid(x, y))
+                self._lonlat = (lat, lon)
+            lat, lon = self._lonlat
+            return lat.copy(), (unwrap_rows(lon) if continuous else lon.copy())
         ds = self._dataset(0)
         lat = self._oriented(_grid_array(ds, self.lat_name, self.y_dim, self.x_dim,
                                                 self.time_dim))
         lon = self._oriented(_grid_array(ds, self.lon_name, self.y_dim, self.x_dim,
                                                 self.time_dim))
         if continuous and ds[self.lon_name].ndim - (self.time_dim in ds[self.lon_name].dims) == 2:
-            lon = np.unwrap(lon, period=360, axis=1)
-            # Each row by whole turns onto the previous one (median over the row: robust
-            # where a tripolar grid folds and single columns jump).
-            for i in range(1, lon.shape[0]):
-                turns = np.round(np.nanmedian(lon[i] - lon[i - 1]) / 360.0)
-                if np.isfinite(turns) and turns:
-                    lon[i] -= 360.0 * turns
+            lon = unwrap_rows(lon)
         return lat, lon
+
+    def grid_xy(self) -> tuple[np.ndarray, np.ndarray] | tuple[None, None]:
+        """Projection x and y of the columns and rows, oriented as :meth:`read`.
+
+        Returns
+        -------
+        x, y : numpy.ndarray, shapes (nx,) and (ny,), float64, in the file's units; or None
+            The grid's 1-D projection x/y coordinates (None when it has none).
+        """
+        if self.x_name is None or self.y_name is None:
+            return None, None
+        ds = self._dataset(0)
+        x = np.asarray(ds[self.x_name].values, np.float64)
+        y = np.asarray(ds[self.y_name].values, np.float64)
+        if self.x_index is not None:
+            x = x[self.x_index]
+        if self.y_index is not None:
+            y = y[self.y_index]
+        return x, y
+
+    def cell_corners(self, continuous: bool = False
+                     ) -> tuple[np.ndarray, np.ndarray] | None:
+        """Exact geographic cell corners of a grid with a CF grid mapping.
+
+        The cell edges in projection x/y (from the coordinates' CF ``bounds``, else
+        midpoints between centres, the outer ones half a cell out;
+        :func:`ncreel.gridmap.edges_1d`) transformed to longitude/latitude by the mapping.
+
+        Parameters
+        ----------
+        continuous : bool
+            Longitudes unwrapped along rows (as :meth:`cell_coordinates`), for drawing.
+
+        Returns
+        -------
+        lon, lat : numpy.ndarray, shape (ny + 1, nx + 1), float64, degrees; or None
+            Corner ``[j, i]`` is the lower-left corner of cell ``(j, i)`` in index space;
+            NaN outside the projection's domain. None without a mapping and 1-D x/y.
+        """
+        if self.mapping is None or self.x_name is None or self.y_name is None:
+            return None
+        ds = self._dataset(0)
+        if ds[self.x_name].dims != (self.x_dim,) or ds[self.y_name].dims != (self.y_dim,):
+            return None
+        x, y = self.grid_xy()
+        edges = []
+        for name, centres, index in ((self.x_name, x, self.x_index),
+                                     (self.y_name, y, self.y_index)):
+            b = cf_bounds(ds, name)
+            if b is not None and index is not None:
+                b = b[index]
+            edges.append(edges_1d(centres, b))
+        lon, lat = self.mapping.to_lonlat(*np.meshgrid(edges[0], edges[1]))
+        return (unwrap_rows(lon) if continuous else lon), lat
 
     def coordinate_bounds(self, kind: str) -> tuple[np.ndarray, np.ndarray] | None:
         """Lower and upper edges of 1-D latitude (``"lat"``) or longitude (``"lon"``) cells.
@@ -332,11 +405,8 @@ class Series:
         ds = self._dataset(0)
         if name is None or ds[name].ndim != 1:
             return None
-        bname = ds[name].attrs.get("bounds")
-        if not bname or bname not in ds.variables:
-            return None
-        b = np.asarray(ds[bname].values, dtype=np.float64)
-        if b.ndim != 2 or b.shape[1] != 2 or b.shape[0] != ds[name].size:
+        b = cf_bounds(ds, name)
+        if b is None:
             return None
         index = self.y_index if kind == "lat" else self.x_index
         if index is not None:
@@ -350,6 +420,10 @@ class Series:
         dimension name when the grid has no such coordinate.
         """
         name = self.lat_name if kind == "lat" else self.lon_name
+        if name is None and self.mapping is not None and self.x_name is not None:
+            return "latitude" if kind == "lat" else "longitude"
+        if name is None:
+            name = self.y_name if kind == "lat" else self.x_name
         if name is None:
             return self.y_dim if kind == "lat" else self.x_dim
         attrs = self._dataset(0)[name].attrs
@@ -434,11 +508,12 @@ def _attr(var, key: str) -> str:
 
 
 # CF section 4.1/4.2: (standard names, units, names when strict, axis, loose names).
+# Rotated-pole grid_latitude/grid_longitude are not latitude/longitude (see _is_spatial).
 _AXES = {
-    "lat": ({"latitude", "grid_latitude"}, _LAT_UNITS, {"lat", "latitude", "nav_lat", "xlat"},
+    "lat": ({"latitude"}, _LAT_UNITS, {"lat", "latitude", "nav_lat", "xlat"},
             "y", {"lat", "latitude"}),
-    "lon": ({"longitude", "grid_longitude"}, _LON_UNITS, {"lon", "longitude", "nav_lon",
-                                                         "xlong"}, "x", {"lon", "longitude"}),
+    "lon": ({"longitude"}, _LON_UNITS, {"lon", "longitude", "nav_lon",
+                                        "xlong"}, "x", {"lon", "longitude"}),
 }
 
 
@@ -462,7 +537,8 @@ def _is_lon(name: str, var, strict: bool = False) -> bool:
 def _is_spatial(name: str, var) -> bool:
     if var is not None and (_attr(var, "axis") in {"x", "y"}
                             or _is_lat(name, var) or _is_lon(name, var)
-                            or _attr(var, "standard_name").startswith("projection_")):
+                            or _attr(var, "standard_name").startswith(("projection_",
+                                                                       "grid_l"))):
         return True
     return name.lower() in _LAT_NAMES | _LON_NAMES
 
@@ -629,10 +705,18 @@ def open_series(input: str | Sequence[str], variable: str, *, time_dim: str | No
         lon_name = _find_coordinate(first, da, "lon", lon, tdim, spatial, where)
         if lat_name is None or lon_name is None:
             if lat_name or lon_name:
-                log.warning("%s: '%s' has only one of latitude/longitude (%s); drawn in grid "
-                            "indices", where, name, lat_name or lon_name)
+                log.warning("%s: '%s' has only one of latitude/longitude (%s); not used",
+                            where, name, lat_name or lon_name)
             lat_name = lon_name = None
-        y_dim, x_dim = _grid_dims(first, spatial, lat_name, lon_name, tdim)
+        x_name = y_name = mapping = None
+        one_d = lat_name is not None and first[lat_name].ndim == 1 and first[lon_name].ndim == 1
+        if not one_d:  # projection x/y and their CF grid mapping (none on a lat/lon grid)
+            x_name, y_name, mapping = _find_projection(first, da, spatial, where, name,
+                                                       has_lat_lon=lat_name is not None)
+        if lat_name is None and x_name is not None:
+            y_dim, x_dim = str(first[y_name].dims[0]), str(first[x_name].dims[0])
+        else:
+            y_dim, x_dim = _grid_dims(first, spatial, lat_name, lon_name, tdim)
         time_name = _find_time(first, da, tdim, time, where)
         ny, nx = int(da.sizes[y_dim]), int(da.sizes[x_dim])
         y_index = x_index = None
@@ -640,6 +724,9 @@ def open_series(input: str | Sequence[str], variable: str, *, time_dim: str | No
             for coord in (lat_name, lon_name):
                 _check_constant(first, coord, tdim, where)
             y_index, x_index = _orientation(first, lat_name, lon_name, y_dim, x_dim, tdim)
+        elif x_name is not None:  # x and y increasing
+            y_index, x_index = _orientation(first, y_name, x_name, y_dim, x_dim, tdim)
+        _grid_note(where, name, lat_name, x_name, y_name, mapping, (y_dim, x_dim))
         # float32 stays float32 (halves memory); packed ints decode to float via xarray.
         dtype = np.dtype(np.float32) if da.dtype == np.float32 else np.dtype(np.float64)
         units = str(da.attrs.get("units", ""))
@@ -668,6 +755,7 @@ def open_series(input: str | Sequence[str], variable: str, *, time_dim: str | No
                     counts=tuple(counts[i] for i in order), ny=ny, nx=nx, dtype=dtype,
                     units=units, long_name=long_name, group=group, lat_name=lat_name,
                     lon_name=lon_name, time_name=time_name, y_index=y_index, x_index=x_index,
+                    x_name=x_name, y_name=y_name, mapping=mapping,
                     _datasets=[datasets[i] for i in order])
     if series.n_time == 0:
         series.close()
@@ -686,9 +774,14 @@ def _find_coordinate(ds: xr.Dataset, da: xr.DataArray, kind: str, given: str | N
 
     Candidates are variables whose dims are among the grid's (a leading time dimension is
     allowed, as in WRF). The best CF evidence wins: ``standard_name`` latitude/longitude,
-    units degrees_north/east or ``_CoordinateAxisType`` Lat/Lon, then grid_latitude/
-    grid_longitude, then the name; ties go to those named in the ``coordinates``
-    attribute or being dimension coordinates. A tie after that is an error.
+    units degrees_north/east or ``_CoordinateAxisType`` Lat/Lon, then the name
+    (``lat``, ``nav_lat``, ``XLAT``...), then such a name with a grid suffix (``lat2d``,
+    ``lon_rho``), without time dimension, standard_name or units other than degrees, when
+    the values fit (latitudes within ±90 degrees, longitudes within -360..720), said in a
+    log note; ties go to those named in the ``coordinates``
+    attribute or being dimension coordinates. A tie after that is an error. Rotated-pole
+    ``grid_latitude``/``grid_longitude`` and projection x/y are never latitude/longitude
+    (CF section 5.6): their grid mapping places them.
     """
     allowed, grid = set(spatial) | {tdim}, set(spatial)
     word = "latitude" if kind == "lat" else "longitude"
@@ -698,6 +791,11 @@ def _find_coordinate(ds: xr.Dataset, da: xr.DataArray, kind: str, given: str | N
             raise NcreelError(f"config key '{kind}': '{given}' has dims "
                               f"({', '.join(map(str, ds[given].dims))}); a {word} coordinate "
                               f"needs dims among ({', '.join(spatial)})")
+        if _is_grid_xy(ds[given]):
+            raise NcreelError(f"config key '{kind}': '{given}' is a "
+                              f"{_attr(ds[given], 'standard_name')} (rotated or projected "
+                              f"grid coordinate), not a {word}: leave {kind} unset (the "
+                              "grid mapping places the grid) or name 2-D latitude/longitude")
         return given
     std, units, names, _, _ = _AXES[kind]
     listed = set(_coordinates_attr(da)) | grid
@@ -707,13 +805,17 @@ def _find_coordinate(ds: xr.Dataset, da: xr.DataArray, kind: str, given: str | N
         dims = set(map(str, var.dims))
         if not dims or not dims <= allowed or not dims & grid or var.dtype.kind not in "fiu":
             continue
-        if (_attr(var, "standard_name") == word or _attr(var, "units") in units
+        if _is_grid_xy(var):
+            continue
+        if (_attr(var, "standard_name") in std or _attr(var, "units") in units
                 or _attr(var, "_CoordinateAxisType") == kind):
             tier = 0
-        elif _attr(var, "standard_name") in std:
-            tier = 1
         elif vname.lower() in names:
             tier = 2
+        elif _LOOSE[kind].fullmatch(vname) and dims <= grid and vname != da.name \
+                and not _attr(var, "standard_name") and "deg" in (_attr(var, "units") or "deg") \
+                and _plausible(var, kind):
+            tier = 3
         else:
             continue
         found.append((tier, vname not in listed, vname))
@@ -724,7 +826,143 @@ def _find_coordinate(ds: xr.Dataset, da: xr.DataArray, kind: str, given: str | N
     if len(best) > 1:
         raise NcreelError(f"{where}: variable '{da.name}': ambiguous {word} coordinate, "
                           f"candidates {', '.join(best)}; set {kind}=NAME")
+    if found[0][0] == 3:
+        log.warning("%s: '%s' taken as the %s of '%s' from its name and values alone (no "
+                    "units or standard_name); if that is wrong, set %s=NAME", where,
+                    best[0], word, da.name, kind)
     return best[0]
+
+
+#: Names of latitudes / longitudes with a grid suffix (``lat2d``, ``lat_rho``, ``LONG``,
+#: ``lon_t``), for coordinates without attributes.
+_SUFFIX = r"(_?2d|_?\d+|_(rho|psi|cell|center|centre|grid|[tuvc])|[tc])?"
+_LOOSE = {"lat": re.compile(rf"(?i)(nav_)?lat(itude)?{_SUFFIX}"),
+          "lon": re.compile(rf"(?i)(nav_)?lon(g|gitude)?{_SUFFIX}")}
+
+
+def _plausible(var, kind: str) -> bool:
+    """Whether `var`'s values can be latitudes (within ±90) or longitudes (-360..720)."""
+    if var.size > 50_000_000:
+        return False
+    v = np.asarray(var.values, np.float64)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return False
+    lo, hi = (-90.0, 90.0) if kind == "lat" else (-360.0, 720.0)
+    return bool(v.min() >= lo and v.max() <= hi and (v.size == 1 or v.max() > v.min()))
+
+
+def _is_grid_xy(var) -> bool:
+    """Tell a rotated-pole or projection x/y coordinate (CF standard name): never lat/lon."""
+    return _attr(var, "standard_name") in X_NAMES | Y_NAMES
+
+
+def cf_bounds(ds: xr.Dataset, name: str) -> np.ndarray | None:
+    """Read the CF ``bounds`` of 1-D coordinate `name` (CF section 7.1).
+
+    Returns
+    -------
+    numpy.ndarray, shape (n, 2), float64; or None
+        In the coordinate's stored order; None when `name` has no usable ``bounds``.
+    """
+    bname = ds[name].attrs.get("bounds")
+    if not bname or bname not in ds.variables:
+        return None
+    b = np.asarray(ds[bname].values, dtype=np.float64)
+    if b.ndim != 2 or b.shape[1] != 2 or b.shape[0] != ds[name].size:
+        return None
+    return b
+
+
+def _find_projection(ds: xr.Dataset, da: xr.DataArray, spatial: list[str], where: str,
+                     name: str, has_lat_lon: bool = False
+                     ) -> tuple[str | None, str | None, GridMapping | None]:
+    """``(x_name, y_name, mapping)`` of a grid in projection x/y, else Nones.
+
+    x/y are the 1-D coordinate variables of the two spatial dims (or those the extended
+    ``grid_mapping`` form lists): x the one with CF ``standard_name``
+    projection_x_coordinate / grid_longitude (else ``axis: X``, else the last dim), y the
+    other. The mapping is the variable the data's ``grid_mapping`` names (CF 5.6; when it
+    names none but x/y have CF projection standard names, the file's only grid mapping
+    variable, said in a note), read
+    with pyproj (:func:`ncreel.gridmap.read_grid_mapping`); one pyproj cannot read is an
+    error, or a note when the file has its own latitude/longitude (`has_lat_lon`), which
+    then place the cells.
+    """
+    from ncreel.gridmap import parse_grid_mapping, read_grid_mapping
+
+    entries = parse_grid_mapping(da.attrs.get("grid_mapping",
+                                              da.encoding.get("grid_mapping", "")))
+    candidates = [c for _, coords in entries for c in coords] + list(spatial) \
+        + _coordinates_attr(da)
+    by_dim: dict[str, str] = {}
+    for c in candidates:
+        var = ds.variables.get(c)
+        if var is None or var.ndim != 1 or str(var.dims[0]) not in spatial \
+                or var.dtype.kind not in "fiu" or str(var.dims[0]) in by_dim:
+            continue
+        if _is_lat(c, var, strict=True) or _is_lon(c, var, strict=True):
+            continue  # geographic latitude/longitude: not projection x/y
+        by_dim[str(var.dims[0])] = c
+    if len(by_dim) != 2:
+        return None, None, None
+    a, b = (by_dim[d] for d in spatial)
+
+    def role(n):
+        var = ds.variables[n]
+        std, axis = _attr(var, "standard_name"), _attr(var, "axis")
+        return "x" if std in X_NAMES or axis == "x" else "y" if std in Y_NAMES or \
+            axis == "y" else ""
+
+    x_name, y_name = (a, b) if role(a) == "x" or role(b) == "y" else (b, a)
+    mapping = None
+    guessed = False
+    if not entries and {_attr(ds.variables[x_name], "standard_name"),
+                        _attr(ds.variables[y_name], "standard_name")} & (X_NAMES | Y_NAMES):
+        # CF x/y that need a mapping, but the variable names none: the file's only one
+        # is taken, and said (a tool may have dropped the attribute).
+        lone = [str(v) for v, var in ds.variables.items() if "grid_mapping_name" in var.attrs]
+        if len(lone) == 1:
+            entries, guessed = [(lone[0], [])], True
+    usable = [(m, coords) for m, coords in entries if m in ds.variables]
+    for m, _ in entries:
+        if m not in ds.variables:
+            log.warning("%s: grid_mapping '%s' of '%s' is not a variable of the file; "
+                        "ignored", where, m, name)
+    pick = [m for m, coords in usable if not coords or {x_name, y_name} & set(coords)]
+    if pick:
+        try:
+            mapping = read_grid_mapping(ds, pick[0], x_var=ds[x_name], y_var=ds[y_name],
+                                        where=where, variable=name)
+        except NcreelError as err:
+            if not has_lat_lon:
+                raise
+            log.warning("%s; the file's own latitude/longitude place the cells, their "
+                        "polygon corners are taken halfway between them", err)
+    if guessed and mapping is not None:
+        log.warning("%s: '%s' names no grid_mapping; the file's only grid mapping variable "
+                    "%s is taken for its %s/%s; if that is wrong, set lat=NAME lon=NAME "
+                    "to 2-D latitude/longitude variables", where, name, mapping.describe(),
+                    x_name, y_name)
+    return x_name, y_name, mapping
+
+
+def _grid_note(where: str, name: str, lat_name, x_name, y_name, mapping, dims) -> None:
+    """Say, once per open, how a grid without latitude/longitude variables is placed."""
+    if lat_name is not None:
+        return
+    if mapping is not None:
+        log.info("%s: '%s' is on a grid in %s/%s with grid mapping %s: latitude/longitude "
+                 "computed from it", where, name, x_name, y_name, mapping.describe())
+    elif x_name is not None:
+        log.warning("%s: '%s' is on projection x/y (%s, %s) with neither a CF grid_mapping "
+                    "nor latitude/longitude: drawn in its own x/y without a map, table "
+                    "lat/lon NULL; add a grid_mapping variable, or set lat=NAME lon=NAME to "
+                    "2-D latitude/longitude variables", where, name, x_name, y_name)
+    else:
+        log.warning("%s: '%s' has no latitude/longitude coordinates ncreel can find: "
+                    "drawn in grid indices (%s, %s) without a map, table lat/lon NULL; name "
+                    "them with lat=NAME lon=NAME", where, name, *dims)
 
 
 def wrap_longitude(d: np.ndarray) -> np.ndarray:

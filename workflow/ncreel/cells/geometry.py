@@ -11,7 +11,13 @@ import numpy as np
 
 from ncreel.cells.context import GEOMETRY_COLUMN
 from ncreel.errors import NcreelError
-from ncreel.source import wrap_longitude
+from ncreel.gridmap import edges_1d
+from ncreel.source import cf_bounds, wrap_longitude
+
+#: Index ranges of corner k (lower-left, lower-right, upper-right, upper-left) of every
+#: cell in a (ny + 1, nx + 1) corner array.
+_CUT = [(slice(0, -1), slice(0, -1)), (slice(0, -1), slice(1, None)),
+        (slice(1, None), slice(1, None)), (slice(1, None), slice(0, -1))]
 
 
 def corners_from_centres(c: np.ndarray) -> np.ndarray:
@@ -26,11 +32,7 @@ def corners_from_centres(c: np.ndarray) -> np.ndarray:
     -------
     numpy.ndarray, shape (n + 1,), float64
     """
-    c = np.asarray(c, dtype=np.float64)
-    if len(c) == 1:
-        return np.array([c[0] - 0.5, c[0] + 0.5])
-    mid = (c[:-1] + c[1:]) / 2
-    return np.concatenate([[c[0] - (mid[0] - c[0])], mid, [c[-1] + (c[-1] - mid[-1])]])
+    return edges_1d(c)
 
 
 def corners_2d(c: np.ndarray) -> np.ndarray:
@@ -63,14 +65,8 @@ def bounds_1d(ds, name: str) -> tuple[np.ndarray, np.ndarray] | None:
         None when the coordinate has no usable ``bounds`` attribute (then use
         :func:`corners_from_centres`).
     """
-    var = ds.variables.get(name)
-    bname = var.attrs.get("bounds") if var is not None else None
-    if not bname or bname not in ds.variables:
-        return None
-    b = np.asarray(ds[bname].values, dtype=np.float64)
-    if b.ndim != 2 or b.shape[1] != 2 or b.shape[0] != var.size:
-        return None
-    return b.min(axis=1), b.max(axis=1)
+    b = cf_bounds(ds, name) if name in ds.variables else None
+    return None if b is None else (b.min(axis=1), b.max(axis=1))
 
 
 def _edges(ds, name: str, centres: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -124,19 +120,21 @@ class CellGeometry:
             return cls(lon_c=(x_lo, x_hi, x_hi, x_lo), lat_c=(y_lo, y_lo, y_hi, y_hi),
                        rectilinear=True, nx=nx)
         la, lo = corners_2d(lat), corners_2d(lon)
-        cut = [(slice(0, -1), slice(0, -1)), (slice(0, -1), slice(1, None)),
-               (slice(1, None), slice(1, None)), (slice(1, None), slice(0, -1))]
-        return cls(lon_c=tuple(lo[c] for c in cut), lat_c=tuple(la[c] for c in cut),
+        return cls(lon_c=tuple(lo[c] for c in _CUT), lat_c=tuple(la[c] for c in _CUT),
                    rectilinear=False, nx=nx)
 
     @classmethod
     def from_series(cls, series) -> CellGeometry:
         """Corners of the cells of an opened :class:`ncreel.source.Series`, in its orientation.
 
-        Rectilinear grids use the CF ``bounds`` of the latitude/longitude coordinates when
-        present, else midpoints between neighbouring centres (:func:`corners_from_centres`);
-        curvilinear grids the mean of the four surrounding centres (:func:`corners_2d`),
-        computed on longitudes unwrapped along the rows. Every longitude corner is then
+        A grid with a CF grid mapping (rotated pole, Lambert conformal, polar
+        stereographic...) uses its exact corners: the cell edges in projection x/y (CF
+        bounds, else midpoints) transformed to longitude/latitude
+        (:meth:`ncreel.source.Series.cell_corners`). Otherwise rectilinear grids use the
+        CF ``bounds`` of the latitude/longitude coordinates when present, else midpoints
+        between neighbouring centres (:func:`corners_from_centres`); curvilinear grids the
+        mean of the four surrounding centres (:func:`corners_2d`), computed on longitudes
+        unwrapped along the rows. Every longitude corner is then
         taken modulo 360 degrees to lie within 180 degrees of its own cell's centre, so no
         polygon is wider than its cell where longitudes jump (e.g. from 180 to -180).
 
@@ -149,8 +147,18 @@ class CellGeometry:
         if lat is None or lon is None:
             raise NcreelError("config key 'cells.geometry': the grid has no latitude/"
                               "longitude coordinates, so cell polygons cannot be built")
-        _, lon_cont = series.cell_coordinates(continuous=True)
         ny, nx = lat.shape
+        exact = series.cell_corners()
+        if exact is not None:
+            lo, la = exact
+            # Moved by whole turns only where a corner is over 180 degrees from its centre,
+            # so that neighbours keep bit-identical shared corners.
+            with np.errstate(invalid="ignore"):
+                lon_c = tuple(np.where(np.abs(lo[c] - lon) > 180.0,
+                                       lon + wrap_longitude(lo[c] - lon), lo[c]) for c in _CUT)
+            return cls(lon_c=lon_c, lat_c=tuple(la[c] for c in _CUT), rectilinear=False,
+                       nx=nx)
+        _, lon_cont = series.cell_coordinates(continuous=True)
         if np.all(lat == lat[:, :1]) and np.all(lon == lon[:1, :]):
             y_lo, y_hi = series.coordinate_bounds("lat") or _edges(None, "", lat[:, 0])
             x_lo, x_hi = series.coordinate_bounds("lon") or _edges(None, "", lon[0, :])
@@ -158,10 +166,8 @@ class CellGeometry:
             return cls(lon_c=(x_lo, x_hi, x_hi, x_lo), lat_c=(y_lo, y_lo, y_hi, y_hi),
                        rectilinear=True, nx=nx)
         la, lo = corners_2d(lat), corners_2d(lon_cont)
-        cut = [(slice(0, -1), slice(0, -1)), (slice(0, -1), slice(1, None)),
-               (slice(1, None), slice(1, None)), (slice(1, None), slice(0, -1))]
-        return cls(lon_c=tuple(lon + wrap_longitude(lo[c] - lon) for c in cut),
-                   lat_c=tuple(la[c] for c in cut), rectilinear=False, nx=nx)
+        return cls(lon_c=tuple(lon + wrap_longitude(lo[c] - lon) for c in _CUT),
+                   lat_c=tuple(la[c] for c in _CUT), rectilinear=False, nx=nx)
 
     def polygons(self, cell: np.ndarray):
         """EWKT polygons ``SRID=4326;POLYGON((lon lat, ...))`` of the given flat cells.
@@ -176,6 +182,8 @@ class CellGeometry:
         polars.Series of str, length n
             Closed 5-point rings, corners in shortest round-trip decimal form; loads into
             ``text`` or PostGIS ``geometry``. Longitudes are as stored (0–360 stays 0–360).
+            Null (NULL in the table) for a cell with a corner outside its grid mapping's
+            domain (e.g. beyond a geostationary disk's edge), which has no polygon.
         """
         import polars as pl
 
@@ -187,7 +195,8 @@ class CellGeometry:
                 x, y = self.lon_c[k][ix], self.lat_c[k][iy]
             else:
                 x, y = self.lon_c[k].reshape(-1)[cell], self.lat_c[k].reshape(-1)[cell]
-            parts += [pl.Series(x).cast(pl.Utf8), pl.lit(" "), pl.Series(y).cast(pl.Utf8),
-                      pl.lit(",")]
+            # NaN -> null: concat_str then gives the whole ring null.
+            parts += [pl.Series(x).fill_nan(None).cast(pl.Utf8), pl.lit(" "),
+                      pl.Series(y).fill_nan(None).cast(pl.Utf8), pl.lit(",")]
         parts[-1] = pl.lit("))")
         return pl.select(pl.concat_str(parts).alias(GEOMETRY_COLUMN)).to_series()

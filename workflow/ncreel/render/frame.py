@@ -434,7 +434,9 @@ def add_mesh(ax, x, y, data, *, cmap, norm, projection=None):
         return ax.pcolormesh(x, y, data, shading="auto", **kw), np.ma.masked_invalid
     from matplotlib.axes import Axes
 
-    xc, yc, cols, hidden = geo_mesh(projection, x, y)
+    ny, nx = np.shape(data)
+    corners = np.ndim(x) == 2 and np.shape(x) == (ny + 1, nx + 1)
+    xc, yc, cols, hidden = geo_mesh(projection, x, y, corners=corners)
 
     def to_mesh(field):
         field = np.asarray(field)
@@ -464,14 +466,18 @@ def _edges(c: np.ndarray, axis: int) -> np.ndarray:
     return np.moveaxis(out, 0, axis)
 
 
-def geo_mesh(projection, lon, lat):
+def geo_mesh(projection, lon, lat, *, corners: bool = False):
     """Cell corners of a longitude/latitude grid laid out for `projection`'s map.
 
     Parameters
     ----------
     projection : cartopy.crs.Projection or ncreel.render.maps.PlainPlateCarree
     lon, lat : numpy.ndarray
-        Cell centres in degrees: 1-D (nx,) and (ny,), or 2-D (ny, nx).
+        Cell centres in degrees: 1-D (nx,) and (ny,), or 2-D (ny, nx); with `corners`,
+        the cells' exact corners, 2-D (ny + 1, nx + 1) (NaN: outside the grid's
+        projection, such cells are hidden).
+    corners : bool
+        `lon`, `lat` are corners, used as they are.
 
     Returns
     -------
@@ -486,7 +492,10 @@ def geo_mesh(projection, lon, lat):
         more than half the map's width (it would be drawn across the map).
     """
     lon, lat = np.asarray(lon, float), np.asarray(lat, float)
-    if lon.ndim == 1 and lat.ndim == 1:
+    if corners:
+        xe, ye = lon, np.clip(lat, -90, 90)
+        cols = np.arange(lon.shape[1] - 1)
+    elif lon.ndim == 1 and lat.ndim == 1:
         xe, ye = _edges(lon, 0), np.clip(_edges(lat, 0), -90, 90)
         xe, cols = _split_at_map_edge(xe, projection)
     else:
@@ -517,6 +526,9 @@ def geo_mesh(projection, lon, lat):
         span = np.maximum(np.maximum(a, b), np.maximum(c, d))
         span -= np.minimum(np.minimum(a, b), np.minimum(c, d))
         hidden = corner_bad | (span > width / 2) | (cols < 0)[None, :]
+    if corners and not (np.isfinite(xe).all() and np.isfinite(ye).all()):
+        # pcolormesh refuses non-finite corners; the cells they touch are hidden above.
+        xe, ye = np.nan_to_num(xe, nan=0.0), np.nan_to_num(ye, nan=0.0)
     return xe, ye, cols, hidden
 
 

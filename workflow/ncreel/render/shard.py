@@ -311,9 +311,9 @@ def make_renderer(series, render: RenderSettings, *, vmin: float, vmax: float,
     from ncreel.render.frame import FrameRenderer
 
     x, y, xlabel, ylabel = plot_axes(series)
-    # Latitude/longitude as CF finds them (units, standard_name, axis...), whatever the
-    # axis label says ("lon [degrees_east]", "Longitude").
-    geo = series.lat_name is not None and series.lon_name is not None
+    # Latitude/longitude as CF finds them (units, standard_name, axis..., or computed from
+    # a grid mapping), whatever the axis label says ("lon [degrees_east]", "Longitude").
+    geo = series.has_lat_lon
     projection, features = map_settings(render.map, lon=x if geo else None,
                                         lat=y if geo else None)
     title = f"{series.long_name} [{series.units}]" if series.units else series.long_name
@@ -379,10 +379,15 @@ def plot_axes(series):
     -------
     x, y : numpy.ndarray or None
         1-D (length nx / ny) for rectilinear grids, 2-D ``(ny, nx)`` for curvilinear ones,
-        ``None`` for plain grid indices.
+        2-D ``(ny + 1, nx + 1)`` exact cell corners for grids with a CF grid mapping
+        (:meth:`ncreel.source.Series.cell_corners`), projection x/y (1-D) for a projected
+        grid without a mapping, ``None`` for plain grid indices.
     xlabel, ylabel : str
     """
     # Continuous longitudes: a curvilinear grid crossing the dateline is drawn unbroken.
+    corners = series.cell_corners(continuous=True)
+    if corners is not None:
+        return corners[0], corners[1], series.axis_label("lon"), series.axis_label("lat")
     lat, lon = series.cell_coordinates(continuous=True)
     if lat is not None and lon is not None:
         # A rectilinear grid comes back as a meshgrid: hand pcolormesh the 1-D axes, which
@@ -391,6 +396,9 @@ def plot_axes(series):
                 lat, np.broadcast_to(lat[:, :1], lat.shape)):
             lon, lat = lon[0], lat[:, 0]
         return lon, lat, series.axis_label("lon"), series.axis_label("lat")
+    x, y = series.grid_xy()
+    if x is not None:
+        return x, y, series.axis_label("lon"), series.axis_label("lat")
     ds = series._dataset(0)
     x = ds[series.x_dim].values if series.x_dim in ds.variables else None
     y = ds[series.y_dim].values if series.y_dim in ds.variables else None
