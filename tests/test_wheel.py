@@ -4,6 +4,7 @@ outside the repository tree (a user's own model, run through ncreel.cells)."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -57,9 +58,17 @@ sys.stdout.write(fh.getvalue().decode())
 
 
 def test_wheel_installs_outside_the_tree_and_runs_a_user_cell_model(tmp_path):
+    # Built from a copy of what the wheel is made of: building in the clone would leave
+    # build/ and *.egg-info there.
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, src / name)
+    shutil.copytree(ROOT / "workflow", src / "workflow",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     dist = tmp_path / "dist"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist),
-                    str(ROOT)], check=True, capture_output=True, timeout=600)
+                    str(src)], check=True, capture_output=True, timeout=600)
     [wheel] = dist.glob("ncreel-*.whl")
     site = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target",
