@@ -184,7 +184,7 @@ def test_wrf_times_xlat_xlong(tmp_path, xtime):
         lat, lon = s.cell_coordinates()
         np.testing.assert_allclose(lat, truth["lat"], rtol=1e-6)
         np.testing.assert_allclose(lon, truth["lon"], rtol=1e-6)
-        assert time_labels(s)[2] == "2007-10-01T06:00:00"
+        assert time_labels(s)[2] == "2007-10-01 06:00"  # 3-hourly: to the minute
         assert_map_right(s, truth["field"], lat, lon, t=2)
 
 

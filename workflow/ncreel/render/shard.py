@@ -270,17 +270,18 @@ def _main_not_reimported():
 
 
 def time_labels(series) -> list[str]:
-    """Per-step frame label, one string per time step.
+    """Per-step frame label, one string per time step (see :mod:`ncreel.render.timelabels`).
 
-    The ISO date where time decodes, else ``<time> = <value>``, or ``<time_dim> step
-    <index>`` when there is no number either.
+    Dates as precise as the time step needs, in the file's calendar (``1860`` for annual
+    means, ``1980-06-01 12:00`` for 6-hourly data); ``<time> = <value> <units>`` where time
+    does not decode, or ``<time_dim> step <index>`` when there is no number either. The
+    table's ``time`` column keeps the full ISO dates.
     """
-    time_axis = series.time_axis()
-    name = series.time_name or series.time_dim
-    return [label if label is not None else
-            (f"{name} = {value:g}" if np.isfinite(value) else f"{series.time_dim} step {i}")
-            for i, (label, value) in enumerate(zip(time_axis.labels, time_axis.values,
-                                                   strict=True))]
+    from ncreel.render.timelabels import frame_labels
+
+    axis = series.time_axis()
+    return frame_labels(axis.labels, axis.values, calendar=axis.calendar, units=axis.units,
+                        name=series.time_name or series.time_dim, time_dim=series.time_dim)
 
 
 def make_renderer(series, render: RenderSettings, *, vmin: float, vmax: float,
