@@ -250,7 +250,7 @@ def test_text_from_the_file_is_drawn_literally(tmp_path):
     with open_series(str(path), "tas") as s:
         r = make_renderer(s, RENDER, vmin=0.0, vmax=300.0)
         r.draw(s.read(0, 1)[0], "$T$ = 1")
-        assert r.ax.get_title() == "Ba$$in index $x^2$ [K]"  # drawn: mathtext would raise
+        assert r.title.get_text() == "Ba$$in index $x^2$ [K]"  # drawn: mathtext would raise
         assert r.label.get_text() == "$T$ = 1"
         r.close()
 

@@ -148,7 +148,7 @@ def render_range(job: FrameJob, start: int, stop: int, *, segment: str | os.Path
     n = 0
     progress = Progress(stop - start, f"{job.label} {start}..{stop - 1}", log_file=job.log_file)
     labels = time_labels(series)
-    renderer = make_renderer(series, rend, vmin=job.vmin, vmax=job.vmax)
+    renderer = make_renderer(series, rend, vmin=job.vmin, vmax=job.vmax, labels=labels)
     with SegmentEncoder(segment, width=rend.width, height=rend.height, fps=enc.fps,
                         crf=enc.crf, preset=enc.preset, threads=encoder_threads) as encoder:
         for t0, block in series.iter_blocks(start, stop, RENDER_BLOCK_BYTES):
@@ -285,10 +285,12 @@ def time_labels(series) -> list[str]:
 
 
 def make_renderer(series, render: RenderSettings, *, vmin: float, vmax: float,
-                  blit: bool = True):
+                  blit: bool = True, labels: list[str] | None = None):
     """Build the :class:`~ncreel.render.frame.FrameRenderer` for `series`.
 
-    The renderer holds the axes, labels, title and map.
+    The renderer holds the axes, labels, title (``long_name [units]``), the colour bar
+    (labelled with the units) and map. `labels` are the frames' time labels
+    (:func:`time_labels`; computed here when None): room is kept for the widest.
 
     ``render.map`` applies to grids with latitude/longitude, see :func:`map_settings`.
     """
@@ -301,10 +303,13 @@ def make_renderer(series, render: RenderSettings, *, vmin: float, vmax: float,
     projection, features = map_settings(render.map, lon=x if geo else None,
                                         lat=y if geo else None)
     title = f"{series.long_name} [{series.units}]" if series.units else series.long_name
+    if labels is None:
+        labels = time_labels(series)
     return FrameRenderer(shape=(series.ny, series.nx), width=render.width,
                          height=render.height, dpi=render.dpi, cmap=render.cmap,
                          vmin=vmin, vmax=vmax, x=x, y=y, title=title, xlabel=xlabel,
-                         ylabel=ylabel, blit=blit, projection=projection, features=features)
+                         ylabel=ylabel, blit=blit, projection=projection, features=features,
+                         units=series.units, time_labels=labels)
 
 
 def map_settings(settings: MapSettings, *, lon=None, lat=None):
