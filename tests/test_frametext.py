@@ -83,16 +83,21 @@ def test_the_time_label_never_changes_a_map_pixel(tmp_path):
     r.close()
 
 
-def test_demo_frame_reads_year_and_units(tmp_path):
+@pytest.mark.parametrize("size", [(320, 180, 100), (960, 540, 100), (1280, 720, 100)])
+def test_demo_frame_reads_year_and_units_just_above_the_map(tmp_path, size):
     path = shutil.copy(SAMPLE / "A1B_north_america.nc", tmp_path / "a1b.nc")
     with open_series(str(path), "air_temperature") as s:
-        r = make_renderer(s, _settings(320, 180, 100), vmin=260.0, vmax=300.0)
+        r = make_renderer(s, _settings(*size), vmin=260.0, vmax=300.0)
         r.draw(s.read(0, 1)[0], time_labels(s)[0])
     assert r.title.get_text() == "air_temperature [K]"  # one line, beside the time label
     assert r.label.get_text() == "1860"
     rend = r.canvas.get_renderer()
     title, time = r.title.get_window_extent(rend), r.label.get_window_extent(rend)
     assert abs((title.y0 + title.y1) - (time.y0 + time.y1)) < 2  # one row
+    # On the map's top edge, from its left to its right end (not the frame's corners).
+    box = r.ax.get_window_extent(rend)
+    assert 0 < time.y0 - box.y1 < 8 and 0 < title.y0 - box.y1 < 8
+    assert abs(title.x0 - box.x0) < 1 and abs(time.x1 - box.x1) < 1
     assert r.colorbar.ax.get_ylabel() == "K"
     r.close()
 

@@ -137,7 +137,7 @@ class FrameRenderer:
         self.fig.set_layout_engine("none")
         if keep_below(self.fig, header.bottom):  # too small for the constrained layout
             self.canvas.draw()
-        align_header(header, self.fig, self.canvas.get_renderer())
+        align_header(header, self.fig, self.canvas.get_renderer(), ax)
         ax.set_xlim(ax.get_xlim())
         ax.set_ylim(ax.get_ylim())
         self._lookup = ColorLookup(self.mesh.get_cmap(), self.norm)

@@ -240,13 +240,14 @@ def fit_header(fig, renderer, title: str, labels: Sequence[str] = ()) -> Header:
                   row=row, label_size=(wl, hl), gap=gap)
 
 
-def align_header(header: Header, fig, renderer) -> None:
+def align_header(header: Header, fig, renderer, ax=None) -> None:
     """Move the header onto what the layout drew: just above it, and over its width.
 
     Once the axes are laid out (a map keeps its aspect, so it may not fill the height
-    below the band), the header texts move down to sit just above the highest axes, and
-    the title and time label line up with the left and right edges of the axes and colour
-    bar where they fit that width (else they stay at the frame's margins).
+    below the band), the title and time label line up with the left and right edges of
+    the map axes `ax` where they fit its width, else of all axes (the colour bar
+    included), else stay at the frame's margins; and they move down to sit just above
+    whatever axes lie under that width.
 
     Parameters
     ----------
@@ -255,31 +256,37 @@ def align_header(header: Header, fig, renderer) -> None:
     fig : matplotlib.figure.Figure
         The figure, drawn once with its final layout.
     renderer : matplotlib.backend_bases.RendererBase
+    ax : matplotlib.axes.Axes, optional
+        The map (data) axes.
     """
-    boxes = [ax.get_tightbbox(renderer) for ax in fig.axes if ax.get_visible()]
+    boxes = [a.get_tightbbox(renderer) for a in fig.axes if a.get_visible()]
     boxes = [b for b in boxes if b is not None and b.width > 0 and b.height > 0]
     if not boxes:
         return
     width, height = fig.bbox.width, fig.bbox.height
-    left = max(0.0, min(b.x0 for b in boxes))
-    right = min(width, max(b.x1 for b in boxes))
-    drop = max(0.0, header.bottom * height - max(b.y1 for b in boxes)) / height
     wl = header.label_size[0]
     tw = header.title.get_window_extent(renderer).width if header.title is not None else 0.0
-    span = right - left
-    lx = right if wl <= span else None
-    if header.row == "side" and tw + header.gap + wl > span:
-        lx = None
+    need = tw + header.gap + wl if header.row == "side" else max(tw, wl)
+    spans = [(max(0.0, min(b.x0 for b in boxes)), min(width, max(b.x1 for b in boxes)))]
+    if ax is not None:
+        box = ax.get_tightbbox(renderer)
+        if box is not None and box.width > 0:
+            spans.insert(0, (max(0.0, box.x0), min(width, box.x1)))
+    span = next(((lo, hi) for lo, hi in spans if hi - lo >= need), None)
+    lo, hi = span if span is not None else (0.0, width)
+    below = [b.y1 for b in boxes if b.x1 > lo and b.x0 < hi] or [b.y1 for b in boxes]
+    drop = max(0.0, header.bottom * height - max(below)) / height
     for text in (header.title, header.label):
         if text is None:
             continue
         x, y = text.get_position()
-        if text is header.label and lx is not None:
-            x = lx / width
-        elif text is header.title and header.row == "side" and lx is not None:
-            x = left / width
-        elif text is header.title and header.row == "above" and tw <= span:
-            x = (left + right) / 2 / width
+        if span is not None:
+            if text is header.label:
+                x = hi / width
+            elif header.row == "side":
+                x = lo / width
+            else:  # centred on a row of its own
+                x = (lo + hi) / 2 / width
         text.set_position((x, y - drop))
 
 
