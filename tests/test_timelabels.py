@@ -159,3 +159,15 @@ def test_raw_values_keep_float32_precision_and_stay_distinct():
     assert format_values(np.array([1.0, 1.0000001, 1.0000002])) == [
         "1.0000000", "1.0000001", "1.0000002"]
     assert format_values(np.array([9.96921e36])) == ["9.96921e+36"]
+
+
+def test_long_axis_step_from_a_spread_sample():
+    # 20 000 six-hourly steps of a 360-day calendar (more than the sampled pairs), with a
+    # gap of a month: still read to the minute, every label distinct.
+    start = cftime.datetime(1950, 1, 1, calendar="360_day")
+    dates = [start + timedelta(hours=6 * i) for i in range(20000)]
+    dates = dates[:7000] + dates[7120:]
+    labels = _labels(dates, "360_day")
+    assert labels[:2] == ["1950-01-01 00:00", "1950-01-01 06:00"]
+    assert labels[-1] == dates[-1].strftime("%Y-%m-%d %H:%M")
+    assert len(set(labels)) == len(labels)
