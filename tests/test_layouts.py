@@ -184,7 +184,7 @@ def test_wrf_times_xlat_xlong(tmp_path, xtime):
         lat, lon = s.cell_coordinates()
         np.testing.assert_allclose(lat, truth["lat"], rtol=1e-6)
         np.testing.assert_allclose(lon, truth["lon"], rtol=1e-6)
-        assert time_labels(s)[2] == "2007-10-01T06:00:00"
+        assert time_labels(s)[2] == "2007-10-01 06:00"  # 3-hourly: to the minute
         assert_map_right(s, truth["field"], lat, lon, t=2)
 
 
@@ -250,7 +250,7 @@ def test_text_from_the_file_is_drawn_literally(tmp_path):
     with open_series(str(path), "tas") as s:
         r = make_renderer(s, RENDER, vmin=0.0, vmax=300.0)
         r.draw(s.read(0, 1)[0], "$T$ = 1")
-        assert r.ax.get_title() == "Ba$$in index $x^2$ [K]"  # drawn: mathtext would raise
+        assert r.title.get_text() == "Ba$$in index $x^2$ [K]"  # drawn: mathtext would raise
         assert r.label.get_text() == "$T$ = 1"
         r.close()
 

@@ -83,7 +83,8 @@ def calibrate_render(job, *, n_time: int, probe_frames: int = PROBE_FRAMES,
             tempfile.TemporaryDirectory(prefix="ncreel-calibrate-") as tdir:
         labels = time_labels(series)
         block = series.read(0, n_read)
-        renderer = make_renderer(series, rend, vmin=job.vmin, vmax=job.vmax)
+        renderer = make_renderer(series, rend, vmin=job.vmin, vmax=job.vmax,
+                                 labels=labels)
         startup_s = time.perf_counter() - t_start
         with SegmentEncoder(Path(tdir) / "probe.mp4", width=rend.width,
                             height=rend.height, fps=enc.fps, crf=enc.crf,

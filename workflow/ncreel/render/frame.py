@@ -11,15 +11,18 @@ curvilinear) and the projection. Each frame is then a gather of the field at tho
 colour lookup done exactly as ``pcolormesh`` colours (:class:`ColorLookup`), written into
 the saved background; pixels where coastlines, spines or ticks lie above the field are
 composited from two reference draws (field all black, field all white), and the time label
-is drawn on top. :meth:`FrameRenderer.draw` returns the canvas's RGBA pixels, which are
-what ``savefig(format="png")`` would encode; the caller pipes them to an encoder or writes a
-PNG (:meth:`FrameRenderer.save_png`) for frames a person should be able to open.
+is drawn on top: it sits in the header band above the map (:mod:`ncreel.render.frametext`),
+so it is the only text drawn per frame and never covers data. :meth:`FrameRenderer.draw`
+returns the canvas's RGBA pixels, which are what ``savefig(format="png")`` would encode;
+the caller pipes them to an encoder or writes a PNG (:meth:`FrameRenderer.save_png`) for
+frames a person should be able to open.
 """
 
 from __future__ import annotations
 
 import gc
 import os
+from collections.abc import Sequence
 
 import matplotlib
 
@@ -29,6 +32,13 @@ import numpy as np  # noqa: E402
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.colors import Colormap, ListedColormap, NoNorm, Normalize  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+
+from ncreel.render.frametext import (  # noqa: E402
+    align_header,
+    fit_header,
+    keep_below,
+    style_colorbar,
+)
 
 #: Cells an index image can tell apart: 24 bits of RGB, 0 meaning "no cell".
 MAX_INDEX_CELLS = 2**24 - 1
@@ -56,9 +66,16 @@ class FrameRenderer:
         curvilinear grids (longitude / latitude in degrees when `projection` is given).
         Grid indices when omitted.
     title : str
-        Figure title (variable name and units).
+        Figure title (variable name and units), shrunk or wrapped to fit the frame
+        (:func:`ncreel.render.frametext.fit_header`).
     xlabel, ylabel : str
         Axis labels (not shown on map projections).
+    units : str
+        The colour bar's label (the variable's units); none when empty.
+    time_labels : sequence of str
+        The time labels the frames will show: the header keeps room for the widest, so
+        the title never moves and a label never runs into it. Empty: room for a
+        date and time.
     blit : bool
         Draw each frame from the index image onto the saved background (default). ``False``
         redraws the whole figure with ``pcolormesh`` every frame: the reference the fast
@@ -80,7 +97,7 @@ class FrameRenderer:
     def __init__(self, *, shape: tuple[int, int], width: int, height: int, dpi: float,
                  cmap: str, vmin: float, vmax: float, x=None, y=None, title: str = "",
                  xlabel: str = "", ylabel: str = "", blit: bool = True, projection=None,
-                 features=()) -> None:
+                 features=(), units: str = "", time_labels: Sequence[str] = ()) -> None:
         if width < 16 or height < 16:
             raise ValueError(f"frame size {width}x{height}: need at least 16x16 pixels")
         if cmap not in matplotlib.colormaps:
@@ -106,16 +123,21 @@ class FrameRenderer:
                                             projection=projection)
         for feature in features:
             feature.add_to(ax, projection)
-        self.fig.colorbar(self.mesh, ax=ax, shrink=0.9, pad=0.02)
-        set_labels(ax, title=title, xlabel=xlabel, ylabel=ylabel, projection=projection)
-        self.label = ax.text(0.01, 0.99, "", transform=ax.transAxes, va="top", ha="left",
-                             fontsize="small", bbox={"facecolor": "white", "alpha": 0.7,
-                                                     "linewidth": 0}, zorder=10,
-                             parse_math=False)
+        self.colorbar = self.fig.colorbar(self.mesh, ax=ax, shrink=0.9, pad=0.02)
+        style_colorbar(self.colorbar, vmin, vmax, units)
+        set_labels(ax, xlabel=xlabel, ylabel=ylabel, projection=projection)
+        # Title and time label in a band above the map and colour bar, which are laid out
+        # below it: the label, drawn per frame, never covers data.
+        header = fit_header(self.fig, self.canvas.get_renderer(), title, time_labels)
+        self.title, self.label = header.title, header.label
+        self.fig.get_layout_engine().set(rect=(0.0, 0.0, 1.0, header.bottom))
         self.canvas.draw()
         # Fix the layout and the view after one draw, so frames never shift and the index
         # image stays valid.
         self.fig.set_layout_engine("none")
+        if keep_below(self.fig, header.bottom):  # too small for the constrained layout
+            self.canvas.draw()
+        align_header(header, self.fig, self.canvas.get_renderer(), ax)
         ax.set_xlim(ax.get_xlim())
         ax.set_ylim(ax.get_ylim())
         self._lookup = ColorLookup(self.mesh.get_cmap(), self.norm)
@@ -174,7 +196,7 @@ class FrameRenderer:
         field : numpy.ndarray, shape (ny, nx)
             Values in the variable's units; NaN cells are left transparent.
         label : str
-            Time shown in the corner (e.g. an ISO 8601 date).
+            Time shown above the map (e.g. ``1980-06-01``).
 
         Returns
         -------
@@ -367,12 +389,11 @@ def frame_difference(a: np.ndarray, b: np.ndarray, *, area: np.ndarray | None = 
             "share_beyond": np.count_nonzero(d > tolerance) / n}
 
 
-def set_labels(ax, *, title: str, xlabel: str, ylabel: str, projection=None) -> None:
-    """Put the title and axis labels on `ax` (axis labels only without a map projection).
+def set_labels(ax, *, xlabel: str, ylabel: str, projection=None) -> None:
+    """Put the axis labels on `ax` (only without a map projection).
 
-    Text from the file is drawn literally: a '$' in a long_name is not mathtext.
+    Text from the file is drawn literally: a '$' in a name is not mathtext.
     """
-    ax.set_title(title, parse_math=False)
     if projection is None:
         ax.set_xlabel(xlabel, parse_math=False)
         ax.set_ylabel(ylabel, parse_math=False)

@@ -149,7 +149,7 @@ def render_range(job: FrameJob, start: int, stop: int, *, segment: str | os.Path
     n = 0
     progress = Progress(stop - start, f"{job.label} {start}..{stop - 1}", log_file=job.log_file)
     labels = time_labels(series)
-    renderer = make_renderer(series, rend, vmin=job.vmin, vmax=job.vmax)
+    renderer = make_renderer(series, rend, vmin=job.vmin, vmax=job.vmax, labels=labels)
     with SegmentEncoder(segment, width=rend.width, height=rend.height, fps=enc.fps,
                         crf=enc.crf, preset=enc.preset, threads=encoder_threads) as encoder:
         for t0, block in series.iter_blocks(start, stop, RENDER_BLOCK_BYTES):
@@ -287,24 +287,27 @@ def _main_not_reimported():
 
 
 def time_labels(series) -> list[str]:
-    """Per-step frame label, one string per time step.
+    """Per-step frame label, one string per time step (see :mod:`ncreel.render.timelabels`).
 
-    The ISO date where time decodes, else ``<time> = <value>``, or ``<time_dim> step
-    <index>`` when there is no number either.
+    Dates as precise as the time step needs, in the file's calendar (``1860`` for annual
+    means, ``1980-06-01 12:00`` for 6-hourly data); ``<time> = <value> <units>`` where time
+    does not decode, or ``<time_dim> step <index>`` when there is no number either. The
+    table's ``time`` column keeps the full ISO dates.
     """
-    time_axis = series.time_axis()
-    name = series.time_name or series.time_dim
-    return [label if label is not None else
-            (f"{name} = {value:g}" if np.isfinite(value) else f"{series.time_dim} step {i}")
-            for i, (label, value) in enumerate(zip(time_axis.labels, time_axis.values,
-                                                   strict=True))]
+    from ncreel.render.timelabels import frame_labels
+
+    axis = series.time_axis()
+    return frame_labels(axis.labels, axis.values, calendar=axis.calendar, units=axis.units,
+                        name=series.time_name or series.time_dim, time_dim=series.time_dim)
 
 
 def make_renderer(series, render: RenderSettings, *, vmin: float, vmax: float,
-                  blit: bool = True):
+                  blit: bool = True, labels: list[str] | None = None):
     """Build the :class:`~ncreel.render.frame.FrameRenderer` for `series`.
 
-    The renderer holds the axes, labels, title and map.
+    The renderer holds the axes, labels, title (``long_name [units]``), the colour bar
+    (labelled with the units) and map. `labels` are the frames' time labels
+    (:func:`time_labels`; computed here when None): room is kept for the widest.
 
     ``render.map`` applies to grids with latitude/longitude, see :func:`map_settings`.
     """
@@ -317,10 +320,13 @@ def make_renderer(series, render: RenderSettings, *, vmin: float, vmax: float,
     projection, features = map_settings(render.map, lon=x if geo else None,
                                         lat=y if geo else None)
     title = f"{series.long_name} [{series.units}]" if series.units else series.long_name
+    if labels is None:
+        labels = time_labels(series)
     return FrameRenderer(shape=(series.ny, series.nx), width=render.width,
                          height=render.height, dpi=render.dpi, cmap=render.cmap,
                          vmin=vmin, vmax=vmax, x=x, y=y, title=title, xlabel=xlabel,
-                         ylabel=ylabel, blit=blit, projection=projection, features=features)
+                         ylabel=ylabel, blit=blit, projection=projection, features=features,
+                         units=series.units, time_labels=labels)
 
 
 def map_settings(settings: MapSettings, *, lon=None, lat=None):

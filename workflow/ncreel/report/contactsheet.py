@@ -50,6 +50,8 @@ def contact_sheet(frames: Sequence[tuple[int, str | os.PathLike]], labels: Seque
                   title: str = "") -> list[int]:
     """Draw the frames in a grid, each titled ``t=<index>  <label>``, into one PNG.
 
+    Titles are drawn literally (no mathtext) and shrunk to their cell's width.
+
     Parameters
     ----------
     frames : sequence of (int, path)
@@ -82,12 +84,21 @@ def contact_sheet(frames: Sequence[tuple[int, str | os.PathLike]], labels: Seque
     aspect = first.shape[0] / first.shape[1] if first is not None else 0.6
     cell_w = 2.6
     fig, axes = plt.subplots(nrow, ncol, figsize=(cell_w * ncol, (cell_w * aspect + 0.35) * nrow
-                                                  + 0.5), squeeze=False, layout="constrained")
+                                                  + 0.5), squeeze=False, layout="constrained",
+                             dpi=SHEET_DPI)
     for ax in axes.flat:
         ax.axis("off")
+    renderer = fig.canvas.get_renderer()
+    room = 0.95 * cell_w * SHEET_DPI  # pixels of one cell's width
     for ax, (t, p) in zip(axes.flat, frames, strict=False):
         ax.imshow(mpimg.imread(p))
-        ax.set_title(f"t={t}  {labels[t] if t < len(labels) else ''}", fontsize=8)
+        text = ax.set_title(f"t={t}  {labels[t] if t < len(labels) else ''}", fontsize=8,
+                            parse_math=False)
+        # A long label (an undecodable axis's 'TIME = 4748.91 hour since 0000-01-01') is
+        # shrunk to its cell rather than run into the next one.
+        width = text.get_window_extent(renderer).width
+        if width > room:
+            text.set_fontsize(8 * room / width)
     if title:
         fig.suptitle(title)
     with atomic_path(path) as tmp:  # a killed job leaves no half-written sheet
