@@ -2,7 +2,7 @@ rule statistics:
     # Colour limits (2-98 % of all values) and each cell's mean over the whole series,
     # streamed over time blocks, so every shard uses the same colour scale.
     input:
-        INPUTS,
+        RULE_INPUTS,
     output:
         stats=f"{OUT}/stats.json",
         cell_mean=f"{OUT}/cell_mean.npy",

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Optional
 
 from ncreel.cluster import pbs
+from ncreel.jobtext import pass_config_by_file
 from snakemake_interface_common.exceptions import WorkflowError
 from snakemake_interface_executor_plugins.executors.base import SubmittedJobInfo
 from snakemake_interface_executor_plugins.executors.remote import RemoteExecutor
@@ -214,6 +215,10 @@ class Executor(RemoteExecutor):
         problem = pbs.pbs_pro_problem(runner=self._runner)
         if problem:
             raise WorkflowError(f"ncreel-pbs: error: {problem}")
+        # Jobs load the --config values from a file instead of a command line that
+        # Snakemake quotes with repr() and /bin/sh re-parses (ncreel's workflow does this
+        # at parse time; here for any other workflow).
+        pass_config_by_file(self.workflow.config_settings)
         self._failed_polls = 0
         self.journal = Journal(Path(pbs.STATE_DIR) / "journal.jsonl")
         self._killed_runs_jobs = self.journal.open_jobs()
