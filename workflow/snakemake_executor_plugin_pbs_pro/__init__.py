@@ -209,10 +209,13 @@ class Executor(RemoteExecutor):
         if s.array_limit < 2:
             raise WorkflowError("pbs-pro-array-limit must be at least 2 (OpenPBS arrays "
                                 "have 2 or more sub-jobs)")
+        problem = pbs.log_dir_problem(s.log_dir)
+        if problem:
+            raise WorkflowError(f"ncreel-pbs: error: {problem}")
         self._runner = _runner
         # Before any job: a qsub or qstat that is missing or not PBS Pro's would leave
         # jobs that this executor can never see finish.
-        problem = pbs.pbs_pro_problem(runner=self._runner)
+        problem = pbs.pbs_pro_problem(runner=self._runner, attempts=s.qstat_attempts)
         if problem:
             raise WorkflowError(f"ncreel-pbs: error: {problem}")
         # Jobs load the --config values from a file instead of a command line that
