@@ -185,3 +185,40 @@ def test_shell_metacharacters_and_braces_reach_local_jobs_unchanged(tmp_path):
                       "results/demo/cells.sql")
     assert proc.returncode == 0, proc.stderr[-3000:]
     check_odd_run(work, values)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("key", ["run", "table"])
+def test_metacharacters_a_name_cannot_hold_are_refused_before_any_job(key, tmp_path):
+    """`run` names directories (letters, digits, _ . -) and a table name holds no control
+    character: shell text in one is one ``ncreel: error:`` line naming the key, before any
+    job, and runs nothing."""
+    from odd_text import payload
+
+    work = _workdir(tmp_path)
+    value = payload("r") if key == "run" else "t\x1b$(touch PWNED_t)"
+    proc = _snakemake(work, "--config", f"{key}={value}")
+    lines = _error_lines(proc)
+    assert proc.returncode != 0 and len(lines) == 1, proc.stderr[-2000:]
+    assert f"config key '{key}'" in lines[0]
+    assert not list(tmp_path.rglob("PWNED*")) and not (work / "results").exists()
+
+
+@pytest.mark.integration
+def test_working_directory_a_job_command_would_change_is_refused_for_schedulers(tmp_path,
+                                                                                sample_nc):
+    """Snakemake writes the working directory and Snakefile paths into every scheduler
+    job's shell command line (Slurm: inside ``--wrap="..."``): a `$` in them is one
+    ``ncreel: error:`` line before anything is submitted; local runs are not affected."""
+    (tmp_path / "w$(touch PWNED)").mkdir()
+    work = make_workdir(tmp_path / "w$(touch PWNED)")
+    (work / "resources").mkdir()
+    (work / "resources" / "A1B_north_america.nc").symlink_to(sample_nc)
+    proc = _snakemake(work, "-j", "1", "--executor", "cluster-generic",
+                      "--cluster-generic-submit-cmd", "touch SUBMITTED", "--",
+                      "results/demo/stats.json")
+    lines = _error_lines(proc)
+    assert proc.returncode != 0 and len(lines) == 1, proc.stderr[-2000:]
+    assert "the working directory" in lines[0] and "'$'" in lines[0]
+    assert not (work / "SUBMITTED").exists() and not list(tmp_path.rglob("PWNED*"))
+    assert _snakemake(work, "-n", "--", "results/demo/stats.json").returncode == 0
