@@ -142,3 +142,17 @@ def test_shell_unsafe_paths_are_named(char):
 def test_plain_paths_with_spaces_and_letters_are_not_refused():
     assert shell_unsafe([("the working directory", "/home/Zoë Ünal/my run (2)/x~y"),
                          ("the Snakefile", "/a/b/Snakefile")]) is None
+
+
+def test_input_link_has_the_files_time_and_jobs_only_name_it(tmp_path):
+    """Snakemake takes the later of a link's and its file's mtime: a new link must not make
+    the run's outputs look older than their input; jobs (create=False) never touch it."""
+    os.chdir(tmp_path)
+    real = tmp_path / "odd {x}.nc"
+    real.write_bytes(b"x")
+    os.utime(real, ns=(1_000_000_000_000_000_000, 1_000_000_000_000_000_000))
+    assert input_link(real.name, "links", create=False) == (
+        link := input_link(real.name, "links"))
+    assert os.lstat(link).st_mtime_ns == 1_000_000_000_000_000_000
+    os.remove(link)
+    assert input_link(real.name, "links", create=False) == link and not os.path.lexists(link)

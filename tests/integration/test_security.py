@@ -171,17 +171,25 @@ def test_names_checked_whole_before_any_job(config, expected, tmp_path):
 SMALL_ODD = ["width=160", "height=96", "dpi=40", "preset=ultrafast", "frames_per_shard=4"]
 
 
+#: Job scripts run by /bin/sh on this machine, as a batch system runs them: cluster-generic
+#: with `sh` as its submit command (each job runs while it is "submitted").
+SH_EXECUTOR = ["-j", "1", "--executor", "cluster-generic", "--cluster-generic-submit-cmd", "sh",
+               "--seconds-between-status-checks", "1", "--latency-wait", "1"]
+
+
 @pytest.mark.integration
-def test_shell_metacharacters_and_braces_reach_local_jobs_unchanged(tmp_path):
+@pytest.mark.parametrize("executor", [[], SH_EXECUTOR], ids=["local", "sh-jobscripts"])
+def test_shell_metacharacters_and_braces_reach_local_jobs_unchanged(executor, tmp_path):
     """Every shell metacharacter and `{x}` in the table, the variable, the input path and
     the time units/calendar, given with ``--config``: the run succeeds, nothing is
     executed, and the jobs used exactly the checked names (the table in cells.sql, the
-    variable and path in its note). The same on PBS and Slurm: test_pbs.py, test_slurm.py."""
+    variable, path, units and calendar in its note). Locally, and with every job run from
+    Snakemake's job script by /bin/sh; on PBS and Slurm: test_pbs.py, test_slurm.py."""
     from odd_text import check_odd_run, config_args, write_odd_input
 
     work = _workdir(tmp_path)
     values = write_odd_input(work)
-    proc = _snakemake(work, "--config", *SMALL_ODD, *config_args(values), "--",
+    proc = _snakemake(work, *executor, "--config", *SMALL_ODD, *config_args(values), "--",
                       "results/demo/cells.sql")
     assert proc.returncode == 0, proc.stderr[-3000:]
     check_odd_run(work, values)

@@ -139,13 +139,15 @@ def shell_unsafe(paths: Iterable[tuple[str, str | os.PathLike]]) -> str | None:
     return None
 
 
-def input_link(path: str | os.PathLike, directory: str | os.PathLike = INPUT_LINK_DIR) -> str:
+def input_link(path: str | os.PathLike, directory: str | os.PathLike = INPUT_LINK_DIR, *,
+               create: bool = True) -> str:
     """Return the name under which rules declare the input file `path`.
 
     `path` itself when it is :data:`PLAIN_PATH`; otherwise a symbolic link
-    ``<directory>/<digest>_<plain name>`` to its absolute path, made (atomically) if it is
-    missing or points elsewhere. Snakemake follows the link for modification times, so a
-    changed input still makes its jobs rerun.
+    ``<directory>/<digest>_<plain name>`` to its absolute path, made (atomically, when
+    `create`) if it is missing or points elsewhere. Snakemake takes the later of the
+    link's and the file's modification times: the link gets the file's, so a changed
+    input still makes its jobs rerun and a new link alone does not.
 
     Returns
     -------
@@ -164,9 +166,13 @@ def input_link(path: str | os.PathLike, directory: str | os.PathLike = INPUT_LIN
             return str(link)
     except OSError:
         pass
+    if not create:
+        return str(link)
     link.parent.mkdir(parents=True, exist_ok=True)
     tmp = link.with_name(f"{link.name}.{os.getpid()}.tmp")
     tmp.unlink(missing_ok=True)
     tmp.symlink_to(target)
+    st = os.stat(target)
+    os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
     tmp.replace(link)
     return str(link)

@@ -176,7 +176,7 @@ except NcreelError as err:
 # What rules declare as input: a path with any but plain characters (a quote, `$`, braces
 # that Snakemake would read as a wildcard) as a plain-named link to it; jobs open the real
 # paths from SERIES (params, which never pass through a shell).
-RULE_INPUTS = [input_link(p) for p in INPUTS]
+RULE_INPUTS = [input_link(p, create=workflow.is_main_process) for p in INPUTS]
 
 try:  # a wrong projection name or parameter stops the run before any job or file
     from ncreel.render.maps import map_projection  # noqa: E402
