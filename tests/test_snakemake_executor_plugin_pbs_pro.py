@@ -315,3 +315,29 @@ def test_log_dir_outside_the_working_directory_is_refused_unless_absolute(log_di
     assert (msg is not None) == refused, msg
     if msg and log_dir:
         assert "leads out of the working directory" in msg and "absolute path" in msg
+
+
+def test_odd_settings_reach_qsub_and_the_job_wrapper_verbatim(tmp_path):
+    """Queue, account, log directory and extra resources holding every shell
+    metacharacter are single qsub arguments, never shell text; the job wrapper (run by
+    bash as PBS runs it) records the exit status in a state directory of such a name and
+    runs the jobscript of such a name, executing nothing else."""
+    from odd_text import payload
+
+    odd = payload("s")
+    cmd = pbs.build_qsub(props(), "/w/a.sh", queue=odd, account=odd, log_dir=odd,
+                         extra_l=[odd])
+    assert cmd[cmd.index("-q") + 1] == odd and cmd[cmd.index("-A") + 1] == odd
+    assert cmd[cmd.index("-o") + 1].startswith(odd + "/")
+    assert cmd[cmd.index("-l") + 1].endswith("," + odd)
+    folder = tmp_path / payload("d")
+    folder.mkdir()
+    jobscript = folder / (payload("j") + ".sh")
+    jobscript.write_text("#!/bin/sh\necho ran > ran.txt\nexit 3\n")
+    wrapper = pbs.write_wrapper(jobscript, folder / "state")
+    proc = subprocess.run(["bash", str(wrapper)], cwd=tmp_path, capture_output=True,
+                          text=True, env={**os.environ, "PBS_JOBID": "42.vm"})
+    assert proc.returncode == 3, proc.stderr
+    assert pbs.read_marker("42.vm", folder / "state") == 3
+    assert (tmp_path / "ran.txt").read_text() == "ran\n"
+    assert not list(tmp_path.rglob("PWNED*"))

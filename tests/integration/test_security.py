@@ -193,6 +193,10 @@ def test_shell_metacharacters_and_braces_reach_local_jobs_unchanged(executor, tm
                       "results/demo/cells.sql")
     assert proc.returncode == 0, proc.stderr[-3000:]
     check_odd_run(work, values)
+    if not executor:  # the input's plain-named link does not make anything rerun
+        again = _snakemake(work, "-n", "--config", *SMALL_ODD, *config_args(values), "--",
+                           "results/demo/cells.sql")
+        assert "Nothing to be done" in again.stdout + again.stderr, again.stderr[-2000:]
 
 
 @pytest.mark.integration
