@@ -156,3 +156,16 @@ def test_input_link_has_the_files_time_and_jobs_only_name_it(tmp_path):
     assert os.lstat(link).st_mtime_ns == 1_000_000_000_000_000_000
     os.remove(link)
     assert input_link(real.name, "links", create=False) == link and not os.path.lexists(link)
+
+
+def test_unwritable_places_are_one_line(tmp_path):
+    from ncreel.errors import NcreelError
+
+    os.chdir(tmp_path)
+    (tmp_path / "ro").mkdir()
+    (tmp_path / "ro" / "links").write_text("a file where a folder must be")
+    (tmp_path / "odd'.nc").write_bytes(b"x")
+    with pytest.raises(NcreelError, match=r"input \"odd'.nc\": cannot make its link"):
+        input_link("odd'.nc", tmp_path / "ro" / "links")
+    with pytest.raises(NcreelError, match="cannot write the run's config file"):
+        write_run_config({"a": 1}, tmp_path / "ro" / "links")

@@ -29,6 +29,8 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from ncreel.errors import NcreelError
+
 #: Where run config files are written (relative to the working directory).
 RUN_CONFIG_DIR = Path(".snakemake") / "ncreel" / "run-config"
 
@@ -52,6 +54,8 @@ def write_run_config(overrides: Mapping, directory: str | os.PathLike = RUN_CONF
 
     Raises
     ------
+    NcreelError
+        The file cannot be written (its message names it and why).
     TypeError
         A value JSON cannot hold (``--config`` gives only numbers, booleans, strings,
         lists and mappings, so this means a bug, not bad input).
@@ -65,10 +69,15 @@ def write_run_config(overrides: Mapping, directory: str | os.PathLike = RUN_CONF
             return path.resolve()
     except OSError:
         pass
-    directory.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    except OSError as err:
+        raise NcreelError(f"cannot write the run's config file {path} ({err.strerror}): "
+                          "jobs read the --config values from it; make the working "
+                          "directory's .snakemake/ writable") from err
     return path.resolve()
 
 
@@ -153,6 +162,11 @@ def input_link(path: str | os.PathLike, directory: str | os.PathLike = INPUT_LIN
     -------
     str
         A path of plain characters only.
+
+    Raises
+    ------
+    NcreelError
+        The link cannot be made (its message names the file and why).
     """
     text = os.fspath(path)
     if PLAIN_PATH.fullmatch(text):
@@ -168,11 +182,17 @@ def input_link(path: str | os.PathLike, directory: str | os.PathLike = INPUT_LIN
         pass
     if not create:
         return str(link)
-    link.parent.mkdir(parents=True, exist_ok=True)
     tmp = link.with_name(f"{link.name}.{os.getpid()}.tmp")
-    tmp.unlink(missing_ok=True)
-    tmp.symlink_to(target)
-    st = os.stat(target)
-    os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
-    tmp.replace(link)
+    try:
+        link.parent.mkdir(parents=True, exist_ok=True)
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(target)
+        st = os.stat(target)
+        os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
+        tmp.replace(link)
+    except OSError as err:
+        raise NcreelError(f"input {text!r}: cannot make its link {link} ({err.strerror}): "
+                          "rules name inputs with odd characters through it; make the "
+                          "working directory's .snakemake/ writable, or rename the file "
+                          "to letters, digits and _ . / + , : @ % = -") from err
     return str(link)

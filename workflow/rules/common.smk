@@ -176,7 +176,10 @@ except NcreelError as err:
 # What rules declare as input: a path with any but plain characters (a quote, `$`, braces
 # that Snakemake would read as a wildcard) as a plain-named link to it; jobs open the real
 # paths from SERIES (params, which never pass through a shell).
-RULE_INPUTS = [input_link(p, create=workflow.is_main_process) for p in INPUTS]
+try:
+    RULE_INPUTS = [input_link(p, create=workflow.is_main_process) for p in INPUTS]
+except NcreelError as err:
+    fail(err)
 
 try:  # a wrong projection name or parameter stops the run before any job or file
     from ncreel.render.maps import map_projection  # noqa: E402
@@ -189,7 +192,10 @@ if workflow.is_main_process:
     # No config value on a job's shell command line (Snakemake quotes --config values with
     # repr(), which sh re-parses): jobs read them from a file written once, here, after
     # every check above, so each job sees exactly the values that were checked.
-    pass_config_by_file(workflow.config_settings)
+    try:
+        pass_config_by_file(workflow.config_settings)
+    except NcreelError as err:
+        fail(err)
 
 STALE_LOCK_CLEARED = False
 if workflow.is_main_process:
