@@ -653,3 +653,22 @@ def test_shell_metacharacters_reach_pbs_jobs_unchanged(pbs, tmp_path_factory):
     assert len(errors) == 1 and "is not a valid destination" in errors[0], log[-3000:]
     assert not submitted(log)
     assert not list(work.parent.rglob("PWNED*"))
+
+
+def test_unanswering_server_and_log_dir_outside_stop_before_any_job(pbs, tmp_path_factory,
+                                                                    sample_nc):
+    """A ``queue@server`` whose server does not answer, and a relative
+    ``--pbs-pro-log-dir`` leading out of the working directory: one error line each,
+    nothing submitted, nothing written outside."""
+    work = workdir(tmp_path_factory, sample_nc, "pbs_refusals")
+    target = ["--config", *SMALL, "--", "results/demo/stats.json"]
+    log = snakemake(work, "--profile", "profiles/casper", "--pbs-pro-queue",
+                    "casper@nosuchhost.invalid", *target, check=False, PBS_ACCOUNT=ACCOUNT)
+    errors = [ln for ln in log.splitlines() if ln.startswith("ncreel: error:")]
+    assert len(errors) == 1 and "PBS server 'nosuchhost.invalid' of queue" in errors[0]
+    assert "does not answer" in errors[0] and not submitted(log)
+    log = snakemake(work, "--profile", "profiles/casper", "--pbs-pro-log-dir", "../..",
+                    *target, check=False, PBS_ACCOUNT=ACCOUNT)
+    errors = [ln for ln in log.splitlines() if ln.startswith("ncreel-pbs: error:")]
+    assert len(errors) == 1 and "leads out of the working directory" in errors[0], log[-2000:]
+    assert not submitted(log) and not list(work.parent.parent.glob("nc_*.qsub"))
