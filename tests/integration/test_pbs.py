@@ -632,7 +632,8 @@ def test_a_qstat_that_is_not_pbs_pros_stops_before_any_job(pbs, tmp_path_factory
 
 def test_shell_metacharacters_reach_pbs_jobs_unchanged(pbs, tmp_path_factory):
     """Every shell metacharacter and `{x}` in the table, the variable, the input path and
-    ``--pbs-pro-log-dir``, given with ``--config``: PBS runs each job's script with /bin/sh,
+    ``--pbs-pro-log-dir`` (and in a variable passed with ``--envvars``), given with
+    ``--config``: PBS runs each job's script with /bin/sh,
     yet nothing is executed and the jobs used exactly the checked names
     (tests/odd_text.py). A queue of such text is refused before any job, running nothing."""
     from odd_text import check_odd_run, config_args, payload, write_odd_input
@@ -641,8 +642,9 @@ def test_shell_metacharacters_reach_pbs_jobs_unchanged(pbs, tmp_path_factory):
     values = write_odd_input(work)
     logdir = "logs/" + payload("l")
     log = snakemake(work, "--profile", "profiles/casper", "--pbs-pro-log-dir", logdir,
-                    "--config", *SMALL, "frames_per_shard=4", *config_args(values), "--",
-                    "results/demo/cells.sql", PBS_ACCOUNT=ACCOUNT)
+                    "--envvars", "NCREEL_ODD", "--config", *SMALL, "frames_per_shard=4",
+                    *config_args(values), "--", "results/demo/cells.sql",
+                    PBS_ACCOUNT=ACCOUNT, NCREEL_ODD=payload("e"))
     check_odd_run(work, values)
     assert len(submitted(log)) == 4 and len(list((work / logdir).glob("*.log"))) == 4
     log = snakemake(work, "--profile", "profiles/casper", "--pbs-pro-queue", payload("q"),

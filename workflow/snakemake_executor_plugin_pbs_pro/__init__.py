@@ -1,6 +1,8 @@
 """Snakemake executor plugin for PBS Pro (``--executor pbs-pro``), shipped with ncreel.
 
-Every job is submitted with ``qsub`` (an argument list, never a shell string):
+Every job is submitted with ``qsub`` (an argument list, never a shell string); its
+command holds no ``--config`` value and no environment value (they reach the job in a
+file, :mod:`ncreel.jobtext`, and through ``qsub -V``):
 ``-l select=1:ncpus={threads}:mem={mem_mb}MB,walltime=...`` from the job's ``threads``,
 ``mem_mb`` and ``runtime``, ``-A $PBS_ACCOUNT``, ``-q queue[@server]``, a sanitised job
 name and a joined log under ``logs/pbs/`` (:func:`ncreel.cluster.pbs.build_qsub`).
@@ -113,7 +115,9 @@ common_settings = CommonSettings(
     job_deploy_sources=False,
     pass_default_storage_provider_args=True,
     pass_default_resources_args=True,
-    pass_envvar_declarations_to_cmd=True,
+    # Jobs inherit the submitting environment (qsub -V): no `export VAR='value'` (quoted
+    # with repr(), which /bin/sh re-parses) in each job's command and jobscript.
+    pass_envvar_declarations_to_cmd=False,
     auto_deploy_default_storage_provider=False,
     init_seconds_before_status_checks=5,
 )
