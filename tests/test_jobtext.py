@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from ncreel.jobtext import (
     PLAIN_PATH,
+    envvar_problem,
     input_link,
     pass_config_by_file,
     shell_unsafe,
@@ -169,3 +170,15 @@ def test_unwritable_places_are_one_line(tmp_path):
         input_link("odd'.nc", tmp_path / "ro" / "links")
     with pytest.raises(NcreelError, match="cannot write the run's config file"):
         write_run_config({"a": 1}, tmp_path / "ro" / "links")
+
+
+@pytest.mark.parametrize("value, refused", [
+    ("plain value 1", False), ("é/ü:x", False), ("it's", True), ("a\\b", True),
+    ("two\nlines", True), ("a$(touch PWNED)", False)])
+def test_envvar_values_an_export_would_change_are_named_not_shown(value, refused):
+    """``export VAR='value'`` is exact unless repr() escapes (a quote, a backslash, a
+    control character); the message names the variable and never shows its value."""
+    line = envvar_problem({"OK": "x", "SECRET_VAR": value}, "cluster-generic")
+    assert (line is not None) == refused
+    if line:
+        assert "SECRET_VAR" in line and value not in line and "\n" not in line

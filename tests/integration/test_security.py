@@ -234,3 +234,23 @@ def test_working_directory_a_job_command_would_change_is_refused_for_schedulers(
     assert "the working directory" in lines[0] and "'$'" in lines[0]
     assert not (work / "SUBMITTED").exists() and not list(tmp_path.rglob("PWNED*"))
     assert _snakemake(work, "-n", "--", "results/demo/stats.json").returncode == 0
+
+
+@pytest.mark.integration
+def test_envvars_value_an_export_would_change_is_refused_for_cluster_generic(tmp_path,
+                                                                           sample_nc):
+    """cluster-generic writes ``export VAR=repr(value)`` into every job's command: a
+    ``--envvars`` value holding a quote is one line naming the variable (not its value),
+    before anything is submitted."""
+    work = _workdir(tmp_path)
+    (work / "resources").mkdir()
+    (work / "resources" / "A1B_north_america.nc").symlink_to(sample_nc)
+    env = {**os.environ, "NCREEL_ODD": "it's $(touch PWNED)"}
+    proc = _snakemake(work, "-j", "1", "--executor", "cluster-generic",
+                      "--cluster-generic-submit-cmd", "touch SUBMITTED", "--envvars",
+                      "NCREEL_ODD", "--", "results/demo/stats.json", env=env)
+    lines = _error_lines(proc)
+    assert proc.returncode != 0 and len(lines) == 1, proc.stderr[-2000:]
+    assert "environment variable NCREEL_ODD (--envvars)" in lines[0]
+    assert "touch" not in lines[0]
+    assert not (work / "SUBMITTED").exists() and not list(tmp_path.rglob("PWNED*"))

@@ -196,3 +196,27 @@ def input_link(path: str | os.PathLike, directory: str | os.PathLike = INPUT_LIN
                           "working directory's .snakemake/ writable, or rename the file "
                           "to letters, digits and _ . / + , : @ % = -") from err
     return str(link)
+
+
+def envvar_problem(envvars: Mapping[str, str], executor: str) -> str | None:
+    """One line naming the first variable whose value ``export VAR=repr(value)`` changes.
+
+    Executors that declare ``--envvars`` variables in each job's command (cluster-generic)
+    quote their values with ``repr()``: a quote, a backslash or a control character would
+    reach the job changed, or run as shell text. The value is not shown (it may be a
+    secret).
+
+    Parameters
+    ----------
+    envvars : mapping
+        Variable name -> value, as Snakemake passes them to jobs.
+    executor : str
+        The executor's name, for the message.
+    """
+    for name, value in envvars.items():
+        if repr(value) != f"'{value}'":
+            return (f"environment variable {name} (--envvars) holds a quote, a backslash or "
+                    f"a control character: the {executor} executor writes `export "
+                    f"{name}=<value>` into every job's shell command, where it would not "
+                    "arrive unchanged; set it in the environment your jobs start with instead")
+    return None

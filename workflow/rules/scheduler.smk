@@ -17,7 +17,7 @@ from ncreel.cluster.slurm import (
     slurm_env_problem,
 )  # noqa: E402
 from ncreel.errors import NcreelError  # noqa: E402
-from ncreel.jobtext import shell_unsafe  # noqa: E402
+from ncreel.jobtext import envvar_problem, shell_unsafe  # noqa: E402
 
 if STALE_LOCK_CLEARED:
     # The killed run's scheduler jobs still queued or running would redo work this run
@@ -49,6 +49,12 @@ onstart:
     )
     if _unsafe:
         fail(_unsafe)
+    if _remote and _plugin.common_settings.pass_envvar_declarations_to_cmd:
+        _problem = envvar_problem(
+            workflow.spawned_job_args_factory.envvars(), _plugin.name
+        )
+        if _problem:
+            fail(_problem)
     # Slurm: an account and a partition, from SBATCH_ACCOUNT/SBATCH_PARTITION or the
     # cluster's defaults.
     if _scheduler == "slurm":
