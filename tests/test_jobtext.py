@@ -91,7 +91,7 @@ def test_run_config_file_is_named_by_its_content_and_never_rewritten(tmp_path):
     assert write_run_config({"table": "x"}, tmp_path) == a and a.stat().st_mtime_ns == stamp
     b = write_run_config({"table": "y"}, tmp_path)
     assert b != a and json.loads(a.read_text()) == {"table": "x"}
-    assert PLAIN_PATH.fullmatch(a.name) and not list(tmp_path.glob("*.tmp"))
+    assert PLAIN_PATH.fullmatch(a.name) and not list(tmp_path.glob("*.part"))
 
 
 def test_no_config_values_means_no_file(tmp_path):

@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ncreel.errors import NcreelError
+from ncreel.io import atomic_path
 
 #: Where run config files are written (relative to the working directory).
 RUN_CONFIG_DIR = Path(".snakemake") / "ncreel" / "run-config"
@@ -50,7 +51,8 @@ def write_run_config(overrides: Mapping, directory: str | os.PathLike = RUN_CONF
 
     The name is the digest of the content, so every run with the same values shares one
     file and a file is never rewritten with other values while jobs read it. Written
-    under a temporary name and renamed, so a job never reads half of it.
+    under a temporary name and renamed (:func:`ncreel.io.atomic_path`), so a job never
+    reads half of it.
 
     Raises
     ------
@@ -69,11 +71,9 @@ def write_run_config(overrides: Mapping, directory: str | os.PathLike = RUN_CONF
             return path.resolve()
     except OSError:
         pass
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
+        with atomic_path(path) as tmp:
+            tmp.write_text(text, encoding="utf-8")
     except OSError as err:
         raise NcreelError(f"cannot write the run's config file {path} ({err.strerror}): "
                           "jobs read the --config values from it; make the working "
@@ -182,6 +182,7 @@ def input_link(path: str | os.PathLike, directory: str | os.PathLike = INPUT_LIN
         pass
     if not create:
         return str(link)
+    # Named by process: two runs of other names may link the same input at once.
     tmp = link.with_name(f"{link.name}.{os.getpid()}.tmp")
     try:
         link.parent.mkdir(parents=True, exist_ok=True)

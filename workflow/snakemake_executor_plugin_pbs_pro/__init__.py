@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Optional
 
 from ncreel.cluster import pbs
+from ncreel.errors import NcreelError
 from ncreel.jobtext import pass_config_by_file
 from snakemake_interface_common.exceptions import WorkflowError
 from snakemake_interface_executor_plugins.executors.base import SubmittedJobInfo
@@ -225,7 +226,10 @@ class Executor(RemoteExecutor):
         # Jobs load the --config values from a file instead of a command line that
         # Snakemake quotes with repr() and /bin/sh re-parses (ncreel's workflow does this
         # at parse time; here for any other workflow).
-        pass_config_by_file(self.workflow.config_settings)
+        try:
+            pass_config_by_file(self.workflow.config_settings)
+        except NcreelError as err:
+            raise WorkflowError(f"ncreel-pbs: error: {err}") from None
         self._failed_polls = 0
         self.journal = Journal(Path(pbs.STATE_DIR) / "journal.jsonl")
         self._killed_runs_jobs = self.journal.open_jobs()
