@@ -256,3 +256,88 @@ def test_executor_stops_at_once_on_a_torque_qstat(torque_qstat, tmp_path, monkey
     from snakemake_interface_common.exceptions import WorkflowError
     with pytest.raises(WorkflowError, match=r"rejects `qstat -x -f -t` \('Unknown option"):
         _poll(ex, ["7.vm"])
+
+
+class BusyFirst(Counting):
+    """PBS Pro's real commands, but the server is busy for the first `n` calls: they
+    fail as OpenPBS's client does when it cannot reach the server."""
+
+    def __init__(self, n):
+        super().__init__()
+        self.n = n
+
+    def __call__(self, cmd, timeout=60):
+        if len(self.calls) < self.n:
+            self.calls.append(cmd)
+            return subprocess.CompletedProcess(cmd, 1, "", "pbs_iff: cannot connect to host\n"
+                                               "qstat: cannot connect to server vm (errno=15010)")
+        return super().__call__(cmd, timeout)
+
+
+@pytest.mark.pbs
+def test_start_up_check_retries_a_busy_server_like_a_running_one(tmp_path):
+    """qstat failing its first 3 calls at start is asked again (4 tries, growing pauses)
+    and passes; one that keeps failing is said to be unreachable, not "not PBS Pro's"."""
+    pauses = []
+    runner = BusyFirst(3)
+    assert pbs.pbs_pro_problem(qsub=f"{PBS_BIN}/qsub", qstat=f"{PBS_BIN}/qstat",
+                               runner=runner, attempts=4, sleep=pauses.append) is None
+    assert len(runner.calls) == 4 and pauses == [2.0, 4.0, 6.0]
+    msg = pbs.pbs_pro_problem(qsub=f"{PBS_BIN}/qsub", qstat=f"{PBS_BIN}/qstat",
+                              runner=BusyFirst(9), attempts=4, sleep=lambda s: None)
+    assert "failed 4 times" in msg and "busy or unreachable" in msg
+    assert "not PBS Pro's" not in msg and "cannot connect to host" in msg
+
+
+@pytest.mark.pbs
+def test_queue_on_a_server_that_does_not_answer_or_of_odd_text_is_refused(monkeypatch):
+    """Before any job: ``queue@server`` whose server does not answer (3 tries) and a
+    destination qstat calls illegal are refused in one line; the real queues pass."""
+    monkeypatch.setenv("PATH", f"{PBS_BIN}:{os.environ['PATH']}")
+    from odd_text import payload
+
+    assert pbs.queue_problem("share", sleep=lambda s: None) is None
+    runner = Counting()
+    msg = pbs.queue_problem("share@nosuchhost.invalid", runner=runner, sleep=lambda s: None)
+    assert msg.startswith("PBS server 'nosuchhost.invalid' of queue 'share@nosuchhost."
+                          "invalid' does not answer") and len(runner.calls) == 3
+    msg = pbs.queue_problem(payload("q"), sleep=lambda s: None)
+    assert "is not a valid destination" in msg and "\n" not in msg
+    assert pbs.queue_problem("nosuch", sleep=lambda s: None).startswith(
+        "PBS queue 'nosuch' does not exist")
+
+
+@pytest.mark.parametrize("log_dir, refused", [
+    ("logs/pbs", False), ("a/../b", False), ("/var/tmp/pbs-logs", False), ("..", True),
+    ("../..", True), ("../logs", True), ("logs/../../x", True), ("", True)])
+def test_log_dir_outside_the_working_directory_is_refused_unless_absolute(log_dir, refused):
+    msg = pbs.log_dir_problem(log_dir)
+    assert (msg is not None) == refused, msg
+    if msg and log_dir:
+        assert "leads out of the working directory" in msg and "absolute path" in msg
+
+
+def test_odd_settings_reach_qsub_and_the_job_wrapper_verbatim(tmp_path):
+    """Queue, account, log directory and extra resources holding every shell
+    metacharacter are single qsub arguments, never shell text; the job wrapper (run by
+    bash as PBS runs it) records the exit status in a state directory of such a name and
+    runs the jobscript of such a name, executing nothing else."""
+    from odd_text import payload
+
+    odd = payload("s")
+    cmd = pbs.build_qsub(props(), "/w/a.sh", queue=odd, account=odd, log_dir=odd,
+                         extra_l=[odd])
+    assert cmd[cmd.index("-q") + 1] == odd and cmd[cmd.index("-A") + 1] == odd
+    assert cmd[cmd.index("-o") + 1].startswith(odd + "/")
+    assert cmd[cmd.index("-l") + 1].endswith("," + odd)
+    folder = tmp_path / payload("d")
+    folder.mkdir()
+    jobscript = folder / (payload("j") + ".sh")
+    jobscript.write_text("#!/bin/sh\necho ran > ran.txt\nexit 3\n")
+    wrapper = pbs.write_wrapper(jobscript, folder / "state")
+    proc = subprocess.run(["bash", str(wrapper)], cwd=tmp_path, capture_output=True,
+                          text=True, env={**os.environ, "PBS_JOBID": "42.vm"})
+    assert proc.returncode == 3, proc.stderr
+    assert pbs.read_marker("42.vm", folder / "state") == 3
+    assert (tmp_path / "ran.txt").read_text() == "ran\n"
+    assert not list(tmp_path.rglob("PWNED*"))

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 from test_slurm import ROWS, _incomplete, count_rows, declared_jobs, workdir
-from workflow_run import SMALL
+from workflow_run import SMALL, make_workdir
 
 pytestmark = [pytest.mark.pbs, pytest.mark.integration]
 
@@ -628,3 +628,49 @@ def test_a_qstat_that_is_not_pbs_pros_stops_before_any_job(pbs, tmp_path_factory
     assert f"{bindir}/qstat is not PBS Pro's qstat" in line and "Unknown option" in line
     assert "export PATH=/opt/pbs/bin:$PATH" in line
     assert not submitted(log) and not list(work.glob("logs/pbs/*.qsub"))
+
+
+def test_shell_metacharacters_reach_pbs_jobs_unchanged(pbs, tmp_path_factory):
+    """Every shell metacharacter and `{x}` in the table, the variable, the input path and
+    ``--pbs-pro-log-dir`` (and in a variable passed with ``--envvars``), given with
+    ``--config``: PBS runs each job's script with /bin/sh,
+    yet nothing is executed and the jobs used exactly the checked names
+    (tests/odd_text.py). A queue of such text is refused before any job, running nothing."""
+    from odd_text import check_odd_run, config_args, payload, write_odd_input
+
+    work = make_workdir(tmp_path_factory.mktemp("pbs_odd"))
+    values = write_odd_input(work)
+    logdir = "logs/" + payload("l")
+    log = snakemake(work, "--profile", "profiles/casper", "--pbs-pro-log-dir", logdir,
+                    "--envvars", "NCREEL_ODD", "--config", *SMALL, "frames_per_shard=4",
+                    *config_args(values), "--", "results/demo/cells.sql",
+                    PBS_ACCOUNT=ACCOUNT, NCREEL_ODD=payload("e"))
+    check_odd_run(work, values)
+    assert len(submitted(log)) == 4 and len(list((work / logdir).glob("*.log"))) == 4
+    log = snakemake(work, "--profile", "profiles/casper", "--pbs-pro-queue", payload("q"),
+                    "--config", *SMALL, "frames_per_shard=4", *config_args(values),
+                    "run=q", "--", "results/q/stats.json", check=False,
+                    PBS_ACCOUNT=ACCOUNT)
+    errors = [ln for ln in log.splitlines() if ln.startswith("ncreel: error:")]
+    assert len(errors) == 1 and "is not a valid destination" in errors[0], log[-3000:]
+    assert not submitted(log)
+    assert not list(work.parent.rglob("PWNED*"))
+
+
+def test_unanswering_server_and_log_dir_outside_stop_before_any_job(pbs, tmp_path_factory,
+                                                                    sample_nc):
+    """A ``queue@server`` whose server does not answer, and a relative
+    ``--pbs-pro-log-dir`` leading out of the working directory: one error line each,
+    nothing submitted, nothing written outside."""
+    work = workdir(tmp_path_factory, sample_nc, "pbs_refusals")
+    target = ["--config", *SMALL, "--", "results/demo/stats.json"]
+    log = snakemake(work, "--profile", "profiles/casper", "--pbs-pro-queue",
+                    "casper@nosuchhost.invalid", *target, check=False, PBS_ACCOUNT=ACCOUNT)
+    errors = [ln for ln in log.splitlines() if ln.startswith("ncreel: error:")]
+    assert len(errors) == 1 and "PBS server 'nosuchhost.invalid' of queue" in errors[0]
+    assert "does not answer" in errors[0] and not submitted(log)
+    log = snakemake(work, "--profile", "profiles/casper", "--pbs-pro-log-dir", "../..",
+                    *target, check=False, PBS_ACCOUNT=ACCOUNT)
+    errors = [ln for ln in log.splitlines() if ln.startswith("ncreel-pbs: error:")]
+    assert len(errors) == 1 and "leads out of the working directory" in errors[0], log[-2000:]
+    assert not submitted(log) and not list(work.parent.parent.glob("nc_*.qsub"))

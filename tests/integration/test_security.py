@@ -166,3 +166,91 @@ def test_names_checked_whole_before_any_job(config, expected, tmp_path):
     assert proc.returncode != 0 and len(lines) == 1, proc.stderr[-2000:]
     assert expected in lines[0]
     assert not (work / "results").exists()
+
+
+SMALL_ODD = ["width=160", "height=96", "dpi=40", "preset=ultrafast", "frames_per_shard=4"]
+
+
+#: Job scripts run by /bin/sh on this machine, as a batch system runs them: cluster-generic
+#: with `sh` as its submit command (each job runs while it is "submitted").
+SH_EXECUTOR = ["-j", "1", "--executor", "cluster-generic", "--cluster-generic-submit-cmd", "sh",
+               "--seconds-between-status-checks", "1", "--latency-wait", "1"]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("executor", [[], SH_EXECUTOR], ids=["local", "sh-jobscripts"])
+def test_shell_metacharacters_and_braces_reach_local_jobs_unchanged(executor, tmp_path):
+    """Every shell metacharacter and `{x}` in the table, the variable, the input path and
+    the time units/calendar, given with ``--config``: the run succeeds, nothing is
+    executed, and the jobs used exactly the checked names (the table in cells.sql, the
+    variable, path, units and calendar in its note). Locally, and with every job run from
+    Snakemake's job script by /bin/sh; on PBS and Slurm: test_pbs.py, test_slurm.py."""
+    from odd_text import check_odd_run, config_args, write_odd_input
+
+    work = _workdir(tmp_path)
+    values = write_odd_input(work)
+    proc = _snakemake(work, *executor, "--config", *SMALL_ODD, *config_args(values), "--",
+                      "results/demo/cells.sql")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    check_odd_run(work, values)
+    if not executor:  # the input's plain-named link does not make anything rerun
+        again = _snakemake(work, "-n", "--config", *SMALL_ODD, *config_args(values), "--",
+                           "results/demo/cells.sql")
+        assert "Nothing to be done" in again.stdout + again.stderr, again.stderr[-2000:]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("key", ["run", "table"])
+def test_metacharacters_a_name_cannot_hold_are_refused_before_any_job(key, tmp_path):
+    """`run` names directories (letters, digits, _ . -) and a table name holds no control
+    character: shell text in one is one ``ncreel: error:`` line naming the key, before any
+    job, and runs nothing."""
+    from odd_text import payload
+
+    work = _workdir(tmp_path)
+    value = payload("r") if key == "run" else "t\x1b$(touch PWNED_t)"
+    proc = _snakemake(work, "--config", f"{key}={value}")
+    lines = _error_lines(proc)
+    assert proc.returncode != 0 and len(lines) == 1, proc.stderr[-2000:]
+    assert f"config key '{key}'" in lines[0]
+    assert not list(tmp_path.rglob("PWNED*")) and not (work / "results").exists()
+
+
+@pytest.mark.integration
+def test_working_directory_a_job_command_would_change_is_refused_for_schedulers(tmp_path,
+                                                                                sample_nc):
+    """Snakemake writes the working directory and Snakefile paths into every scheduler
+    job's shell command line (Slurm: inside ``--wrap="..."``): a `$` in them is one
+    ``ncreel: error:`` line before anything is submitted; local runs are not affected."""
+    (tmp_path / "w$(touch PWNED)").mkdir()
+    work = make_workdir(tmp_path / "w$(touch PWNED)")
+    (work / "resources").mkdir()
+    (work / "resources" / "A1B_north_america.nc").symlink_to(sample_nc)
+    proc = _snakemake(work, "-j", "1", "--executor", "cluster-generic",
+                      "--cluster-generic-submit-cmd", "touch SUBMITTED", "--",
+                      "results/demo/stats.json")
+    lines = _error_lines(proc)
+    assert proc.returncode != 0 and len(lines) == 1, proc.stderr[-2000:]
+    assert "the working directory" in lines[0] and "'$'" in lines[0]
+    assert not (work / "SUBMITTED").exists() and not list(tmp_path.rglob("PWNED*"))
+    assert _snakemake(work, "-n", "--", "results/demo/stats.json").returncode == 0
+
+
+@pytest.mark.integration
+def test_envvars_value_an_export_would_change_is_refused_for_cluster_generic(tmp_path,
+                                                                           sample_nc):
+    """cluster-generic writes ``export VAR=repr(value)`` into every job's command: a
+    ``--envvars`` value holding a quote is one line naming the variable (not its value),
+    before anything is submitted."""
+    work = _workdir(tmp_path)
+    (work / "resources").mkdir()
+    (work / "resources" / "A1B_north_america.nc").symlink_to(sample_nc)
+    env = {**os.environ, "NCREEL_ODD": "it's $(touch PWNED)"}
+    proc = _snakemake(work, "-j", "1", "--executor", "cluster-generic",
+                      "--cluster-generic-submit-cmd", "touch SUBMITTED", "--envvars",
+                      "NCREEL_ODD", "--", "results/demo/stats.json", env=env)
+    lines = _error_lines(proc)
+    assert proc.returncode != 0 and len(lines) == 1, proc.stderr[-2000:]
+    assert "environment variable NCREEL_ODD (--envvars)" in lines[0]
+    assert "touch" not in lines[0]
+    assert not (work / "SUBMITTED").exists() and not list(tmp_path.rglob("PWNED*"))

@@ -320,3 +320,23 @@ def test_kill_snakemake_and_resume_on_slurm(slurm, tmp_path_factory, sample_nc):
     assert not list(work.glob("results/demo/**/*.part"))
     assert str(work) not in subprocess.run(["squeue", "-h", "-o", "%i|%Z"],
                                            capture_output=True, text=True).stdout
+
+
+def test_shell_metacharacters_reach_slurm_jobs_unchanged(slurm, tmp_path_factory):
+    """Every shell metacharacter and `{x}` in the table, the variable, the input path and
+    ``slurm-logdir`` (backslash aside: Slurm reads it in --output patterns), given with
+    ``--config``: the plugin puts each job's command in ``sbatch --wrap="..."``, which the
+    login node's shell expands, yet nothing is executed and the jobs used exactly the
+    checked names (tests/odd_text.py)."""
+    from odd_text import check_odd_run, config_args, payload, write_odd_input
+
+    work = make_workdir(tmp_path_factory.mktemp("slurm_odd"))
+    values = write_odd_input(work)
+    logdir = "logs/" + payload("l", backslash=False)
+    log = run_snakemake(work, "--profile", "profiles/slurm", "--slurm-logdir", logdir,
+                  "--slurm-init-seconds-before-status-checks", "2", "--config", *SMALL,
+                  "frames_per_shard=4", *config_args(values), "--", "results/demo/cells.sql",
+                  **SLURM_ENV)
+    check_odd_run(work, values)
+    # (The plugin removes the logs of successful jobs; it names each where Slurm wrote it.)
+    assert len(re.findall(rf"\(log: {re.escape(str(work / logdir))}/rule_\w+/", log)) == 4

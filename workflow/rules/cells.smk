@@ -37,9 +37,11 @@ rule reduce_cells:
         runtime=rule_runtime("reduce_cells"),
     params:
         columns=CELL_COLUMNS,
-        table=TABLE,
+        # Text from the config or the file, through functions: Snakemake reads `{name}`
+        # in a plain string param as a wildcard.
+        table=lambda wc: TABLE,
         run=RUN,
-        note=CELL_NOTE,
+        note=lambda wc: CELL_NOTE,
     script:
         "../scripts/reduce_cells.py"
 
@@ -71,7 +73,7 @@ rule load_database:
         runtime=rule_runtime("load_database"),
     params:
         conninfo=lambda wc: CONNINFO,
-        table=TABLE,
+        table=lambda wc: TABLE,
         run=RUN,
         columns=CELL_COLUMNS,
         jobs=DATABASE["jobs"],

@@ -39,6 +39,7 @@ from ncreel.inputcheck import (  # noqa: E402
 from ncreel.cells.soil import check_run, needs_prepass  # noqa: E402
 from ncreel.cluster.runlock import clear_stale_lock, hold_run_lock  # noqa: E402
 from ncreel.render.shard import png_sample  # noqa: E402
+from ncreel.jobtext import input_link, pass_config_by_file  # noqa: E402
 from ncreel.settings import Calibration, SeriesSelection  # noqa: E402
 from ncreel.shards import frame_name, plan_shards  # noqa: E402
 from ncreel.source import resolve_paths  # noqa: E402
@@ -194,6 +195,13 @@ try:
             )
 except NcreelError as err:
     fail(err)
+# What rules declare as input: a path with any but plain characters (a quote, `$`, braces
+# that Snakemake would read as a wildcard) as a plain-named link to it; jobs open the real
+# paths from SERIES (params, which never pass through a shell).
+try:
+    RULE_INPUTS = [input_link(p, create=workflow.is_main_process) for p in INPUTS]
+except NcreelError as err:
+    fail(err)
 
 try:  # a wrong projection name or parameter stops the run before any job or file
     from ncreel.render.maps import map_projection  # noqa: E402
@@ -201,6 +209,15 @@ try:  # a wrong projection name or parameter stops the run before any job or fil
     map_projection(config["map"]["projection"], config["map"]["projection_params"])
 except ValueError as err:
     fail(f"config: {err}")
+
+if workflow.is_main_process:
+    # No config value on a job's shell command line (Snakemake quotes --config values with
+    # repr(), which sh re-parses): jobs read them from a file written once, here, after
+    # every check above, so each job sees exactly the values that were checked.
+    try:
+        pass_config_by_file(workflow.config_settings)
+    except NcreelError as err:
+        fail(err)
 
 STALE_LOCK_CLEARED = False
 if workflow.is_main_process:

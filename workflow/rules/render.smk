@@ -5,7 +5,7 @@ checkpoint calibrate_render:
     # number of shards (the DAG) depends on the measured speed; its JSON keeps the plan, so
     # a rerun of the same command reuses it.
     input:
-        INPUTS,
+        RULE_INPUTS,
         stats=rules.statistics.output.stats,
     output:
         calibration=f"{OUT}/calibration.json",
@@ -37,7 +37,7 @@ rule degradation_state:
     # reference temperature, Arrhenius-corrected) at every shard start, application and
     # the last step, streamed over the whole series once, so shards stay independent.
     input:
-        INPUTS,
+        RULE_INPUTS,
         stats=rules.statistics.output.stats,
         calibration=rules.calibrate_render.output.calibration,
     output:
@@ -83,7 +83,7 @@ rule process_shard:
     # Memory does not grow with the shard's length (streamed blocks); it comes from the
     # calibration and scales with `attempt` so that a job killed for memory gets more.
     input:
-        INPUTS,
+        RULE_INPUTS,
         **DEGRADATION_INPUT,
         stats=rules.statistics.output.stats,
         cell_mean=rules.statistics.output.cell_mean,

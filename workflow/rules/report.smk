@@ -57,8 +57,9 @@ rule resources_report:
     params:
         jobs=lambda wc: report_jobs(),
         run=RUN,
-        variable=config["variable"],
-        inputs=INPUTS,
+        # File and config text through functions (braces are not wildcards).
+        variable=lambda wc: config["variable"],
+        inputs=lambda wc: INPUTS,
         fps=config["fps"],
         shards=lambda wc: len(shard_plan()),
     script:

@@ -17,6 +17,7 @@ from ncreel.cluster.slurm import (
     slurm_env_problem,
 )  # noqa: E402
 from ncreel.errors import NcreelError  # noqa: E402
+from ncreel.jobtext import envvar_problem, shell_unsafe  # noqa: E402
 
 if STALE_LOCK_CLEARED:
     # The killed run's scheduler jobs still queued or running would redo work this run
@@ -37,6 +38,23 @@ onstart:
     except NcreelError as err:
         fail(err)
     _settings = workflow.executor_settings
+    # Paths Snakemake writes into every scheduler job's shell command line (values and
+    # inputs reach jobs by file and plain-named links instead: common.smk).
+    _unsafe = _remote and shell_unsafe(
+        [
+            ("the working directory", os.getcwd()),
+            ("the Snakefile", workflow.main_snakefile),
+            *(("config file", f) for f in workflow.config_settings.configfiles),
+        ]
+    )
+    if _unsafe:
+        fail(_unsafe)
+    if _remote and _plugin.common_settings.pass_envvar_declarations_to_cmd:
+        _problem = envvar_problem(
+            workflow.spawned_job_args_factory.envvars(), _plugin.name
+        )
+        if _problem:
+            fail(_problem)
     # Slurm: an account and a partition, from SBATCH_ACCOUNT/SBATCH_PARTITION or the
     # cluster's defaults.
     if _scheduler == "slurm":

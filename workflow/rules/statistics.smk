@@ -2,7 +2,7 @@ rule statistics:
     # Colour limits (2-98 % of all values) and each cell's mean over the whole series,
     # streamed over time blocks, so every shard uses the same colour scale.
     input:
-        INPUTS,
+        RULE_INPUTS,
     output:
         stats=f"{OUT}/stats.json",
         cell_mean=f"{OUT}/cell_mean.npy",
@@ -26,7 +26,8 @@ rule statistics:
         # Size and modification time of each input: a replaced file reruns the run from
         # here even when its time stamp is older (jobs check the full identity, see
         # ncreel.identity).
-        inputs=INPUT_STAMPS,
+        # (through a function: Snakemake reads `{name}` in a plain string param as a wildcard)
+        inputs=lambda wc: INPUT_STAMPS,
         vmin=config["vmin"],
         vmax=config["vmax"],
     script:

@@ -1,6 +1,8 @@
 """Snakemake executor plugin for PBS Pro (``--executor pbs-pro``), shipped with ncreel.
 
-Every job is submitted with ``qsub`` (an argument list, never a shell string):
+Every job is submitted with ``qsub`` (an argument list, never a shell string); its
+command holds no ``--config`` value and no environment value (they reach the job in a
+file, :mod:`ncreel.jobtext`, and through ``qsub -V``):
 ``-l select=1:ncpus={threads}:mem={mem_mb}MB,walltime=...`` from the job's ``threads``,
 ``mem_mb`` and ``runtime``, ``-A $PBS_ACCOUNT``, ``-q queue[@server]``, a sanitised job
 name and a joined log under ``logs/pbs/`` (:func:`ncreel.cluster.pbs.build_qsub`).
@@ -35,6 +37,8 @@ from pathlib import Path
 from typing import Optional
 
 from ncreel.cluster import pbs
+from ncreel.errors import NcreelError
+from ncreel.jobtext import pass_config_by_file
 from snakemake_interface_common.exceptions import WorkflowError
 from snakemake_interface_executor_plugins.executors.base import SubmittedJobInfo
 from snakemake_interface_executor_plugins.executors.remote import RemoteExecutor
@@ -112,7 +116,9 @@ common_settings = CommonSettings(
     job_deploy_sources=False,
     pass_default_storage_provider_args=True,
     pass_default_resources_args=True,
-    pass_envvar_declarations_to_cmd=True,
+    # Jobs inherit the submitting environment (qsub -V): no `export VAR='value'` (quoted
+    # with repr(), which /bin/sh re-parses) in each job's command and jobscript.
+    pass_envvar_declarations_to_cmd=False,
     auto_deploy_default_storage_provider=False,
     init_seconds_before_status_checks=5,
 )
@@ -208,12 +214,22 @@ class Executor(RemoteExecutor):
         if s.array_limit < 2:
             raise WorkflowError("pbs-pro-array-limit must be at least 2 (OpenPBS arrays "
                                 "have 2 or more sub-jobs)")
+        problem = pbs.log_dir_problem(s.log_dir)
+        if problem:
+            raise WorkflowError(f"ncreel-pbs: error: {problem}")
         self._runner = _runner
         # Before any job: a qsub or qstat that is missing or not PBS Pro's would leave
         # jobs that this executor can never see finish.
-        problem = pbs.pbs_pro_problem(runner=self._runner)
+        problem = pbs.pbs_pro_problem(runner=self._runner, attempts=s.qstat_attempts)
         if problem:
             raise WorkflowError(f"ncreel-pbs: error: {problem}")
+        # Jobs load the --config values from a file instead of a command line that
+        # Snakemake quotes with repr() and /bin/sh re-parses (ncreel's workflow does this
+        # at parse time; here for any other workflow).
+        try:
+            pass_config_by_file(self.workflow.config_settings)
+        except NcreelError as err:
+            raise WorkflowError(f"ncreel-pbs: error: {err}") from None
         self._failed_polls = 0
         self.journal = Journal(Path(pbs.STATE_DIR) / "journal.jsonl")
         self._killed_runs_jobs = self.journal.open_jobs()

@@ -233,25 +233,39 @@ def _located(cmd: str) -> str:
     return shutil.which(cmd) or cmd
 
 
-def pbs_pro_problem(qsub: str = "qsub", qstat: str = "qstat", runner=_run) -> str | None:
+def pbs_pro_problem(qsub: str = "qsub", qstat: str = "qstat", runner=_run,
+                    attempts: int = 4, delay: float = 2.0, sleep=time.sleep) -> str | None:
     """One line saying why the PBS commands on PATH cannot serve PBS Pro, or None.
 
     Checks that `qsub` and `qstat` are found and that ``qstat --version`` answers
     ``pbs_version = ...`` as PBS Pro's does (Torque's ``qstat`` and Slurm's Torque wrapper
     do not; they also reject ``qstat -x``, which the executor needs to see finished jobs).
+    A ``qstat`` that fails without rejecting the option (a busy or unreachable server, a
+    timeout) is asked again, `attempts` times with growing pauses (`delay` x attempt
+    seconds), as the executor retries it during a run; when it keeps failing the line
+    says so, not that it is not PBS Pro's.
     """
     for cmd in (qsub, qstat):
         if shutil.which(cmd) is None:
             return f"{cmd} not found on PATH: {PBS_PRO_PATH_HINT}"
-    try:
-        proc = runner([qstat, "--version"], timeout=60)
-    except (subprocess.TimeoutExpired, OSError) as err:
-        return f"`{_located(qstat)} --version` failed ({err}): {PBS_PRO_PATH_HINT}"
-    if "pbs_version" not in f"{proc.stdout}{proc.stderr}":
+    said = ""
+    for attempt in range(max(1, attempts)):
+        if attempt:
+            sleep(delay * attempt)
+        try:
+            proc = runner([qstat, "--version"], timeout=60)
+        except (subprocess.TimeoutExpired, OSError) as err:
+            said = str(err)
+            continue
+        if "pbs_version" in f"{proc.stdout}{proc.stderr}":
+            return None
         said = _first_line(proc.stderr) or _first_line(proc.stdout) or f"exit {proc.returncode}"
-        return (f"{_located(qstat)} is not PBS Pro's qstat (`qstat --version` said: {said!r}; "
-                f"the pbs-pro executor needs `qstat -x -f`): {PBS_PRO_PATH_HINT}")
-    return None
+        if proc.returncode == 0 or _unsupported(proc):
+            return (f"{_located(qstat)} is not PBS Pro's qstat (`qstat --version` said: "
+                    f"{said!r}; the pbs-pro executor needs `qstat -x -f`): {PBS_PRO_PATH_HINT}")
+    return (f"`{_located(qstat)} --version` failed {max(1, attempts)} times (last: {said!r}): "
+            "the PBS server may be busy or unreachable; run the same command again when "
+            "`qstat -Q` answers")
 
 
 def query(jobid: str, *, qstat: str = "qstat", attempts: int = 4, delay: float = 2.0,
@@ -726,6 +740,25 @@ def run_qsub(cmd: list[str], runner=_run) -> str:
 # ----------------------------------------------------------------------------- checks
 
 
+def log_dir_problem(log_dir: str | os.PathLike) -> str | None:
+    """One line refusing a relative `log_dir` that leads out of the working directory, or None.
+
+    ``../..`` would scatter job logs (and the ``qsub`` records next to them) into other
+    people's folders without a word; a directory outside is given as an absolute path.
+    """
+    text = os.fspath(log_dir)
+    if not text.strip():
+        return "pbs-pro-log-dir is empty: name a directory (default logs/pbs)"
+    if os.path.isabs(text):
+        return None
+    norm = os.path.normpath(text)
+    if norm == ".." or norm.startswith(".." + os.sep):
+        return (f"pbs-pro-log-dir {text!r} leads out of the working directory: give a "
+                f"directory inside it, or an absolute path ({os.path.abspath(text)}) if "
+                "the logs belong there")
+    return None
+
+
 def profile_queue(submit_cmd: str, env=None) -> str | None:
     """Return the queue a PBS profile's submit command sends jobs to.
 
@@ -745,20 +778,40 @@ def profile_queue(submit_cmd: str, env=None) -> str | None:
     return None
 
 
-def queue_problem(queue: str, runner=_run) -> str | None:
+def queue_problem(queue: str, runner=_run, attempts: int = 3, delay: float = 2.0,
+                  sleep=time.sleep) -> str | None:
     """One line saying that PBS does not know `queue` (``queue`` or ``queue@server``), or None.
 
-    Asks ``qstat -Q <queue>``; only PBS's own "Unknown queue" answer counts, so a missing
-    ``qstat`` or a server that does not answer leaves the verdict to ``qsub``. The message
-    lists the queues the server has.
+    Asks ``qstat -Q <queue>``. PBS's "Unknown queue" and "illegal destination" answers are
+    problems; so is a named ``@server`` that does not answer `attempts` times (pauses of
+    `delay` x attempt seconds): its jobs could not be submitted or followed. A missing
+    ``qstat`` or a default server that does not answer leaves the verdict to ``qsub`` and
+    the executor's retries. The message lists the queues the server has.
     """
-    try:
-        proc = runner(["qstat", "-Q", queue], timeout=60)
-    except (subprocess.TimeoutExpired, OSError):
-        return None
-    if proc.returncode == 0 or "unknown queue" not in (proc.stderr or "").lower():
-        return None
     _, _, server = queue.partition("@")
+    for attempt in range(max(1, attempts)):
+        if attempt:
+            sleep(delay * attempt)
+        try:
+            proc = runner(["qstat", "-Q", queue], timeout=60)
+        except (subprocess.TimeoutExpired, OSError):
+            return None
+        said = " ".join((proc.stderr or "").split())
+        if proc.returncode == 0:
+            return None
+        if "illegal 'destination'" in said.lower() or "illegally formed" in said.lower():
+            return (f"PBS queue {queue!r} is not a valid destination (qstat: {said}): set "
+                    "NCREEL_PBS_QUEUE=<queue> or <queue>@<server>, or use the profile of "
+                    "your site")
+        if "unknown queue" in said.lower():
+            break
+        if not server:
+            return None
+    else:
+        return (f"PBS server '{server}' of queue '{queue}' does not answer (qstat -Q said "
+                f"{attempts} times: {said}): check the server name in NCREEL_PBS_QUEUE or "
+                "pbs-pro-queue, or run the same command again when `qstat -Q @"
+                f"{server}` answers")
     where = f"on PBS server '{server}'" if server else "on the PBS server"
     known = ""
     try:
