@@ -65,7 +65,7 @@ def test_renamed_time_dim_with_months_since(tmp_path, sample_nc):
     assert np.isfinite(t.values).all()
 
 
-def test_time_dim_without_attributes_is_found_by_elimination(tmp_path, sample_nc):
+def test_time_dim_without_attributes_is_found_by_its_name(tmp_path, sample_nc):
     path = derive_nc(sample_nc, tmp_path / "a.nc", variable="air_temperature",
                      rename={"time": "Time"}, drop_attrs=True)
     with open_series(str(path), "air_temperature") as s:
@@ -94,7 +94,7 @@ def test_ambiguous_time_lists_dims(tmp_path):
 
 def test_no_time_dimension(tmp_path):
     xr.Dataset({"v": (("y", "x"), np.zeros((3, 4)))}).to_netcdf(tmp_path / "nt.nc")
-    with pytest.raises(NcreelError, match=r"no time dimension found among its dims \(y, x\)"):
+    with pytest.raises(NcreelError, match=r"'v' has no time axis: none of its dims \(y, x\)"):
         open_series(str(tmp_path / "nt.nc"), "v")
 
 
@@ -207,3 +207,115 @@ def test_cf_time_named_in_coordinates_beats_a_dimension_coordinate_without_units
         tmp_path / "bare.nc")
     with open_series(str(tmp_path / "bare.nc"), "tos") as s:
         assert "set config key time=<name>" in s.time_axis().note
+
+
+# The time axis is never guessed ---------------------------------------------------------
+
+def _levels_file(path, *, time_dim=None, time_attrs=None):
+    """``v(lev, lat, lon)`` with model levels (units 1), plus a time dimension if named."""
+    dims = ("lev", "lat", "lon") if time_dim is None else (time_dim, "lev", "lat", "lon")
+    shape = (2, 3, 4) if time_dim is None else (5, 2, 3, 4)
+    coords = {"lev": ("lev", [1.0, 2.0], {"units": "1", "long_name": "model level"}),
+              "lat": ("lat", [0.0, 1.0, 2.0], {"units": "degrees_north"}),
+              "lon": ("lon", [0.0, 1.0, 2.0, 3.0], {"units": "degrees_east"})}
+    if time_attrs is not None:
+        coords[time_dim] = (time_dim, np.arange(5.0), time_attrs)
+    xr.Dataset({"v": (dims, np.zeros(shape, np.float32))}, coords=coords).to_netcdf(path)
+    return str(path)
+
+
+def test_levels_are_not_taken_as_time(tmp_path):
+    path = _levels_file(tmp_path / "lev.nc")
+    with pytest.raises(NcreelError, match=r"'v' has no time axis: none of its dims "
+                       r"\(lev, lat, lon\).*set time_dim=NAME \(e\.g\. time_dim=lev\)"):
+        open_series(path, "v")
+    # Chosen explicitly, the levels are the frames.
+    with open_series(path, "v", time_dim="lev") as s:
+        assert (s.time_dim, s.shape) == ("lev", (2, 3, 4))
+
+
+@pytest.mark.parametrize("name", ["time", "Time", "t"])
+def test_a_dimension_named_time_wins_over_a_level(tmp_path, name):
+    # No CF attributes at all on the time dimension (no coordinate variable either).
+    path = _levels_file(tmp_path / "tl.nc", time_dim=name)
+    with pytest.raises(NcreelError, match=r"extra dims lev .*select"):
+        open_series(path, "v")
+    with open_series(path, "v", select={"lev": 1}) as s:
+        assert (s.time_dim, s.shape) == (name, (5, 3, 4))
+
+
+def test_bare_time_units_are_cf_evidence(tmp_path):
+    # Units "hours" (no reference date) on a dimension not named time: still the time axis.
+    path = _levels_file(tmp_path / "h.nc", time_dim="step", time_attrs={"units": "hours"})
+    with open_series(path, "v", select={"lev": 0}) as s:
+        assert s.time_dim == "step"
+        t = s.time_axis()
+    assert not t.decoded and (t.name, t.units) == ("step", "hours")
+    np.testing.assert_array_equal(t.values, np.arange(5.0))
+
+
+def test_two_dims_named_time_are_ambiguous(tmp_path):
+    xr.Dataset({"v": (("time", "t", "y", "x"), np.zeros((2, 3, 4, 5)))}).to_netcdf(
+        tmp_path / "two.nc")
+    with pytest.raises(NcreelError, match=r"ambiguous time dimension, 2 dims named as time: "
+                       r"time, t .*set time_dim=NAME"):
+        open_series(str(tmp_path / "two.nc"), "v")
+
+
+# Fill values in the time coordinate are missing steps -----------------------------------
+
+@pytest.mark.parametrize("declared", [False, True])
+def test_default_fill_value_time_is_a_missing_step(tmp_path, declared):
+    import netCDF4
+
+    path = tmp_path / "fill.nc"
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.createDimension("time", None)
+        nc.createDimension("lat", 2)
+        nc.createDimension("lon", 3)
+        kw = {"fill_value": netCDF4.default_fillvals["f8"]} if declared else {}
+        t = nc.createVariable("time", "f8", ("time",), **kw)
+        t.units, t.calendar = "days since 2000-01-01", "standard"
+        if not declared:
+            assert "_FillValue" not in t.ncattrs()
+        nc.createVariable("lat", "f8", ("lat",)).units = "degrees_north"
+        nc.createVariable("lon", "f8", ("lon",)).units = "degrees_east"
+        nc["lat"][:], nc["lon"][:] = [0.0, 1.0], [0.0, 1.0, 2.0]
+        nc.createVariable("tas", "f4", ("time", "lat", "lon"))[:] = np.ones((4, 2, 3))
+        t[0], t[2], t[3] = 0.0, 2.0, 3.0  # step 1 never written: netCDF's default fill
+    with netCDF4.Dataset(path) as nc:
+        nc.set_auto_mask(False)
+        assert nc["time"][1] == np.float64(9.969209968386869e36)
+    with open_series(str(path), "tas") as s:
+        t = s.time_axis()
+    assert t.labels == ["2000-01-01T00:00:00", None, "2000-01-03T00:00:00",
+                        "2000-01-04T00:00:00"]
+    assert np.isnan(t.values[1]) and t.decoded
+    assert "1 of 4 'time' values are missing" in t.note
+
+
+def test_all_fill_value_time_is_undecoded_not_a_date(tmp_path):
+    path = tmp_path / "allfill.nc"
+    xr.Dataset({"tas": (("time", "lat", "lon"), np.ones((2, 2, 3), np.float32))},
+               coords={"time": ("time", [9.969209968386869e36] * 2, {"units": "days since "
+                                                                       "2000-01-01"}),
+                       "lat": ("lat", [0.0, 1.0], {"units": "degrees_north"}),
+                       "lon": ("lon", [0.0, 1.0, 2.0], {"units": "degrees_east"})}
+               ).to_netcdf(path, encoding={"time": {"_FillValue": None}})
+    with open_series(str(path), "tas") as s:
+        t = s.time_axis()
+    assert t.labels == [None, None] and not t.decoded
+    assert np.isnan(t.values).all()
+
+
+@pytest.mark.parametrize("name, variable, dim", [
+    ("hybrid_height.nc", "air_potential_temperature", "model_level_number"),
+    ("atlantic_profiles.nc", "theta", "depth"),
+])
+def test_real_files_without_time_stop_with_one_line(name, variable, dim):
+    from ncreel.sample import sample_path
+
+    with pytest.raises(NcreelError, match=rf"'{variable}' has no time axis: .*"
+                       rf"set time_dim=NAME \(e\.g\. time_dim={dim}\)") as err:
+        open_series(str(sample_path(name)), variable)
+    assert "\n" not in str(err.value)

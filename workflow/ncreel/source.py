@@ -43,7 +43,9 @@ class TimeAxis:
     Attributes
     ----------
     values : numpy.ndarray, shape (n_time,), float64
-        Raw numeric coordinate values as stored (``time_value`` column); NaN where absent.
+        Raw numeric coordinate values as stored (``time_value`` column); NaN where absent
+        (``_FillValue``/``missing_value``, or netCDF's default fill value of the stored
+        type where the file declares none: steps never written).
     labels : list of str or None, length n_time
         ISO 8601 date-times in the data's calendar, or ``None`` where time could not be decoded.
     calendar : str
@@ -54,6 +56,9 @@ class TimeAxis:
         False when the units/calendar could not be decoded and raw values are used instead.
     note : str
         Why decoding fell back to raw values (empty when decoded).
+    name : str
+        The time coordinate variable (else the time dimension), for labels such as
+        ``name = value units`` where time is not decoded.
     """
 
     values: np.ndarray
@@ -62,6 +67,7 @@ class TimeAxis:
     units: str
     decoded: bool
     note: str = ""
+    name: str = ""
 
     @property
     def postgres_type(self) -> str:
@@ -291,6 +297,7 @@ class Series:
             units=units,
             decoded=any(lab is not None for lab in labels),
             note="; ".join(notes),
+            name=self.time_name or self.time_dim,
         )
         return self._time
 
@@ -543,20 +550,34 @@ def _is_spatial(name: str, var) -> bool:
     return name.lower() in _LAT_NAMES | _LON_NAMES
 
 
+#: CF units of a time axis without a reference date (UDUNITS names), as in "hours" or
+#: "Month" of files whose time is not CF-decodable: evidence of time all the same.
+_TIME_UNITS = re.compile(r"(s|sec|secs|seconds?|min|mins|minutes?|h|hr|hrs|hours?|d|days?|"
+                         r"weeks?|months?|mon|years?|yr|yrs|a|common_years?)")
+#: Dimension names taken as time without CF attributes: time, Time, TIME, t, T, and
+#: time_<suffix> / time<digits> (NEMO's time_counter, CMIP's time1).
+_TIME_NAMES = re.compile(r"t|time(_\w+|\d+)?", re.IGNORECASE)
+
+
 def _is_time(name: str, var) -> bool:
+    """Whether `var` is a time coordinate by CF attributes (axis, standard_name, units)."""
     if var is None:
         return False
+    units = _attr(var, "units")
     return (_attr(var, "axis") == "t" or _attr(var, "standard_name") == "time"
-            or " since " in f" {_attr(var, 'units')} ")
+            or " since " in f" {units} " or _TIME_UNITS.fullmatch(units) is not None)
 
 
 def detect_time_dim(ds: xr.Dataset, variable: str, time_dim: str | None = None,
                     select: Mapping | None = None, source: str = "") -> str:
-    """Find the time dimension of `variable`.
+    """Find the time dimension of `variable`; never a guess.
 
-    In order: the configured `time_dim`; the one dimension whose coordinate has CF
-    ``axis: T``, ``standard_name: time`` or units containing ``since``; else the one
-    dimension that is neither latitude/longitude/x/y-like nor in `select`.
+    In order: the configured `time_dim`; the one dimension with a CF time coordinate
+    (``axis: T``, ``standard_name: time``, units ``UNIT since DATE`` or a bare time unit
+    such as ``hours``), either its own coordinate variable or a 1-D variable along it
+    named in the data variable's ``coordinates`` attribute (WRF's ``XTIME``); else the one
+    dimension named ``time``, ``Time``, ``t`` (any case) or ``time_<suffix>``. A dimension
+    in `select` is never time.
 
     Parameters
     ----------
@@ -579,10 +600,13 @@ def detect_time_dim(ds: xr.Dataset, variable: str, time_dim: str | None = None,
     Raises
     ------
     NcreelError
-        If `time_dim` is not a dimension of the variable, or there is no or more than one
-        candidate; the message lists the variable's dimensions.
+        If `time_dim` is not a dimension of the variable; if no dimension is a time axis
+        by the rules above (a file without time, e.g. model levels only: the message says
+        how to show another dimension as frames with ``time_dim``); if more than one is.
+        The message lists the variable's dimensions.
     """
-    dims = list(ds[variable].dims)
+    da = ds[variable]
+    dims = [str(d) for d in da.dims]
     select = dict(select or {})
     where = f"{source}: " if source else ""
     if time_dim:
@@ -590,18 +614,25 @@ def detect_time_dim(ds: xr.Dataset, variable: str, time_dim: str | None = None,
             raise NcreelError(f"{where}config key 'time_dim': '{time_dim}' is not a dimension of "
                               f"'{variable}' (its dims: {', '.join(dims)})")
         return time_dim
-    cf = [d for d in dims if d not in select and _is_time(d, ds.variables.get(d))]
-    if len(cf) == 1:
-        return cf[0]
-    if len(cf) > 1:
-        raise NcreelError(f"{where}variable '{variable}': ambiguous time dimension, candidates "
-                          f"{', '.join(cf)} (its dims: {', '.join(dims)}); set time_dim=NAME")
-    rest = [d for d in dims if d not in select and not _is_spatial(d, ds.variables.get(d))]
-    if len(rest) == 1:
-        return rest[0]
-    what = "no" if not rest else "ambiguous"
-    raise NcreelError(f"{where}variable '{variable}': {what} time dimension found among its dims "
-                      f"({', '.join(dims)}); set time_dim=NAME")
+    free = [d for d in dims if d not in select]
+    listed = [ds.variables[n] for n in _coordinates_attr(da) if n in ds.variables]
+    cf = [d for d in free if _is_time(d, ds.variables.get(d))
+          or any(tuple(v.dims) == (d,) and _is_time("", v) for v in listed)]
+    named = [d for d in free if _TIME_NAMES.fullmatch(d)]
+    for found, how in ((cf, "with a CF time coordinate"), (named, "named as time")):
+        if len(found) == 1:
+            return found[0]
+        if len(found) > 1:
+            raise NcreelError(f"{where}variable '{variable}': ambiguous time dimension, "
+                              f"{len(found)} dims {how}: {', '.join(found)} (its dims: "
+                              f"{', '.join(dims)}); set time_dim=NAME to the one that is time")
+    others = [d for d in free if not _is_spatial(d, ds.variables.get(d))]
+    example = f" (e.g. time_dim={others[0]})" if others else ""
+    raise NcreelError(
+        f"{where}variable '{variable}' has no time axis: none of its dims ({', '.join(dims)}) "
+        "has a coordinate with CF axis T, standard_name time or time units, or is named "
+        f"time; to show another dimension as frames set time_dim=NAME{example}, or choose "
+        "a variable with a time dimension")
 
 
 def split_variable(variable: str) -> tuple[str | None, str]:
@@ -1133,6 +1164,11 @@ def _file_dates(ds: xr.Dataset, time_name: str | None, count: int):
         note = f"{bad} of {count} '{time_name}' strings are not ISO 8601 dates" if bad else ""
         return np.full(count, np.nan), dates, units, calendar, note
     raw = values.astype(np.float64)
+    # netCDF's default fill value marks steps never written; without a _FillValue
+    # attribute xarray leaves it as a number (9.96921e+36 for doubles): a missing step.
+    fill = _default_fill(var)
+    if fill is not None:
+        raw[raw == fill] = np.nan
     dates: list = [None] * count
     if not units or " since " not in f" {units.lower()} ":
         return raw, dates, units, calendar, (
@@ -1148,8 +1184,19 @@ def _file_dates(ds: xr.Dataset, time_name: str | None, count: int):
     for i, d in zip(np.flatnonzero(ok), decoded, strict=True):
         dates[i] = d
     note = "" if ok.all() else (f"{int((~ok).sum())} of {count} '{time_name}' values are "
-                                "missing (_FillValue); those steps have no time")
+                                "missing (fill values); those steps have no time")
     return raw, dates, units, calendar, note
+
+
+def _default_fill(var: xr.Variable) -> float | None:
+    """Return the netCDF default fill value of `var`'s stored type (float64), or None."""
+    import netCDF4
+
+    stored = np.dtype(var.encoding.get("dtype", var.dtype))
+    key = f"{stored.kind}{stored.itemsize}"
+    if key not in netCDF4.default_fillvals or stored.kind not in "fiu":
+        return None
+    return float(np.array(netCDF4.default_fillvals[key], dtype=stored))
 
 
 def _file_time(ds: xr.Dataset, time_name: str | None, count: int):
