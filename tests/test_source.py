@@ -319,3 +319,83 @@ def test_real_files_without_time_stop_with_one_line(name, variable, dim):
                        rf"set time_dim=NAME \(e\.g\. time_dim={dim}\)") as err:
         open_series(str(sample_path(name)), variable)
     assert "\n" not in str(err.value)
+
+
+# Files whose times overlap ----------------------------------------------------------------
+
+def _days_file(path, days, *, change=None):
+    """``tas(time, lat, lon)`` on the given days since 2000-01-01; value 100*day + cell."""
+    days = np.asarray(days, dtype=np.float64)
+    values = (100.0 * days[:, None, None] + np.arange(6.0).reshape(1, 2, 3)).astype(np.float32)
+    if change is not None:
+        values[np.isin(days, change)] += 0.5  # a re-run that differs on these days
+    values[:, 0, 0] = np.nan  # a masked cell: NaN equals NaN when comparing repeats
+    xr.Dataset({"tas": (("time", "lat", "lon"), values, {"units": "K"})},
+               coords={"time": ("time", days, {"units": "days since 2000-01-01",
+                                               "calendar": "noleap"}),
+                       "lat": ("lat", [0.0, 1.0], {"units": "degrees_north"}),
+                       "lon": ("lon", [0.0, 1.0, 2.0], {"units": "degrees_east"})}
+               ).to_netcdf(path, encoding={"tas": {"_FillValue": -1e30}})
+    return str(path)
+
+
+def _truth(days):
+    days = np.asarray(days, dtype=np.float64)
+    values = 100.0 * days[:, None, None] + np.arange(6.0).reshape(1, 2, 3)
+    values[:, 0, 0] = np.nan
+    return values
+
+
+def test_overlapping_files_with_equal_data_keep_each_time_once(tmp_path):
+    from ncreel.settings import SeriesSelection
+
+    a = _days_file(tmp_path / "run_a.nc", range(0, 6))
+    b = _days_file(tmp_path / "run_b.nc", range(3, 9))   # a restart: days 3-5 again
+    with open_series(str(tmp_path / "run_*.nc"), "tas") as s:
+        assert s.n_time == 9 and s.counts == (6, 3)
+        assert (f"'{b}' repeats 3 times 2000-01-04T00:00:00 .. 2000-01-06T00:00:00 of "
+                f"'{a}' with equal values of 'tas': kept once") in s.note
+        t = s.time_axis()
+        np.testing.assert_array_equal(s.read(0, 9), _truth(range(9)))
+        np.testing.assert_array_equal(s.read(5, 7), _truth([5, 6]))
+        spec = s.spec()
+    assert t.labels == [f"2000-01-0{d + 1}T00:00:00" for d in range(9)]
+    np.testing.assert_array_equal(t.values, np.arange(9.0))
+    assert spec["steps"] == [[[0, 6]], [[3, 6]]]
+    # Every job reopens the same steps from the spec, without comparing data again.
+    with SeriesSelection.from_params(spec).open() as again:
+        assert again.counts == (6, 3) and again.note == ""
+        np.testing.assert_array_equal(again.read(2, 8), _truth(range(2, 8)))
+        assert again.time_axis().labels == t.labels
+
+
+def test_overlapping_files_with_different_data_stop_naming_both(tmp_path):
+    a = _days_file(tmp_path / "orig.nc", range(0, 31))
+    b = _days_file(tmp_path / "rerun.nc", range(28, 40), change=[29, 30])
+    with pytest.raises(NcreelError) as err:
+        open_series([a, b], "tas")
+    msg = str(err.value)
+    assert (f"input files '{a}' and '{b}' both hold 'tas' at 2 times 2000-01-30T00:00:00 .. "
+            "2000-01-31T00:00:00 with different values") in msg, msg
+
+
+def test_a_file_repeated_whole_adds_nothing(tmp_path):
+    a = _days_file(tmp_path / "m.nc", range(0, 4))
+    b = _days_file(tmp_path / "m_copy.nc", range(0, 4))
+    with open_series([b, a], "tas") as s:
+        assert s.n_time == 4 and s.counts == (4, 0)
+        assert f"'{s.paths[1]}' adds no time step" in s.note
+        np.testing.assert_array_equal(s.read(0, 4), _truth(range(4)))
+        assert len(s.time_axis().labels) == 4
+
+
+def test_repeats_inside_a_later_file_read_around_the_gap(tmp_path):
+    # The later file's kept steps are two runs (days 1-4 and 6); reads cross the gap.
+    a = _days_file(tmp_path / "a.nc", [0, 5])
+    b = _days_file(tmp_path / "b.nc", range(1, 7))
+    with open_series([a, b], "tas") as s:
+        assert s.steps == (((0, 2),), ((0, 4), (5, 6)))
+        assert f"times of '{b}' (2000-01-02T00:00:00 .. 2000-01-07T00:00:00) fall inside " \
+            "those of" in s.note
+        np.testing.assert_array_equal(s.read(0, 7), _truth([0, 5, 1, 2, 3, 4, 6]))
+        np.testing.assert_array_equal(s.read(4, 7), _truth([3, 4, 6]))

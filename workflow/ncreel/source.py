@@ -89,6 +89,10 @@ class Series:
     ``grid_longitude``...) is seen with x and y increasing; with a CF grid mapping
     (``mapping``) its geographic latitude/longitude are computed from it where the file
     has no latitude/longitude variables (``lat_name``/``lon_name`` are then None).
+
+    Global time step ``t`` runs over the files in order, each contributing ``counts[i]``
+    steps: all of its own, or those in ``steps[i]`` (half-open ``(start, stop)`` runs of
+    the file's own indices) where a step repeated from an earlier file was dropped.
     """
 
     paths: tuple[str, ...]
@@ -112,6 +116,8 @@ class Series:
     x_name: str | None = None
     y_name: str | None = None
     mapping: GridMapping | None = None
+    steps: tuple | None = None
+    note: str = ""
     _datasets: list = field(default_factory=list, repr=False)
     _time: TimeAxis | None = field(default=None, repr=False)
     _lonlat: tuple | None = field(default=None, repr=False)
@@ -141,7 +147,31 @@ class Series:
         return {"paths": list(self.paths),
                 "variable": f"{self.group}/{self.variable}" if self.group else self.variable,
                 "time_dim": self.time_dim, "select": dict(self.select), "lat": self.lat_name,
-                "lon": self.lon_name, "time": self.time_name}
+                "lon": self.lon_name, "time": self.time_name,
+                "steps": None if self.steps is None else [
+                    [list(run) for run in runs] for runs in self.steps]}
+
+    def _runs(self, i: int) -> tuple:
+        """Kept ``(start, stop)`` runs of file `i`'s own time indices."""
+        if self.steps is None:
+            return ((0, self.counts[i]),)
+        return self.steps[i]
+
+    def _file_slices(self, i: int, lo: int, hi: int) -> list[slice]:
+        """Slices of file `i`'s own time indices holding its kept steps ``lo:hi``."""
+        out, pos = [], 0
+        for a, b in self._runs(i):
+            n = b - a
+            x, y = max(lo - pos, 0), min(hi - pos, n)
+            if x < y:
+                out.append(slice(a + x, a + y))
+            pos += n
+        return out
+
+    def _file_kept(self, i: int) -> np.ndarray:
+        """File `i`'s own time indices of its kept steps, in order (int64)."""
+        return np.concatenate([np.arange(a, b) for a, b in self._runs(i)] or [
+            np.empty(0, np.int64)]).astype(np.int64)
 
     def _dataset(self, i: int) -> xr.Dataset:
         if self._datasets[i] is None:
@@ -179,16 +209,16 @@ class Series:
         offset = 0
         for i, count in enumerate(self.counts):
             lo, hi = max(start - offset, 0), min(stop - offset, count)
-            if lo < hi:
+            for part in self._file_slices(i, lo, hi) if lo < hi else ():
                 da = self._dataset(i)[self.variable]
-                da = da.isel({self.time_dim: slice(lo, hi), **self.select})
+                da = da.isel({self.time_dim: part, **self.select})
                 try:
                     values = da.transpose(self.time_dim, self.y_dim, self.x_dim).values
                 except (RuntimeError, OSError) as err:  # netCDF4's bare "NetCDF: HDF error"
                     raise NcreelError(
                         f"input '{self.paths[i]}': variable '{self.variable}': cannot read "
-                        f"time steps {lo}..{hi - 1} of this file ({err}); the file is "
-                        "corrupt: replace it with a good copy") from err
+                        f"time steps {part.start}..{part.stop - 1} of this file ({err}); "
+                        "the file is corrupt: replace it with a good copy") from err
                 parts.append(self._oriented(values))
             offset += count
         if not parts:
@@ -236,8 +266,8 @@ class Series:
         parts, offset = [], 0
         for i, count in enumerate(self.counts):
             lo, hi = max(start - offset, 0), min(stop - offset, count)
-            if lo < hi:
-                part = self._dataset(i)[name].isel({self.time_dim: slice(lo, hi), **sel})
+            for run in self._file_slices(i, lo, hi) if lo < hi else ():
+                part = self._dataset(i)[name].isel({self.time_dim: run, **sel})
                 parts.append(self._oriented(np.asarray(
                     part.transpose(self.time_dim, self.y_dim, self.x_dim).values, np.float64)))
             offset += count
@@ -284,12 +314,14 @@ class Series:
         values, labels, notes = [], [], []
         calendar, units = "standard", ""
         for i in range(len(self.paths)):
+            kept = self._file_kept(i)
+            ds = self._dataset(i)
             raw, file_labels, units, calendar, note = _file_time(
-                self._dataset(i), self.time_name, self.counts[i])
+                ds, self.time_name, int(ds.sizes[self.time_dim]))
             if note:
                 notes.append(f"{self.paths[i]}: {note}")
-            values.append(raw)
-            labels.extend(file_labels)
+            values.append(raw[kept])
+            labels.extend(file_labels[k] for k in kept)
         self._time = TimeAxis(
             values=np.concatenate(values) if values else np.empty(0),
             labels=labels,
@@ -643,12 +675,17 @@ def split_variable(variable: str) -> tuple[str | None, str]:
 
 def open_series(input: str | Sequence[str], variable: str, *, time_dim: str | None = None,
                 select: Mapping[str, int] | None = None, lat: str | None = None,
-                lon: str | None = None, time: str | None = None) -> Series:
+                lon: str | None = None, time: str | None = None,
+                steps: Sequence | None = None) -> Series:
     """Open `variable` over one or more NetCDF files lazily, validating its shape.
 
     Multiple files (a glob) are joined along time in the order of their first time value
     (file names are not data); when a file's time cannot be decoded, in name order. Each
-    must have the same grid. Latitude and longitude are found by CF attributes
+    must have the same grid. A time in a later file that an earlier file already has (a
+    re-run month saved beside the original, a restart file) is one step: when the data of
+    both are equal, the later file's step is dropped and :attr:`Series.note` says so; when
+    they differ, an error names both files and the times. Latitude and longitude are
+    found by CF attributes
     (``standard_name``, ``units``, ``axis``, ``_CoordinateAxisType``) among the dimension
     coordinates and the 1-D/2-D auxiliary coordinates on the variable's grid, whatever the
     order of the variable's dimensions; see :class:`Series` for the resulting orientation.
@@ -668,6 +705,10 @@ def open_series(input: str | Sequence[str], variable: str, *, time_dim: str | No
         cannot decide.
     time : str, optional
         Name of the time coordinate variable (numeric with CF units, or ISO 8601 strings).
+    steps : sequence, optional
+        The kept ``(start, stop)`` runs of each file's own time indices, one list per
+        file of `input` (a :meth:`Series.spec`'s ``steps``): the decision on repeated
+        times made when the series was first opened, taken as it is (no data compared).
 
     Returns
     -------
@@ -681,7 +722,7 @@ def open_series(input: str | Sequence[str], variable: str, *, time_dim: str | No
         dimension (lists the dims), ambiguous or unusable latitude/longitude/time
         coordinates (lists the candidates), a variable that is not 2-D per time step (lists
         the extra dims), a bad `select`, an empty time axis, a grid that changes in time,
-        or files whose grids differ.
+        files whose grids differ, or files that hold the same time with different data.
     """
     paths = resolve_paths(input)
     select = {str(k): v for k, v in dict(select or {}).items()}
@@ -777,21 +818,143 @@ def open_series(input: str | Sequence[str], variable: str, *, time_dim: str | No
                                   f"'{paths[0]}' (expected {y_dim}={ny}, {x_dim}={nx})")
             counts.append(int(other.sizes[tdim]))
         order = _time_order(datasets, time_name, counts, paths)
+        if steps is not None:
+            kept = _given_steps(steps, paths, counts)
+            kept, note = [kept[i] for i in order], ""
+        else:
+            kept, note = _repeated_steps([datasets[i] for i in order],
+                                         [paths[i] for i in order], name, tdim, select,
+                                         time_name, [counts[i] for i in order])
     except BaseException:
         for ds in datasets:
             ds.close()
         raise
+    full = all(runs == ((0, counts[i]),) for runs, i in zip(kept, order, strict=True))
     series = Series(paths=tuple(paths[i] for i in order), variable=name, time_dim=tdim,
                     y_dim=y_dim, x_dim=x_dim, select=select,
-                    counts=tuple(counts[i] for i in order), ny=ny, nx=nx, dtype=dtype,
-                    units=units, long_name=long_name, group=group, lat_name=lat_name,
-                    lon_name=lon_name, time_name=time_name, y_index=y_index, x_index=x_index,
-                    x_name=x_name, y_name=y_name, mapping=mapping,
-                    _datasets=[datasets[i] for i in order])
+                    counts=tuple(sum(b - a for a, b in runs) for runs in kept), ny=ny, nx=nx,
+                    dtype=dtype, units=units, long_name=long_name, group=group,
+                    lat_name=lat_name, lon_name=lon_name, time_name=time_name,
+                    y_index=y_index, x_index=x_index, x_name=x_name, y_name=y_name,
+                    mapping=mapping, steps=None if full else tuple(kept),
+                    note=note, _datasets=[datasets[i] for i in order])
     if series.n_time == 0:
         series.close()
         raise NcreelError(f"{where}: time dimension '{tdim}' of '{name}' is empty (0 steps)")
     return series
+
+
+def _runs(indices) -> tuple:
+    """Half-open ``(start, stop)`` runs of consecutive integers in sorted `indices`."""
+    runs: list = []
+    for i in indices:
+        if runs and runs[-1][1] == i:
+            runs[-1][1] = i + 1
+        else:
+            runs.append([i, i + 1])
+    return tuple((int(a), int(b)) for a, b in runs)
+
+
+def _given_steps(steps: Sequence, paths: list, counts: list) -> list:
+    """Check a spec's ``steps`` against the files' lengths; one runs tuple per file."""
+    if steps is None or len(steps) != len(paths):
+        raise NcreelError(f"setting 'series.steps': need one list of runs per input file "
+                          f"({len(paths)}), got {steps!r}")
+    out = []
+    for path, runs, count in zip(paths, steps, counts, strict=True):
+        runs = tuple((int(a), int(b)) for a, b in runs)
+        if any(not 0 <= a < b <= count for a, b in runs):
+            raise NcreelError(f"input '{path}': has {count} time steps, the run's plan "
+                              f"reads {runs}: the file changed since the run was planned; "
+                              "start a new run")
+        out.append(runs)
+    return out
+
+
+def _repeated_steps(datasets: list, paths: list, name: str, tdim: str, select: dict,
+                    time_name: str | None, counts: list) -> tuple[list, str]:
+    """Drop the steps of later files whose time an earlier file has (files in time order).
+
+    A step counts as repeated when its decoded date (ISO 8601 in the file's calendar) is
+    one an earlier file already has; undecodable times never repeat. The data of each
+    repeated step is compared with the kept one's, a bounded block of steps at a time.
+
+    Returns
+    -------
+    kept : list of tuple
+        Kept ``(start, stop)`` runs of each file's own time indices.
+    note : str
+        Which file's steps were dropped and which times (empty when none).
+
+    Raises
+    ------
+    NcreelError
+        A repeated time whose data differ: names both files and the times.
+    """
+    first: dict = {}  # (label, calendar) -> (file, own index) of its first occurrence
+    pairs: dict = {}  # (earlier file, later file) -> [(earlier index, later index, label)]
+    dropped: list[set] = [set() for _ in datasets]
+    spans = []  # (first, last) kept date of each file, for the interleaving check
+    for k, (ds, count) in enumerate(zip(datasets, counts, strict=True)):
+        _, dates, _, calendar, _ = _file_dates(ds, time_name, count)
+        for i, date in enumerate(dates):
+            if date is None:
+                continue
+            j, i0 = first.setdefault((date.isoformat(), calendar), (k, i))
+            if j != k:
+                pairs.setdefault((j, k), []).append((i0, i, date.isoformat()))
+                dropped[k].add(i)
+        kept_dates = [d for i, d in enumerate(dates) if d is not None and i not in dropped[k]]
+        spans.append((min(kept_dates), max(kept_dates)) if kept_dates else None)
+    notes = []
+    for (j, k), steps in pairs.items():
+        step_bytes = 8 * max(int(np.prod([s for d, s in datasets[j][name].sizes.items()
+                                          if d != tdim and d not in select])), 1)
+        block = max(1, BLOCK_BYTES // step_bytes)
+        differ = []
+        for b in range(0, len(steps), block):
+            part = steps[b:b + block]
+            a = datasets[j][name].isel({tdim: [p[0] for p in part], **select})
+            c = datasets[k][name].isel({tdim: [p[1] for p in part], **select})
+            a = a.transpose(tdim, ...)
+            a, c = a.values.reshape(len(part), -1), c.transpose(*a.dims).values.reshape(
+                len(part), -1)
+            same = (a == c) | (np.isnan(a) & np.isnan(c)) if a.dtype.kind == "f" else a == c
+            differ += [p[2] for p, ok in zip(part, same.all(axis=1), strict=True) if not ok]
+        if differ:
+            raise NcreelError(
+                f"input files '{paths[j]}' and '{paths[k]}' both hold '{name}' at "
+                f"{_times_text(differ)} with different values: keep one of them (name the "
+                "files to use in config key input)")
+        notes.append(f"'{paths[k]}' repeats {_times_text([p[2] for p in steps])} of "
+                     f"'{paths[j]}' with equal values of '{name}': kept once, from "
+                     f"'{paths[j]}'")
+    kept = [_runs(i for i in range(count) if i not in gone)
+            for count, gone in zip(counts, dropped, strict=True)]
+    for path, runs in zip(paths, kept, strict=True):
+        if not runs:
+            notes.append(f"'{path}' adds no time step")
+    known = [(p, span) for p, span in zip(paths, spans, strict=True) if span is not None]
+    for (p0, s0), (p1, s1) in zip(known, known[1:], strict=False):
+        try:
+            if s1[0] < s0[1]:
+                notes.append(f"times of '{p1}' ({s1[0].isoformat()} .. {s1[1].isoformat()}) "
+                             f"fall inside those of '{p0}' ({s0[0].isoformat()} .. "
+                             f"{s0[1].isoformat()}): files are joined whole, so frames are "
+                             "out of time order there")
+        except TypeError:  # dates of different calendars: _time_order said so
+            pass
+    note = "; ".join(notes)
+    if note:  # the parse prints it as a note; other callers read Series.note
+        log.info("%s", note)
+    return kept, note
+
+
+def _times_text(labels: list) -> str:
+    """``1 time 2000-01-05T00:00:00`` or ``3 times 2000-01-05T00:00:00 .. 2000-01-07T00:00:00``."""
+    if len(labels) == 1:
+        return f"1 time {labels[0]}"
+    return f"{len(labels)} times {labels[0]} .. {labels[-1]}"
 
 
 def _coordinates_attr(da: xr.DataArray) -> list[str]:
