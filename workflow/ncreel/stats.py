@@ -100,9 +100,11 @@ def _ordered_keys(values: np.ndarray) -> np.ndarray:
     float's key is minus its magnitude's pattern (so -0.0 and 0.0 share key 0).
     """
     itype = np.int32 if values.dtype == np.float32 else np.int64
-    bits = values.view(itype).astype(np.int64)
-    mag = bits & np.int64(np.iinfo(itype).max)
-    return np.where(bits < 0, -mag, mag)
+    keys = values.view(itype).astype(np.int64)  # the one full-size temporary
+    negative = keys < 0
+    np.bitwise_and(keys, np.iinfo(itype).max, out=keys)
+    np.negative(keys, out=keys, where=negative)
+    return keys
 
 
 def _from_key(key: int, dtype: np.dtype) -> float:
@@ -135,9 +137,11 @@ class _Bins:
     def histogram(self, vals: np.ndarray) -> np.ndarray:
         """Count finite `vals` (1-D) in each bin, shape ``(n,)`` int64."""
         if self.kind == "values":
-            index = _ordered_keys(vals.astype(self.dtype, copy=False)) - self.key0
+            index = _ordered_keys(vals.astype(self.dtype, copy=False))
+            index -= self.key0
         elif self.kind == "integers":
-            index = (vals - self.lo).astype(np.int64)
+            # Bin edges halfway between integers: each whole number alone in its bin.
+            return np.histogram(vals, bins=self.n, range=(self.lo - 0.5, self.hi + 0.5))[0]
         else:
             # float64 edges: float32 edges cannot split a range narrower than N_BINS steps.
             return np.histogram(vals.astype(np.float64, copy=False), bins=self.n,
