@@ -585,7 +585,7 @@ def _is_spatial(name: str, var) -> bool:
 #: CF units of a time axis without a reference date (UDUNITS names), as in "hours" or
 #: "Month" of files whose time is not CF-decodable: evidence of time all the same.
 _TIME_UNITS = re.compile(r"(s|sec|secs|seconds?|min|mins|minutes?|h|hr|hrs|hours?|d|days?|"
-                         r"weeks?|months?|mon|years?|yr|yrs|a|common_years?)")
+                         r"weeks?|months?|mon|years?|yr|yrs|common_years?)")
 #: Dimension names taken as time without CF attributes: time, Time, TIME, t, T, and
 #: time_<suffix> / time<digits> (NEMO's time_counter, CMIP's time1).
 _TIME_NAMES = re.compile(r"t|time(_\w+|\d+)?", re.IGNORECASE)
