@@ -399,3 +399,22 @@ def test_repeats_inside_a_later_file_read_around_the_gap(tmp_path):
             "those of" in s.note
         np.testing.assert_array_equal(s.read(0, 7), _truth([0, 5, 1, 2, 3, 4, 6]))
         np.testing.assert_array_equal(s.read(4, 7), _truth([3, 4, 6]))
+
+
+def test_a_time_repeated_inside_one_file(tmp_path):
+    import netCDF4
+
+    # ncrcat of two overlapping files: days 0-3 then 2-5 in one file.
+    days = [0, 1, 2, 3, 2, 3, 4, 5]
+    path = _days_file(tmp_path / "cat.nc", days)
+    with open_series(path, "tas") as s:
+        assert s.steps == (((0, 4), (6, 8)),)
+        assert f"'{path}' repeats 2 times 2000-01-03T00:00:00 .. 2000-01-04T00:00:00 of " \
+            "itself with equal values of 'tas': kept once, from itself" in s.note
+        np.testing.assert_array_equal(s.read(0, 6), _truth(range(6)))
+    bad = _days_file(tmp_path / "bad.nc", days)
+    with netCDF4.Dataset(bad, "a") as nc:
+        nc["tas"][5] = nc["tas"][5] + 1.0  # the second day 3 differs from the first
+    with pytest.raises(NcreelError, match=rf"input '{bad}' holds 'tas' twice at 1 time "
+                       r"2000-01-04T00:00:00 with different values"):
+        open_series(bad, "tas")

@@ -873,10 +873,11 @@ def _given_steps(steps: Sequence, paths: list, counts: list) -> list:
 
 def _repeated_steps(datasets: list, paths: list, name: str, tdim: str, select: dict,
                     time_name: str | None, counts: list) -> tuple[list, str]:
-    """Drop the steps of later files whose time an earlier file has (files in time order).
+    """Drop the steps whose time an earlier file, or an earlier step, has (files in order).
 
     A step counts as repeated when its decoded date (ISO 8601 in the file's calendar) is
-    one an earlier file already has; undecodable times never repeat. The data of each
+    one an earlier file, or an earlier step of the same file, already has; undecodable
+    times never repeat. The data of each
     repeated step is compared with the kept one's, a bounded block of steps at a time.
 
     Returns
@@ -889,7 +890,7 @@ def _repeated_steps(datasets: list, paths: list, name: str, tdim: str, select: d
     Raises
     ------
     NcreelError
-        A repeated time whose data differ: names both files and the times.
+        A repeated time whose data differ: names both files (or the file) and the times.
     """
     first: dict = {}  # (label, calendar) -> (file, own index) of its first occurrence
     pairs: dict = {}  # (earlier file, later file) -> [(earlier index, later index, label)]
@@ -901,7 +902,7 @@ def _repeated_steps(datasets: list, paths: list, name: str, tdim: str, select: d
             if date is None:
                 continue
             j, i0 = first.setdefault((date.isoformat(), calendar), (k, i))
-            if j != k:
+            if (j, i0) != (k, i):  # also a time repeated inside one file
                 pairs.setdefault((j, k), []).append((i0, i, date.isoformat()))
                 dropped[k].add(i)
         kept_dates = [d for i, d in enumerate(dates) if d is not None and i not in dropped[k]]
@@ -921,14 +922,18 @@ def _repeated_steps(datasets: list, paths: list, name: str, tdim: str, select: d
                 len(part), -1)
             same = (a == c) | (np.isnan(a) & np.isnan(c)) if a.dtype.kind == "f" else a == c
             differ += [p[2] for p, ok in zip(part, same.all(axis=1), strict=True) if not ok]
+        if differ and j == k:
+            raise NcreelError(
+                f"input '{paths[k]}' holds '{name}' twice at {_times_text(differ)} with "
+                "different values: ncreel cannot tell which is right; fix the file")
         if differ:
             raise NcreelError(
                 f"input files '{paths[j]}' and '{paths[k]}' both hold '{name}' at "
                 f"{_times_text(differ)} with different values: keep one of them (name the "
                 "files to use in config key input)")
+        source = "itself" if j == k else f"'{paths[j]}'"
         notes.append(f"'{paths[k]}' repeats {_times_text([p[2] for p in steps])} of "
-                     f"'{paths[j]}' with equal values of '{name}': kept once, from "
-                     f"'{paths[j]}'")
+                     f"{source} with equal values of '{name}': kept once, from {source}")
     kept = [_runs(i for i in range(count) if i not in gone)
             for count, gone in zip(counts, dropped, strict=True)]
     for path, runs in zip(paths, kept, strict=True):
