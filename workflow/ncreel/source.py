@@ -121,6 +121,8 @@ class Series:
     _datasets: list = field(default_factory=list, repr=False)
     _time: TimeAxis | None = field(default=None, repr=False)
     _lonlat: tuple | None = field(default=None, repr=False)
+    #: Each file's :func:`_file_dates`, decoded once when the series was opened.
+    _decoded: list | None = field(default=None, repr=False)
 
     @property
     def n_time(self) -> int:
@@ -316,8 +318,10 @@ class Series:
         for i in range(len(self.paths)):
             kept = self._file_kept(i)
             ds = self._dataset(i)
-            raw, file_labels, units, calendar, note = _file_time(
-                ds, self.time_name, int(ds.sizes[self.time_dim]))
+            raw, dates, units, calendar, note = (
+                self._decoded[i] if self._decoded is not None
+                else _file_dates(ds, self.time_name, int(ds.sizes[self.time_dim])))
+            file_labels = [d.isoformat() if d is not None else None for d in dates]
             if note:
                 notes.append(f"{self.paths[i]}: {note}")
             values.append(raw[kept])
@@ -817,14 +821,16 @@ def open_series(input: str | Sequence[str], variable: str, *, time_dim: str | No
                 raise NcreelError(f"input '{path}': grid of '{name}' differs from "
                                   f"'{paths[0]}' (expected {y_dim}={ny}, {x_dim}={nx})")
             counts.append(int(other.sizes[tdim]))
-        order = _time_order(datasets, time_name, counts, paths)
+        decoded = [_file_dates(ds, time_name, count)
+                   for ds, count in zip(datasets, counts, strict=True)]
+        order = _time_order([d[1] for d in decoded], paths)
         if steps is not None:
             kept = _given_steps(steps, paths, counts)
             kept, note = [kept[i] for i in order], ""
         else:
             kept, note = _repeated_steps([datasets[i] for i in order],
                                          [paths[i] for i in order], name, tdim, select,
-                                         time_name, [counts[i] for i in order])
+                                         [decoded[i] for i in order])
     except BaseException:
         for ds in datasets:
             ds.close()
@@ -837,7 +843,8 @@ def open_series(input: str | Sequence[str], variable: str, *, time_dim: str | No
                     lat_name=lat_name, lon_name=lon_name, time_name=time_name,
                     y_index=y_index, x_index=x_index, x_name=x_name, y_name=y_name,
                     mapping=mapping, steps=None if full else tuple(kept),
-                    note=note, _datasets=[datasets[i] for i in order])
+                    note=note, _datasets=[datasets[i] for i in order],
+                    _decoded=[decoded[i] for i in order])
     if series.n_time == 0:
         series.close()
         raise NcreelError(f"{where}: time dimension '{tdim}' of '{name}' is empty (0 steps)")
@@ -872,7 +879,7 @@ def _given_steps(steps: Sequence, paths: list, counts: list) -> list:
 
 
 def _repeated_steps(datasets: list, paths: list, name: str, tdim: str, select: dict,
-                    time_name: str | None, counts: list) -> tuple[list, str]:
+                    decoded: list) -> tuple[list, str]:
     """Drop the steps whose time an earlier file, or an earlier step, has (files in order).
 
     A step counts as repeated when its decoded date (ISO 8601 in the file's calendar) is
@@ -896,8 +903,7 @@ def _repeated_steps(datasets: list, paths: list, name: str, tdim: str, select: d
     pairs: dict = {}  # (earlier file, later file) -> [(earlier index, later index, label)]
     dropped: list[set] = [set() for _ in datasets]
     spans = []  # (first, last) kept date of each file, for the interleaving check
-    for k, (ds, count) in enumerate(zip(datasets, counts, strict=True)):
-        _, dates, _, calendar, _ = _file_dates(ds, time_name, count)
+    for k, (_, dates, _, calendar, _) in enumerate(decoded):
         for i, date in enumerate(dates):
             if date is None:
                 continue
@@ -934,8 +940,8 @@ def _repeated_steps(datasets: list, paths: list, name: str, tdim: str, select: d
         source = "itself" if j == k else f"'{paths[j]}'"
         notes.append(f"'{paths[k]}' repeats {_times_text([p[2] for p in steps])} of "
                      f"{source} with equal values of '{name}': kept once, from {source}")
-    kept = [_runs(i for i in range(count) if i not in gone)
-            for count, gone in zip(counts, dropped, strict=True)]
+    kept = [_runs(i for i in range(len(d[1])) if i not in gone)
+            for d, gone in zip(decoded, dropped, strict=True)]
     for path, runs in zip(paths, kept, strict=True):
         if not runs:
             notes.append(f"'{path}' adds no time step")
@@ -1367,24 +1373,21 @@ def _default_fill(var: xr.Variable) -> float | None:
     return float(np.array(netCDF4.default_fillvals[key], dtype=stored))
 
 
-def _file_time(ds: xr.Dataset, time_name: str | None, count: int):
-    """``(raw, labels, units, calendar, note)``: :func:`_file_dates` with ISO labels."""
-    raw, dates, units, calendar, note = _file_dates(ds, time_name, count)
-    return raw, [d.isoformat() if d is not None else None for d in dates], units, calendar, note
+def _time_order(file_dates: list, paths: list) -> list:
+    """Order of the files by their first time (name order when that cannot be decided).
 
-
-def _time_order(datasets: list, time_name: str | None, counts: list, paths: list) -> list:
-    """Order of the files by their first time (name order when that cannot be decided)."""
-    if len(datasets) < 2:
-        return list(range(len(datasets)))
+    `file_dates` holds each file's decoded dates (:func:`_file_dates`; None where not).
+    """
+    if len(file_dates) < 2:
+        return list(range(len(file_dates)))
     firsts = []
-    for ds, count in zip(datasets, counts, strict=True):
-        dates = [d for d in _file_dates(ds, time_name, count)[1] if d is not None]
+    for dates in file_dates:
+        dates = [d for d in dates if d is not None]
         firsts.append(min(dates) if dates else None)
     try:
         if None in firsts:
             raise TypeError("a file has no decodable time")
-        return sorted(range(len(datasets)), key=lambda i: firsts[i])
+        return sorted(range(len(file_dates)), key=lambda i: firsts[i])
     except TypeError as err:  # also cftime dates of different calendars
         log.warning("input files joined in name order: %s (%s)", err, ", ".join(paths))
-        return list(range(len(datasets)))
+        return list(range(len(file_dates)))
