@@ -254,6 +254,20 @@ def test_bare_time_units_are_cf_evidence(tmp_path):
     np.testing.assert_array_equal(t.values, np.arange(5.0))
 
 
+def test_a_forecast_lead_time_in_hours_is_not_the_time(tmp_path):
+    # cfgrib-style forecast: time (reference time, "since") and step (lead time, hours).
+    ds = xr.Dataset({"t2m": (("time", "step", "lat", "lon"), np.zeros((2, 3, 2, 2)))},
+                    coords={"time": ("time", [0.0, 12.0], {"units": "hours since 2020-01-01"}),
+                            "step": ("step", [0.0, 6.0, 12.0], {"units": "hours"}),
+                            "lat": ("lat", [0.0, 1.0], {"units": "degrees_north"}),
+                            "lon": ("lon", [0.0, 1.0], {"units": "degrees_east"})})
+    ds.to_netcdf(tmp_path / "fc.nc")
+    with pytest.raises(NcreelError, match=r"extra dims step .*select"):
+        open_series(str(tmp_path / "fc.nc"), "t2m")
+    with open_series(str(tmp_path / "fc.nc"), "t2m", select={"step": 0}) as s:
+        assert s.time_dim == "time"
+
+
 def test_two_dims_named_time_are_ambiguous(tmp_path):
     xr.Dataset({"v": (("time", "t", "y", "x"), np.zeros((2, 3, 4, 5)))}).to_netcdf(
         tmp_path / "two.nc")

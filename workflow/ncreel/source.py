@@ -595,13 +595,18 @@ _TIME_UNITS = re.compile(r"(s|sec|secs|seconds?|min|mins|minutes?|h|hr|hrs|hours
 _TIME_NAMES = re.compile(r"t|time(_\w+|\d+)?", re.IGNORECASE)
 
 
-def _is_time(name: str, var) -> bool:
-    """Whether `var` is a time coordinate by CF attributes (axis, standard_name, units)."""
+def _is_time(name: str, var, *, bare_units: bool = False) -> bool:
+    """Whether `var` is a time coordinate by CF attributes (axis, standard_name, units).
+
+    With `bare_units`, by units that are a time unit without a reference date only.
+    """
     if var is None:
         return False
     units = _attr(var, "units")
+    if bare_units:
+        return _TIME_UNITS.fullmatch(units) is not None
     return (_attr(var, "axis") == "t" or _attr(var, "standard_name") == "time"
-            or " since " in f" {units} " or _TIME_UNITS.fullmatch(units) is not None)
+            or " since " in f" {units} ")
 
 
 def detect_time_dim(ds: xr.Dataset, variable: str, time_dim: str | None = None,
@@ -609,11 +614,12 @@ def detect_time_dim(ds: xr.Dataset, variable: str, time_dim: str | None = None,
     """Find the time dimension of `variable`; never a guess.
 
     In order: the configured `time_dim`; the one dimension with a CF time coordinate
-    (``axis: T``, ``standard_name: time``, units ``UNIT since DATE`` or a bare time unit
-    such as ``hours``), either its own coordinate variable or a 1-D variable along it
-    named in the data variable's ``coordinates`` attribute (WRF's ``XTIME``); else the one
-    dimension named ``time``, ``Time``, ``t`` (any case) or ``time_<suffix>``. A dimension
-    in `select` is never time.
+    (``axis: T``, ``standard_name: time`` or units ``UNIT since DATE``), either its own
+    coordinate variable or a 1-D variable along it named in the data variable's
+    ``coordinates`` attribute (WRF's ``XTIME``); else the one with bare time units such
+    as ``hours``; else the one dimension named ``time``, ``Time``, ``t`` (any case) or
+    ``time_<suffix>``. Two candidates at the first step that has any are an error. A
+    dimension in `select` is never time.
 
     Parameters
     ----------
@@ -652,10 +658,17 @@ def detect_time_dim(ds: xr.Dataset, variable: str, time_dim: str | None = None,
         return time_dim
     free = [d for d in dims if d not in select]
     listed = [ds.variables[n] for n in _coordinates_attr(da) if n in ds.variables]
-    cf = [d for d in free if _is_time(d, ds.variables.get(d))
-          or any(tuple(v.dims) == (d,) and _is_time("", v) for v in listed)]
+
+    def cf(bare_units):
+        return [d for d in free if _is_time(d, ds.variables.get(d), bare_units=bare_units)
+                or any(tuple(v.dims) == (d,) and _is_time("", v, bare_units=bare_units)
+                       for v in listed)]
+
     named = [d for d in free if _TIME_NAMES.fullmatch(d)]
-    for found, how in ((cf, "with a CF time coordinate"), (named, "named as time")):
+    # Bare time units are weaker evidence: a forecast's lead time (`step`, hours) beside
+    # its CF time.
+    for found, how in ((cf(False), "with a CF time coordinate"),
+                       (cf(True), "with time units"), (named, "named as time")):
         if len(found) == 1:
             return found[0]
         if len(found) > 1:
