@@ -897,8 +897,8 @@ def _repeated_steps(datasets: list, paths: list, name: str, tdim: str, select: d
 
     A step counts as repeated when its decoded date (ISO 8601 in the file's calendar) is
     one an earlier file, or an earlier step of the same file, already has; undecodable
-    times never repeat. The data of each
-    repeated step is compared with the kept one's, a bounded block of steps at a time.
+    times never repeat. The data of each repeated step is compared with the kept one's,
+    a bounded block of steps at a time.
 
     Returns
     -------
@@ -930,7 +930,7 @@ def _repeated_steps(datasets: list, paths: list, name: str, tdim: str, select: d
     for (j, k), steps in pairs.items():
         step_bytes = 8 * max(int(np.prod([s for d, s in datasets[j][name].sizes.items()
                                           if d != tdim and d not in select])), 1)
-        block = max(1, BLOCK_BYTES // step_bytes)
+        block = max(1, BLOCK_BYTES // (2 * step_bytes))  # two blocks held: one each file
         differ = []
         for b in range(0, len(steps), block):
             part = steps[b:b + block]
@@ -976,6 +976,7 @@ def _repeated_steps(datasets: list, paths: list, name: str, tdim: str, select: d
 
 def _times_text(labels: list) -> str:
     """``1 time 2000-01-05T00:00:00`` or ``3 times 2000-01-05T00:00:00 .. 2000-01-07T00:00:00``."""
+    labels = sorted(set(labels))  # ISO 8601 of one calendar: text order is time order
     if len(labels) == 1:
         return f"1 time {labels[0]}"
     return f"{len(labels)} times {labels[0]} .. {labels[-1]}"
