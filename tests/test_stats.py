@@ -121,6 +121,7 @@ def test_constant_field_gets_a_range_around_it(tmp_path, value):
     margin = abs(value) * 0.05 or 0.05
     assert (stats["vmin"], stats["vmax"]) == (value - margin, value + margin)
     assert (stats["min"], stats["max"]) == (value, value)
+    assert stats["widened"].endswith("a constant field")
     assert json.loads((tmp_path / "stats.json").read_text())["vmax"] == value + margin
 
 
@@ -131,6 +132,7 @@ def test_configured_limit_beyond_the_data_keeps_it(tmp_path):
         stats = write_statistics(s, tmp_path / "stats.json", tmp_path / "mean.npy",
                                  vmin=300.0)
     assert stats["vmin"] == 300.0 and stats["vmax"] == pytest.approx(315.0)
+    assert "configured limit" in stats["widened"]
 
 
 def test_all_missing_field(tmp_path):

@@ -204,7 +204,9 @@ def write_statistics(series: Series, stats_json: str | os.PathLike,
                      vmax: float | None = None, percentiles=(2.0, 98.0)) -> dict:
     """Compute :func:`series_statistics` and write ``stats.json`` and ``cell_mean.npy``.
 
-    Configured `vmin`/`vmax` override the computed percentiles (each independently).
+    Configured `vmin`/`vmax` override the computed percentiles (each independently). A
+    range that would be empty is widened (:func:`nonsingular_range`); ``widened`` in the
+    result then says how and why (else None).
 
     ``stats.json`` also records each input's identity (``inputs``, see
     :mod:`ncreel.identity`), taken before the pass and checked again after it, so later jobs
@@ -236,8 +238,10 @@ def write_statistics(series: Series, stats_json: str | os.PathLike,
     if vmax is not None:
         stats["vmax"] = float(vmax)
     lo, hi = stats["vmin"], stats["vmax"]
+    widened = None  # why the limits are not the percentiles / configured values
     if not (np.isfinite(lo) or np.isfinite(hi)):
         lo, hi = 0.0, 1.0
+        widened = "no finite value in the series: 0..1"
         log.warning("%s: no finite values in '%s'; colour range set to 0..1",
                     series.paths[0], series.variable)
     elif not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
@@ -247,11 +251,14 @@ def write_statistics(series: Series, stats_json: str | os.PathLike,
         wide = nonsingular_range(centre, centre)
         lo = float(vmin) if vmin is not None else wide[0]
         hi = float(vmax) if vmax is not None else wide[1]
+        widened = (f"widened 5 % around {centre:.6g}: " + (
+            "a constant field" if vmin is None and vmax is None
+            else "the configured limit leaves no room for the computed other"))
         if vmin is not None or vmax is not None:
             log.warning("configured %s leaves no room for the computed other limit: colour "
                         "range %.6g..%.6g (set both vmin and vmax to choose it)",
                         "vmin" if vmin is not None else "vmax", lo, hi)
-    stats["vmin"], stats["vmax"] = lo, hi
+    stats["vmin"], stats["vmax"], stats["widened"] = lo, hi, widened
     check_inputs(inputs)  # a file replaced during the pass: these statistics mix versions
     stats["inputs"] = inputs
     with atomic_path(cell_mean_npy) as tmp, open(tmp, "wb") as fh:
