@@ -86,3 +86,29 @@ def test_overlapping_files_decided_before_any_job(tmp_path):
     assert proc.returncode != 0 and len(lines) == 1, proc.stderr[-3000:]
     assert (f"input files '{a}' and '{c}' both hold 'tas' at 1 time 2000-01-06T00:00:00 "
             "with different values") in lines[0]
+
+
+def test_a_data_error_in_statistics_is_one_line_not_a_traceback(tmp_path):
+    # A NetCDF-4 file whose header is sound and whose compressed data are not: only
+    # reading the data (the statistics job) finds it.
+    rng = np.random.default_rng(0)
+    path = tmp_path / "corrupt.nc"
+    xr.Dataset({"tas": (("time", "lat", "lon"), rng.normal(280, 5, (6, 20, 30)).astype(
+        np.float32), {"units": "K"})},
+        coords={"time": ("time", np.arange(6.0), {"units": "days since 2000-01-01"}),
+                "lat": ("lat", np.linspace(30, 60, 20), {"units": "degrees_north"}),
+                "lon": ("lon", np.linspace(-10, 30, 30), {"units": "degrees_east"})}
+    ).to_netcdf(path, encoding={"tas": {"zlib": True, "chunksizes": (1, 20, 30)}})
+    raw = bytearray(path.read_bytes())
+    middle = len(raw) // 2
+    raw[middle:middle + 2000] = b"\xab" * 2000
+    path.write_bytes(bytes(raw))
+    (tmp_path / "work").mkdir()
+    work = make_workdir(tmp_path / "work")
+    proc = snakemake(work, "--config", f"input={path}", "variable=tas", "run=bad",
+                     *(f"{k}={v}" for k, v in SMALL.items()), check=False)
+    assert proc.returncode != 0
+    assert (f"ncreel: error: input '{path}': variable 'tas': cannot read time steps"
+            in proc.stderr), proc.stderr[-3000:]
+    log = (work / "logs" / "bad" / "statistics.log").read_text()
+    assert "cannot read time steps" in log and "Traceback" not in log
