@@ -96,6 +96,18 @@ def test_wide_float64_with_gaps_is_within_one_bin(tmp_path):
     assert abs(stats["vmax"] - p98) <= tol
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fields_either_side_of_zero(tmp_path, dtype):
+    # Anomalies: float64 order keys of -x and +x are more than 2**63 apart.
+    values = np.random.default_rng(6).normal(0.0, 3.0, (20, 3, 4)).astype(dtype)
+    path = write(tmp_path / "anom.nc", values)
+    stats, _ = stats_of(path)
+    finite, (p2, p98) = numpy_truth(path)
+    tol = (finite.max() - finite.min()) / N_BINS
+    assert stats["binning"] == "linear"
+    assert abs(stats["vmin"] - p2) <= tol and abs(stats["vmax"] - p98) <= tol
+
+
 def test_missing_steps_and_cells(tmp_path):
     values = np.arange(6 * 12, dtype=np.float32).reshape(6, 3, 4)
     values[2] = np.nan           # a whole step missing

@@ -127,9 +127,10 @@ class _Bins:
     @classmethod
     def choose(cls, lo: float, hi: float, dtype: np.dtype, integral: bool) -> _Bins:
         ftype = np.dtype(np.float32) if dtype == np.float32 else np.dtype(np.float64)
-        keys = _ordered_keys(np.array([lo, hi], dtype=ftype))
-        if keys[1] - keys[0] < N_BINS:
-            return cls("values", lo, hi, int(keys[1] - keys[0]) + 1, ftype, int(keys[0]))
+        # Python ints: the keys of float64s either side of zero are 2**63 apart and more.
+        first, last = (int(k) for k in _ordered_keys(np.array([lo, hi], dtype=ftype)))
+        if last - first < N_BINS:
+            return cls("values", lo, hi, last - first + 1, ftype, first)
         if integral and hi - lo < N_BINS:
             return cls("integers", lo, hi, int(hi - lo) + 1, ftype)
         return cls("linear", lo, hi, N_BINS, ftype)
