@@ -317,10 +317,12 @@ class Series:
         calendar, units = "standard", ""
         for i in range(len(self.paths)):
             kept = self._file_kept(i)
-            ds = self._dataset(i)
-            raw, dates, units, calendar, note = (
-                self._decoded[i] if self._decoded is not None
-                else _file_dates(ds, self.time_name, int(ds.sizes[self.time_dim])))
+            if self._decoded is not None:
+                raw, dates, units, calendar, note = self._decoded[i]
+            else:
+                ds = self._dataset(i)
+                raw, dates, units, calendar, note = _file_dates(
+                    ds, self.time_name, int(ds.sizes[self.time_dim]))
             file_labels = [d.isoformat() if d is not None else None for d in dates]
             if note:
                 notes.append(f"{self.paths[i]}: {note}")
@@ -877,7 +879,7 @@ def _runs(indices) -> tuple:
 
 def _given_steps(steps: Sequence, paths: list, counts: list) -> list:
     """Check a spec's ``steps`` against the files' lengths; one runs tuple per file."""
-    if steps is None or len(steps) != len(paths):
+    if len(steps) != len(paths):
         raise NcreelError(f"setting 'series.steps': need one list of runs per input file "
                           f"({len(paths)}), got {steps!r}")
     out = []
