@@ -18,7 +18,8 @@ from ncreel.settings import (
 )
 
 SERIES = {"paths": ["a.nc", "b.nc"], "variable": "forecast/tas", "time_dim": None,
-          "select": {"level": 0}, "lat": None, "lon": "nav_lon", "time": None}
+          "select": {"level": 0}, "lat": None, "lon": "nav_lon", "time": None,
+          "steps": [[[0, 3]], [[1, 4]]]}
 MAP = {"coastlines": None, "borders": True, "projection": "Robinson",
        "projection_params": {"central_longitude": 180}}
 RENDER = {"width": 160, "height": 96, "dpi": 100, "cmap": "viridis", "map": MAP}
@@ -78,6 +79,7 @@ def test_missing_and_unknown_settings_are_named(cls, params):
     (SeriesSelection, SERIES, "variable", ""),
     (SeriesSelection, SERIES, "select", {"level": "0"}),
     (SeriesSelection, SERIES, "time_dim", 3),
+    (SeriesSelection, SERIES, "steps", [[[0, 3]]]),
     (MapSettings, MAP, "coastlines", "yes"),
     (MapSettings, MAP, "projection_params", [180]),
     (RenderSettings, RENDER, "width", 0),

@@ -65,7 +65,7 @@ def test_renamed_time_dim_with_months_since(tmp_path, sample_nc):
     assert np.isfinite(t.values).all()
 
 
-def test_time_dim_without_attributes_is_found_by_elimination(tmp_path, sample_nc):
+def test_time_dim_without_attributes_is_found_by_its_name(tmp_path, sample_nc):
     path = derive_nc(sample_nc, tmp_path / "a.nc", variable="air_temperature",
                      rename={"time": "Time"}, drop_attrs=True)
     with open_series(str(path), "air_temperature") as s:
@@ -94,7 +94,7 @@ def test_ambiguous_time_lists_dims(tmp_path):
 
 def test_no_time_dimension(tmp_path):
     xr.Dataset({"v": (("y", "x"), np.zeros((3, 4)))}).to_netcdf(tmp_path / "nt.nc")
-    with pytest.raises(NcreelError, match=r"no time dimension found among its dims \(y, x\)"):
+    with pytest.raises(NcreelError, match=r"'v' has no time axis: none of its dims \(y, x\)"):
         open_series(str(tmp_path / "nt.nc"), "v")
 
 
@@ -207,3 +207,228 @@ def test_cf_time_named_in_coordinates_beats_a_dimension_coordinate_without_units
         tmp_path / "bare.nc")
     with open_series(str(tmp_path / "bare.nc"), "tos") as s:
         assert "set config key time=<name>" in s.time_axis().note
+
+
+# The time axis is never guessed ---------------------------------------------------------
+
+def _levels_file(path, *, time_dim=None, time_attrs=None):
+    """``v(lev, lat, lon)`` with model levels (units 1), plus a time dimension if named."""
+    dims = ("lev", "lat", "lon") if time_dim is None else (time_dim, "lev", "lat", "lon")
+    shape = (2, 3, 4) if time_dim is None else (5, 2, 3, 4)
+    coords = {"lev": ("lev", [1.0, 2.0], {"units": "1", "long_name": "model level"}),
+              "lat": ("lat", [0.0, 1.0, 2.0], {"units": "degrees_north"}),
+              "lon": ("lon", [0.0, 1.0, 2.0, 3.0], {"units": "degrees_east"})}
+    if time_attrs is not None:
+        coords[time_dim] = (time_dim, np.arange(5.0), time_attrs)
+    xr.Dataset({"v": (dims, np.zeros(shape, np.float32))}, coords=coords).to_netcdf(path)
+    return str(path)
+
+
+def test_levels_are_not_taken_as_time(tmp_path):
+    path = _levels_file(tmp_path / "lev.nc")
+    with pytest.raises(NcreelError, match=r"'v' has no time axis: none of its dims "
+                       r"\(lev, lat, lon\).*set time_dim=NAME \(e\.g\. time_dim=lev\)"):
+        open_series(path, "v")
+    # Chosen explicitly, the levels are the frames.
+    with open_series(path, "v", time_dim="lev") as s:
+        assert (s.time_dim, s.shape) == ("lev", (2, 3, 4))
+
+
+@pytest.mark.parametrize("name", ["time", "Time", "t"])
+def test_a_dimension_named_time_wins_over_a_level(tmp_path, name):
+    # No CF attributes at all on the time dimension (no coordinate variable either).
+    path = _levels_file(tmp_path / "tl.nc", time_dim=name)
+    with pytest.raises(NcreelError, match=r"extra dims lev .*select"):
+        open_series(path, "v")
+    with open_series(path, "v", select={"lev": 1}) as s:
+        assert (s.time_dim, s.shape) == (name, (5, 3, 4))
+
+
+def test_bare_time_units_are_cf_evidence(tmp_path):
+    # Units "hours" (no reference date) on a dimension not named time: still the time axis.
+    path = _levels_file(tmp_path / "h.nc", time_dim="step", time_attrs={"units": "hours"})
+    with open_series(path, "v", select={"lev": 0}) as s:
+        assert s.time_dim == "step"
+        t = s.time_axis()
+    assert not t.decoded and (t.name, t.units) == ("step", "hours")
+    np.testing.assert_array_equal(t.values, np.arange(5.0))
+
+
+def test_a_forecast_lead_time_in_hours_is_not_the_time(tmp_path):
+    # cfgrib-style forecast: time (reference time, "since") and step (lead time, hours).
+    ds = xr.Dataset({"t2m": (("time", "step", "lat", "lon"), np.zeros((2, 3, 2, 2)))},
+                    coords={"time": ("time", [0.0, 12.0], {"units": "hours since 2020-01-01"}),
+                            "step": ("step", [0.0, 6.0, 12.0], {"units": "hours"}),
+                            "lat": ("lat", [0.0, 1.0], {"units": "degrees_north"}),
+                            "lon": ("lon", [0.0, 1.0], {"units": "degrees_east"})})
+    ds.to_netcdf(tmp_path / "fc.nc")
+    with pytest.raises(NcreelError, match=r"extra dims step .*select"):
+        open_series(str(tmp_path / "fc.nc"), "t2m")
+    with open_series(str(tmp_path / "fc.nc"), "t2m", select={"step": 0}) as s:
+        assert s.time_dim == "time"
+
+
+def test_two_dims_named_time_are_ambiguous(tmp_path):
+    xr.Dataset({"v": (("time", "t", "y", "x"), np.zeros((2, 3, 4, 5)))}).to_netcdf(
+        tmp_path / "two.nc")
+    with pytest.raises(NcreelError, match=r"ambiguous time dimension, 2 dims named as time: "
+                       r"time, t .*set time_dim=NAME"):
+        open_series(str(tmp_path / "two.nc"), "v")
+
+
+# Fill values in the time coordinate are missing steps -----------------------------------
+
+@pytest.mark.parametrize("declared", [False, True])
+def test_default_fill_value_time_is_a_missing_step(tmp_path, declared):
+    import netCDF4
+
+    path = tmp_path / "fill.nc"
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.createDimension("time", None)
+        nc.createDimension("lat", 2)
+        nc.createDimension("lon", 3)
+        kw = {"fill_value": netCDF4.default_fillvals["f8"]} if declared else {}
+        t = nc.createVariable("time", "f8", ("time",), **kw)
+        t.units, t.calendar = "days since 2000-01-01", "standard"
+        if not declared:
+            assert "_FillValue" not in t.ncattrs()
+        nc.createVariable("lat", "f8", ("lat",)).units = "degrees_north"
+        nc.createVariable("lon", "f8", ("lon",)).units = "degrees_east"
+        nc["lat"][:], nc["lon"][:] = [0.0, 1.0], [0.0, 1.0, 2.0]
+        nc.createVariable("tas", "f4", ("time", "lat", "lon"))[:] = np.ones((4, 2, 3))
+        t[0], t[2], t[3] = 0.0, 2.0, 3.0  # step 1 never written: netCDF's default fill
+    with netCDF4.Dataset(path) as nc:
+        nc.set_auto_mask(False)
+        assert nc["time"][1] == np.float64(9.969209968386869e36)
+    with open_series(str(path), "tas") as s:
+        t = s.time_axis()
+    assert t.labels == ["2000-01-01T00:00:00", None, "2000-01-03T00:00:00",
+                        "2000-01-04T00:00:00"]
+    assert np.isnan(t.values[1]) and t.decoded
+    assert "1 of 4 'time' values are missing" in t.note
+
+
+def test_all_fill_value_time_is_undecoded_not_a_date(tmp_path):
+    path = tmp_path / "allfill.nc"
+    xr.Dataset({"tas": (("time", "lat", "lon"), np.ones((2, 2, 3), np.float32))},
+               coords={"time": ("time", [9.969209968386869e36] * 2, {"units": "days since "
+                                                                       "2000-01-01"}),
+                       "lat": ("lat", [0.0, 1.0], {"units": "degrees_north"}),
+                       "lon": ("lon", [0.0, 1.0, 2.0], {"units": "degrees_east"})}
+               ).to_netcdf(path, encoding={"time": {"_FillValue": None}})
+    with open_series(str(path), "tas") as s:
+        t = s.time_axis()
+    assert t.labels == [None, None] and not t.decoded
+    assert np.isnan(t.values).all()
+
+
+@pytest.mark.parametrize("name, variable, dim", [
+    ("hybrid_height.nc", "air_potential_temperature", "model_level_number"),
+    ("atlantic_profiles.nc", "theta", "depth"),
+])
+def test_real_files_without_time_stop_with_one_line(name, variable, dim):
+    from ncreel.sample import sample_path
+
+    with pytest.raises(NcreelError, match=rf"'{variable}' has no time axis: .*"
+                       rf"set time_dim=NAME \(e\.g\. time_dim={dim}\)") as err:
+        open_series(str(sample_path(name)), variable)
+    assert "\n" not in str(err.value)
+
+
+# Files whose times overlap ----------------------------------------------------------------
+
+def _days_file(path, days, *, change=None):
+    """``tas(time, lat, lon)`` on the given days since 2000-01-01; value 100*day + cell."""
+    days = np.asarray(days, dtype=np.float64)
+    values = (100.0 * days[:, None, None] + np.arange(6.0).reshape(1, 2, 3)).astype(np.float32)
+    if change is not None:
+        values[np.isin(days, change)] += 0.5  # a re-run that differs on these days
+    values[:, 0, 0] = np.nan  # a masked cell: NaN equals NaN when comparing repeats
+    xr.Dataset({"tas": (("time", "lat", "lon"), values, {"units": "K"})},
+               coords={"time": ("time", days, {"units": "days since 2000-01-01",
+                                               "calendar": "noleap"}),
+                       "lat": ("lat", [0.0, 1.0], {"units": "degrees_north"}),
+                       "lon": ("lon", [0.0, 1.0, 2.0], {"units": "degrees_east"})}
+               ).to_netcdf(path, encoding={"tas": {"_FillValue": -1e30}})
+    return str(path)
+
+
+def _truth(days):
+    days = np.asarray(days, dtype=np.float64)
+    values = 100.0 * days[:, None, None] + np.arange(6.0).reshape(1, 2, 3)
+    values[:, 0, 0] = np.nan
+    return values
+
+
+def test_overlapping_files_with_equal_data_keep_each_time_once(tmp_path):
+    from ncreel.settings import SeriesSelection
+
+    a = _days_file(tmp_path / "run_a.nc", range(0, 6))
+    b = _days_file(tmp_path / "run_b.nc", range(3, 9))   # a restart: days 3-5 again
+    with open_series(str(tmp_path / "run_*.nc"), "tas") as s:
+        assert s.n_time == 9 and s.counts == (6, 3)
+        assert (f"'{b}' repeats 3 times 2000-01-04T00:00:00 .. 2000-01-06T00:00:00 of "
+                f"'{a}' with equal values of 'tas': kept once") in s.note
+        t = s.time_axis()
+        np.testing.assert_array_equal(s.read(0, 9), _truth(range(9)))
+        np.testing.assert_array_equal(s.read(5, 7), _truth([5, 6]))
+        spec = s.spec()
+    assert t.labels == [f"2000-01-0{d + 1}T00:00:00" for d in range(9)]
+    np.testing.assert_array_equal(t.values, np.arange(9.0))
+    assert spec["steps"] == [[[0, 6]], [[3, 6]]]
+    # Every job reopens the same steps from the spec, without comparing data again.
+    with SeriesSelection.from_params(spec).open() as again:
+        assert again.counts == (6, 3) and again.note == ""
+        np.testing.assert_array_equal(again.read(2, 8), _truth(range(2, 8)))
+        assert again.time_axis().labels == t.labels
+
+
+def test_overlapping_files_with_different_data_stop_naming_both(tmp_path):
+    a = _days_file(tmp_path / "orig.nc", range(0, 31))
+    b = _days_file(tmp_path / "rerun.nc", range(28, 40), change=[29, 30])
+    with pytest.raises(NcreelError) as err:
+        open_series([a, b], "tas")
+    msg = str(err.value)
+    assert (f"input files '{a}' and '{b}' both hold 'tas' at 2 times 2000-01-30T00:00:00 .. "
+            "2000-01-31T00:00:00 with different values") in msg, msg
+
+
+def test_a_file_repeated_whole_adds_nothing(tmp_path):
+    a = _days_file(tmp_path / "m.nc", range(0, 4))
+    b = _days_file(tmp_path / "m_copy.nc", range(0, 4))
+    with open_series([b, a], "tas") as s:
+        assert s.n_time == 4 and s.counts == (4, 0)
+        assert f"'{s.paths[1]}' adds no time step" in s.note
+        np.testing.assert_array_equal(s.read(0, 4), _truth(range(4)))
+        assert len(s.time_axis().labels) == 4
+
+
+def test_repeats_inside_a_later_file_read_around_the_gap(tmp_path):
+    # The later file's kept steps are two runs (days 1-4 and 6); reads cross the gap.
+    a = _days_file(tmp_path / "a.nc", [0, 5])
+    b = _days_file(tmp_path / "b.nc", range(1, 7))
+    with open_series([a, b], "tas") as s:
+        assert s.steps == (((0, 2),), ((0, 4), (5, 6)))
+        assert f"times of '{b}' (2000-01-02T00:00:00 .. 2000-01-07T00:00:00) fall inside " \
+            "those of" in s.note
+        np.testing.assert_array_equal(s.read(0, 7), _truth([0, 5, 1, 2, 3, 4, 6]))
+        np.testing.assert_array_equal(s.read(4, 7), _truth([3, 4, 6]))
+
+
+def test_a_time_repeated_inside_one_file(tmp_path):
+    import netCDF4
+
+    # ncrcat of two overlapping files: days 0-3 then 2-5 in one file.
+    days = [0, 1, 2, 3, 2, 3, 4, 5]
+    path = _days_file(tmp_path / "cat.nc", days)
+    with open_series(path, "tas") as s:
+        assert s.steps == (((0, 4), (6, 8)),)
+        assert f"'{path}' repeats 2 times 2000-01-03T00:00:00 .. 2000-01-04T00:00:00 of " \
+            "itself with equal values of 'tas': kept once, from itself" in s.note
+        np.testing.assert_array_equal(s.read(0, 6), _truth(range(6)))
+    bad = _days_file(tmp_path / "bad.nc", days)
+    with netCDF4.Dataset(bad, "a") as nc:
+        nc["tas"][5] = nc["tas"][5] + 1.0  # the second day 3 differs from the first
+    with pytest.raises(NcreelError, match=rf"input '{bad}' holds 'tas' twice at 1 time "
+                       r"2000-01-04T00:00:00 with different values"):
+        open_series(bad, "tas")

@@ -134,6 +134,11 @@ class SeriesSelection(_Settings):
         Index taken along each extra dimension.
     lat, lon, time : str or None
         Coordinate variable names (None: detected by CF attributes).
+    steps : list or None
+        Kept ``[start, stop]`` runs of each file's own time indices, one list per file,
+        where a later file repeats times of an earlier one (None: every step of every
+        file). Decided when the series is first opened (at parse time), so every job reads
+        the same steps without comparing data again.
     """
 
     KEY: ClassVar[str] = "series"
@@ -144,6 +149,7 @@ class SeriesSelection(_Settings):
     lat: str | None
     lon: str | None
     time: str | None
+    steps: list | None = None
 
     def __post_init__(self):
         w = self.KEY
@@ -160,6 +166,13 @@ class SeriesSelection(_Settings):
             raise _bad(w, "select", "a mapping of dimension name to integer index",
                        self.select)
         object.__setattr__(self, "select", dict(self.select))
+        if self.steps is not None and not (
+                isinstance(self.steps, list | tuple) and len(self.steps) == len(paths)
+                and all(isinstance(runs, list | tuple) and all(
+                    isinstance(r, list | tuple) and len(r) == 2 and all(map(_is_int, r))
+                    for r in runs) for runs in self.steps)):
+            raise _bad(w, "steps", "null or one list of [start, stop] runs per path",
+                       self.steps)
 
     def open(self):
         """Open the series lazily (:func:`ncreel.source.open_series`).
@@ -177,7 +190,8 @@ class SeriesSelection(_Settings):
         from ncreel.source import open_series
 
         return open_series(list(self.paths), self.variable, time_dim=self.time_dim,
-                           select=self.select, lat=self.lat, lon=self.lon, time=self.time)
+                           select=self.select, lat=self.lat, lon=self.lon, time=self.time,
+                           steps=self.steps)
 
 
 @dataclass(frozen=True)

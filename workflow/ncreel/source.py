@@ -43,7 +43,9 @@ class TimeAxis:
     Attributes
     ----------
     values : numpy.ndarray, shape (n_time,), float64
-        Raw numeric coordinate values as stored (``time_value`` column); NaN where absent.
+        Raw numeric coordinate values as stored (``time_value`` column); NaN where absent
+        (``_FillValue``/``missing_value``, or netCDF's default fill value of the stored
+        type where the file declares none: steps never written).
     labels : list of str or None, length n_time
         ISO 8601 date-times in the data's calendar, or ``None`` where time could not be decoded.
     calendar : str
@@ -54,6 +56,9 @@ class TimeAxis:
         False when the units/calendar could not be decoded and raw values are used instead.
     note : str
         Why decoding fell back to raw values (empty when decoded).
+    name : str
+        The time coordinate variable (else the time dimension), for labels such as
+        ``name = value units`` where time is not decoded.
     """
 
     values: np.ndarray
@@ -62,6 +67,7 @@ class TimeAxis:
     units: str
     decoded: bool
     note: str = ""
+    name: str = ""
 
     @property
     def postgres_type(self) -> str:
@@ -83,6 +89,10 @@ class Series:
     ``grid_longitude``...) is seen with x and y increasing; with a CF grid mapping
     (``mapping``) its geographic latitude/longitude are computed from it where the file
     has no latitude/longitude variables (``lat_name``/``lon_name`` are then None).
+
+    Global time step ``t`` runs over the files in order, each contributing ``counts[i]``
+    steps: all of its own, or those in ``steps[i]`` (half-open ``(start, stop)`` runs of
+    the file's own indices) where a step repeated from an earlier file was dropped.
     """
 
     paths: tuple[str, ...]
@@ -106,9 +116,13 @@ class Series:
     x_name: str | None = None
     y_name: str | None = None
     mapping: GridMapping | None = None
+    steps: tuple | None = None
+    note: str = ""
     _datasets: list = field(default_factory=list, repr=False)
     _time: TimeAxis | None = field(default=None, repr=False)
     _lonlat: tuple | None = field(default=None, repr=False)
+    #: Each file's :func:`_file_dates`, decoded once when the series was opened.
+    _decoded: list | None = field(default=None, repr=False)
 
     @property
     def n_time(self) -> int:
@@ -135,7 +149,31 @@ class Series:
         return {"paths": list(self.paths),
                 "variable": f"{self.group}/{self.variable}" if self.group else self.variable,
                 "time_dim": self.time_dim, "select": dict(self.select), "lat": self.lat_name,
-                "lon": self.lon_name, "time": self.time_name}
+                "lon": self.lon_name, "time": self.time_name,
+                "steps": None if self.steps is None else [
+                    [list(run) for run in runs] for runs in self.steps]}
+
+    def _runs(self, i: int) -> tuple:
+        """Kept ``(start, stop)`` runs of file `i`'s own time indices."""
+        if self.steps is None:
+            return ((0, self.counts[i]),)
+        return self.steps[i]
+
+    def _file_slices(self, i: int, lo: int, hi: int) -> list[slice]:
+        """Slices of file `i`'s own time indices holding its kept steps ``lo:hi``."""
+        out, pos = [], 0
+        for a, b in self._runs(i):
+            n = b - a
+            x, y = max(lo - pos, 0), min(hi - pos, n)
+            if x < y:
+                out.append(slice(a + x, a + y))
+            pos += n
+        return out
+
+    def _file_kept(self, i: int) -> np.ndarray:
+        """File `i`'s own time indices of its kept steps, in order (int64)."""
+        return np.concatenate([np.arange(a, b) for a, b in self._runs(i)] or [
+            np.empty(0, np.int64)]).astype(np.int64)
 
     def _dataset(self, i: int) -> xr.Dataset:
         if self._datasets[i] is None:
@@ -173,16 +211,16 @@ class Series:
         offset = 0
         for i, count in enumerate(self.counts):
             lo, hi = max(start - offset, 0), min(stop - offset, count)
-            if lo < hi:
+            for part in self._file_slices(i, lo, hi) if lo < hi else ():
                 da = self._dataset(i)[self.variable]
-                da = da.isel({self.time_dim: slice(lo, hi), **self.select})
+                da = da.isel({self.time_dim: part, **self.select})
                 try:
                     values = da.transpose(self.time_dim, self.y_dim, self.x_dim).values
                 except (RuntimeError, OSError) as err:  # netCDF4's bare "NetCDF: HDF error"
                     raise NcreelError(
                         f"input '{self.paths[i]}': variable '{self.variable}': cannot read "
-                        f"time steps {lo}..{hi - 1} of this file ({err}); the file is "
-                        "corrupt: replace it with a good copy") from err
+                        f"time steps {part.start}..{part.stop - 1} of this file ({err}); "
+                        "the file is corrupt: replace it with a good copy") from err
                 parts.append(self._oriented(values))
             offset += count
         if not parts:
@@ -230,8 +268,8 @@ class Series:
         parts, offset = [], 0
         for i, count in enumerate(self.counts):
             lo, hi = max(start - offset, 0), min(stop - offset, count)
-            if lo < hi:
-                part = self._dataset(i)[name].isel({self.time_dim: slice(lo, hi), **sel})
+            for run in self._file_slices(i, lo, hi) if lo < hi else ():
+                part = self._dataset(i)[name].isel({self.time_dim: run, **sel})
                 parts.append(self._oriented(np.asarray(
                     part.transpose(self.time_dim, self.y_dim, self.x_dim).values, np.float64)))
             offset += count
@@ -278,12 +316,18 @@ class Series:
         values, labels, notes = [], [], []
         calendar, units = "standard", ""
         for i in range(len(self.paths)):
-            raw, file_labels, units, calendar, note = _file_time(
-                self._dataset(i), self.time_name, self.counts[i])
+            kept = self._file_kept(i)
+            if self._decoded is not None:
+                raw, dates, units, calendar, note = self._decoded[i]
+            else:
+                ds = self._dataset(i)
+                raw, dates, units, calendar, note = _file_dates(
+                    ds, self.time_name, int(ds.sizes[self.time_dim]))
+            file_labels = [d.isoformat() if d is not None else None for d in dates]
             if note:
                 notes.append(f"{self.paths[i]}: {note}")
-            values.append(raw)
-            labels.extend(file_labels)
+            values.append(raw[kept])
+            labels.extend(file_labels[k] for k in kept)
         self._time = TimeAxis(
             values=np.concatenate(values) if values else np.empty(0),
             labels=labels,
@@ -291,6 +335,7 @@ class Series:
             units=units,
             decoded=any(lab is not None for lab in labels),
             note="; ".join(notes),
+            name=self.time_name or self.time_dim,
         )
         return self._time
 
@@ -543,20 +588,40 @@ def _is_spatial(name: str, var) -> bool:
     return name.lower() in _LAT_NAMES | _LON_NAMES
 
 
-def _is_time(name: str, var) -> bool:
+#: CF units of a time axis without a reference date (UDUNITS names), as in "hours" or
+#: "Month" of files whose time is not CF-decodable: evidence of time all the same.
+_TIME_UNITS = re.compile(r"(s|sec|secs|seconds?|min|mins|minutes?|h|hr|hrs|hours?|d|days?|"
+                         r"weeks?|months?|mon|years?|yr|yrs|common_years?)")
+#: Dimension names taken as time without CF attributes: time, Time, TIME, t, T, and
+#: time_<suffix> / time<digits> (NEMO's time_counter, CMIP's time1).
+_TIME_NAMES = re.compile(r"t|time(_\w+|\d+)?", re.IGNORECASE)
+
+
+def _is_time(name: str, var, *, bare_units: bool = False) -> bool:
+    """Whether `var` is a time coordinate by CF attributes (axis, standard_name, units).
+
+    With `bare_units`, by units that are a time unit without a reference date only.
+    """
     if var is None:
         return False
+    units = _attr(var, "units")
+    if bare_units:
+        return _TIME_UNITS.fullmatch(units) is not None
     return (_attr(var, "axis") == "t" or _attr(var, "standard_name") == "time"
-            or " since " in f" {_attr(var, 'units')} ")
+            or " since " in f" {units} ")
 
 
 def detect_time_dim(ds: xr.Dataset, variable: str, time_dim: str | None = None,
                     select: Mapping | None = None, source: str = "") -> str:
-    """Find the time dimension of `variable`.
+    """Find the time dimension of `variable`; never a guess.
 
-    In order: the configured `time_dim`; the one dimension whose coordinate has CF
-    ``axis: T``, ``standard_name: time`` or units containing ``since``; else the one
-    dimension that is neither latitude/longitude/x/y-like nor in `select`.
+    In order: the configured `time_dim`; the one dimension with a CF time coordinate
+    (``axis: T``, ``standard_name: time`` or units ``UNIT since DATE``), either its own
+    coordinate variable or a 1-D variable along it named in the data variable's
+    ``coordinates`` attribute (WRF's ``XTIME``); else the one with bare time units such
+    as ``hours``; else the one dimension named ``time``, ``Time``, ``t`` (any case) or
+    ``time_<suffix>``. Two candidates at the first step that has any are an error. A
+    dimension in `select` is never time.
 
     Parameters
     ----------
@@ -579,10 +644,13 @@ def detect_time_dim(ds: xr.Dataset, variable: str, time_dim: str | None = None,
     Raises
     ------
     NcreelError
-        If `time_dim` is not a dimension of the variable, or there is no or more than one
-        candidate; the message lists the variable's dimensions.
+        If `time_dim` is not a dimension of the variable; if no dimension is a time axis
+        by the rules above (a file without time, e.g. model levels only: the message says
+        how to show another dimension as frames with ``time_dim``); if more than one is.
+        The message lists the variable's dimensions.
     """
-    dims = list(ds[variable].dims)
+    da = ds[variable]
+    dims = [str(d) for d in da.dims]
     select = dict(select or {})
     where = f"{source}: " if source else ""
     if time_dim:
@@ -590,18 +658,32 @@ def detect_time_dim(ds: xr.Dataset, variable: str, time_dim: str | None = None,
             raise NcreelError(f"{where}config key 'time_dim': '{time_dim}' is not a dimension of "
                               f"'{variable}' (its dims: {', '.join(dims)})")
         return time_dim
-    cf = [d for d in dims if d not in select and _is_time(d, ds.variables.get(d))]
-    if len(cf) == 1:
-        return cf[0]
-    if len(cf) > 1:
-        raise NcreelError(f"{where}variable '{variable}': ambiguous time dimension, candidates "
-                          f"{', '.join(cf)} (its dims: {', '.join(dims)}); set time_dim=NAME")
-    rest = [d for d in dims if d not in select and not _is_spatial(d, ds.variables.get(d))]
-    if len(rest) == 1:
-        return rest[0]
-    what = "no" if not rest else "ambiguous"
-    raise NcreelError(f"{where}variable '{variable}': {what} time dimension found among its dims "
-                      f"({', '.join(dims)}); set time_dim=NAME")
+    free = [d for d in dims if d not in select]
+    listed = [ds.variables[n] for n in _coordinates_attr(da) if n in ds.variables]
+
+    def cf(bare_units):
+        return [d for d in free if _is_time(d, ds.variables.get(d), bare_units=bare_units)
+                or any(tuple(v.dims) == (d,) and _is_time("", v, bare_units=bare_units)
+                       for v in listed)]
+
+    named = [d for d in free if _TIME_NAMES.fullmatch(d)]
+    # Bare time units are weaker evidence: a forecast's lead time (`step`, hours) beside
+    # its CF time.
+    for found, how in ((cf(False), "with a CF time coordinate"),
+                       (cf(True), "with time units"), (named, "named as time")):
+        if len(found) == 1:
+            return found[0]
+        if len(found) > 1:
+            raise NcreelError(f"{where}variable '{variable}': ambiguous time dimension, "
+                              f"{len(found)} dims {how}: {', '.join(found)} (its dims: "
+                              f"{', '.join(dims)}); set time_dim=NAME to the one that is time")
+    others = [d for d in free if not _is_spatial(d, ds.variables.get(d))]
+    example = f" (e.g. time_dim={others[0]})" if others else ""
+    raise NcreelError(
+        f"{where}variable '{variable}' has no time axis: none of its dims ({', '.join(dims)}) "
+        "has a coordinate with CF axis T, standard_name time or time units, or is named "
+        f"time; to show another dimension as frames set time_dim=NAME{example}, or choose "
+        "a variable with a time dimension")
 
 
 def split_variable(variable: str) -> tuple[str | None, str]:
@@ -612,12 +694,17 @@ def split_variable(variable: str) -> tuple[str | None, str]:
 
 def open_series(input: str | Sequence[str], variable: str, *, time_dim: str | None = None,
                 select: Mapping[str, int] | None = None, lat: str | None = None,
-                lon: str | None = None, time: str | None = None) -> Series:
+                lon: str | None = None, time: str | None = None,
+                steps: Sequence | None = None) -> Series:
     """Open `variable` over one or more NetCDF files lazily, validating its shape.
 
     Multiple files (a glob) are joined along time in the order of their first time value
     (file names are not data); when a file's time cannot be decoded, in name order. Each
-    must have the same grid. Latitude and longitude are found by CF attributes
+    must have the same grid. A time in a later file that an earlier file already has (a
+    re-run month saved beside the original, a restart file) is one step: when the data of
+    both are equal, the later file's step is dropped and :attr:`Series.note` says so; when
+    they differ, an error names both files and the times. Latitude and longitude are
+    found by CF attributes
     (``standard_name``, ``units``, ``axis``, ``_CoordinateAxisType``) among the dimension
     coordinates and the 1-D/2-D auxiliary coordinates on the variable's grid, whatever the
     order of the variable's dimensions; see :class:`Series` for the resulting orientation.
@@ -637,6 +724,10 @@ def open_series(input: str | Sequence[str], variable: str, *, time_dim: str | No
         cannot decide.
     time : str, optional
         Name of the time coordinate variable (numeric with CF units, or ISO 8601 strings).
+    steps : sequence, optional
+        The kept ``(start, stop)`` runs of each file's own time indices, one list per
+        file of `input` (a :meth:`Series.spec`'s ``steps``): the decision on repeated
+        times made when the series was first opened, taken as it is (no data compared).
 
     Returns
     -------
@@ -650,7 +741,7 @@ def open_series(input: str | Sequence[str], variable: str, *, time_dim: str | No
         dimension (lists the dims), ambiguous or unusable latitude/longitude/time
         coordinates (lists the candidates), a variable that is not 2-D per time step (lists
         the extra dims), a bad `select`, an empty time axis, a grid that changes in time,
-        or files whose grids differ.
+        files whose grids differ, or files that hold the same time with different data.
     """
     paths = resolve_paths(input)
     select = {str(k): v for k, v in dict(select or {}).items()}
@@ -745,22 +836,152 @@ def open_series(input: str | Sequence[str], variable: str, *, time_dim: str | No
                 raise NcreelError(f"input '{path}': grid of '{name}' differs from "
                                   f"'{paths[0]}' (expected {y_dim}={ny}, {x_dim}={nx})")
             counts.append(int(other.sizes[tdim]))
-        order = _time_order(datasets, time_name, counts, paths)
+        decoded = [_file_dates(ds, time_name, count)
+                   for ds, count in zip(datasets, counts, strict=True)]
+        order = _time_order([d[1] for d in decoded], paths)
+        if steps is not None:
+            kept = _given_steps(steps, paths, counts)
+            kept, note = [kept[i] for i in order], ""
+        else:
+            kept, note = _repeated_steps([datasets[i] for i in order],
+                                         [paths[i] for i in order], name, tdim, select,
+                                         [decoded[i] for i in order])
     except BaseException:
         for ds in datasets:
             ds.close()
         raise
+    full = all(runs == ((0, counts[i]),) for runs, i in zip(kept, order, strict=True))
     series = Series(paths=tuple(paths[i] for i in order), variable=name, time_dim=tdim,
                     y_dim=y_dim, x_dim=x_dim, select=select,
-                    counts=tuple(counts[i] for i in order), ny=ny, nx=nx, dtype=dtype,
-                    units=units, long_name=long_name, group=group, lat_name=lat_name,
-                    lon_name=lon_name, time_name=time_name, y_index=y_index, x_index=x_index,
-                    x_name=x_name, y_name=y_name, mapping=mapping,
-                    _datasets=[datasets[i] for i in order])
+                    counts=tuple(sum(b - a for a, b in runs) for runs in kept), ny=ny, nx=nx,
+                    dtype=dtype, units=units, long_name=long_name, group=group,
+                    lat_name=lat_name, lon_name=lon_name, time_name=time_name,
+                    y_index=y_index, x_index=x_index, x_name=x_name, y_name=y_name,
+                    mapping=mapping, steps=None if full else tuple(kept),
+                    note=note, _datasets=[datasets[i] for i in order],
+                    _decoded=[decoded[i] for i in order])
     if series.n_time == 0:
         series.close()
         raise NcreelError(f"{where}: time dimension '{tdim}' of '{name}' is empty (0 steps)")
     return series
+
+
+def _runs(indices) -> tuple:
+    """Half-open ``(start, stop)`` runs of consecutive integers in sorted `indices`."""
+    runs: list = []
+    for i in indices:
+        if runs and runs[-1][1] == i:
+            runs[-1][1] = i + 1
+        else:
+            runs.append([i, i + 1])
+    return tuple((int(a), int(b)) for a, b in runs)
+
+
+def _given_steps(steps: Sequence, paths: list, counts: list) -> list:
+    """Check a spec's ``steps`` against the files' lengths; one runs tuple per file."""
+    if len(steps) != len(paths):
+        raise NcreelError(f"setting 'series.steps': need one list of runs per input file "
+                          f"({len(paths)}), got {steps!r}")
+    out = []
+    for path, runs, count in zip(paths, steps, counts, strict=True):
+        runs = tuple((int(a), int(b)) for a, b in runs)
+        if any(not 0 <= a < b <= count for a, b in runs):
+            raise NcreelError(f"input '{path}': has {count} time steps, the run's plan "
+                              f"reads {runs}: the file changed since the run was planned; "
+                              "start a new run")
+        out.append(runs)
+    return out
+
+
+def _repeated_steps(datasets: list, paths: list, name: str, tdim: str, select: dict,
+                    decoded: list) -> tuple[list, str]:
+    """Drop the steps whose time an earlier file, or an earlier step, has (files in order).
+
+    A step counts as repeated when its decoded date (ISO 8601 in the file's calendar) is
+    one an earlier file, or an earlier step of the same file, already has; undecodable
+    times never repeat. The data of each repeated step is compared with the kept one's,
+    a bounded block of steps at a time.
+
+    Returns
+    -------
+    kept : list of tuple
+        Kept ``(start, stop)`` runs of each file's own time indices.
+    note : str
+        Which file's steps were dropped and which times (empty when none).
+
+    Raises
+    ------
+    NcreelError
+        A repeated time whose data differ: names both files (or the file) and the times.
+    """
+    first: dict = {}  # (label, calendar) -> (file, own index) of its first occurrence
+    pairs: dict = {}  # (earlier file, later file) -> [(earlier index, later index, label)]
+    dropped: list[set] = [set() for _ in datasets]
+    spans = []  # (first, last) kept date of each file, for the interleaving check
+    for k, (_, dates, _, calendar, _) in enumerate(decoded):
+        for i, date in enumerate(dates):
+            if date is None:
+                continue
+            j, i0 = first.setdefault((date.isoformat(), calendar), (k, i))
+            if (j, i0) != (k, i):  # also a time repeated inside one file
+                pairs.setdefault((j, k), []).append((i0, i, date.isoformat()))
+                dropped[k].add(i)
+        kept_dates = [d for i, d in enumerate(dates) if d is not None and i not in dropped[k]]
+        spans.append((min(kept_dates), max(kept_dates)) if kept_dates else None)
+    notes = []
+    for (j, k), steps in pairs.items():
+        step_bytes = 8 * max(int(np.prod([s for d, s in datasets[j][name].sizes.items()
+                                          if d != tdim and d not in select])), 1)
+        block = max(1, BLOCK_BYTES // (2 * step_bytes))  # two blocks held: one each file
+        differ = []
+        for b in range(0, len(steps), block):
+            part = steps[b:b + block]
+            a = datasets[j][name].isel({tdim: [p[0] for p in part], **select})
+            c = datasets[k][name].isel({tdim: [p[1] for p in part], **select})
+            a = a.transpose(tdim, ...)
+            a, c = a.values.reshape(len(part), -1), c.transpose(*a.dims).values.reshape(
+                len(part), -1)
+            same = (a == c) | (np.isnan(a) & np.isnan(c)) if a.dtype.kind == "f" else a == c
+            differ += [p[2] for p, ok in zip(part, same.all(axis=1), strict=True) if not ok]
+        if differ and j == k:
+            raise NcreelError(
+                f"input '{paths[k]}' holds '{name}' twice at {_times_text(differ)} with "
+                "different values: ncreel cannot tell which is right; fix the file")
+        if differ:
+            raise NcreelError(
+                f"input files '{paths[j]}' and '{paths[k]}' both hold '{name}' at "
+                f"{_times_text(differ)} with different values: keep one of them (name the "
+                "files to use in config key input)")
+        source = "itself" if j == k else f"'{paths[j]}'"
+        notes.append(f"'{paths[k]}' repeats {_times_text([p[2] for p in steps])} of "
+                     f"{source} with equal values of '{name}': kept once, from {source}")
+    kept = [_runs(i for i in range(len(d[1])) if i not in gone)
+            for d, gone in zip(decoded, dropped, strict=True)]
+    for path, runs in zip(paths, kept, strict=True):
+        if not runs:
+            notes.append(f"'{path}' adds no time step")
+    known = [(p, span) for p, span in zip(paths, spans, strict=True) if span is not None]
+    for (p0, s0), (p1, s1) in zip(known, known[1:], strict=False):
+        try:
+            if s1[0] < s0[1]:
+                notes.append(f"times of '{p1}' ({s1[0].isoformat()} .. {s1[1].isoformat()}) "
+                             f"fall inside those of '{p0}' ({s0[0].isoformat()} .. "
+                             f"{s0[1].isoformat()}): files are joined whole, so frames are "
+                             "out of time order there")
+        except TypeError:  # dates of different calendars: _time_order said so
+            pass
+    note = "; ".join(notes)
+    if note:  # the parse prints it as a note; other callers read Series.note
+        log.info("%s", note)
+    return kept, note
+
+
+def _times_text(labels: list) -> str:
+    """``1 time 2000-01-05T00:00:00`` or ``3 times 2000-01-05T00:00:00 .. 2000-01-07T00:00:00``."""
+    labels = sorted(set(labels))  # ISO 8601 of one calendar: text order is time order
+    if len(labels) == 1:
+        return f"1 time {labels[0]}"
+    return f"{len(labels)} times {labels[0]} .. {labels[-1]}"
 
 
 def _coordinates_attr(da: xr.DataArray) -> list[str]:
@@ -1133,6 +1354,11 @@ def _file_dates(ds: xr.Dataset, time_name: str | None, count: int):
         note = f"{bad} of {count} '{time_name}' strings are not ISO 8601 dates" if bad else ""
         return np.full(count, np.nan), dates, units, calendar, note
     raw = values.astype(np.float64)
+    # netCDF's default fill value marks steps never written; without a _FillValue
+    # attribute xarray leaves it as a number (9.96921e+36 for doubles): a missing step.
+    fill = _default_fill(var)
+    if fill is not None:
+        raw[raw == fill] = np.nan
     dates: list = [None] * count
     if not units or " since " not in f" {units.lower()} ":
         return raw, dates, units, calendar, (
@@ -1148,28 +1374,36 @@ def _file_dates(ds: xr.Dataset, time_name: str | None, count: int):
     for i, d in zip(np.flatnonzero(ok), decoded, strict=True):
         dates[i] = d
     note = "" if ok.all() else (f"{int((~ok).sum())} of {count} '{time_name}' values are "
-                                "missing (_FillValue); those steps have no time")
+                                "missing (fill values); those steps have no time")
     return raw, dates, units, calendar, note
 
 
-def _file_time(ds: xr.Dataset, time_name: str | None, count: int):
-    """``(raw, labels, units, calendar, note)``: :func:`_file_dates` with ISO labels."""
-    raw, dates, units, calendar, note = _file_dates(ds, time_name, count)
-    return raw, [d.isoformat() if d is not None else None for d in dates], units, calendar, note
+def _default_fill(var: xr.Variable) -> float | None:
+    """Return the netCDF default fill value of `var`'s stored type (float64), or None."""
+    import netCDF4
+
+    stored = np.dtype(var.encoding.get("dtype", var.dtype))
+    key = f"{stored.kind}{stored.itemsize}"
+    if key not in netCDF4.default_fillvals or stored.kind not in "fiu":
+        return None
+    return float(np.array(netCDF4.default_fillvals[key], dtype=stored))
 
 
-def _time_order(datasets: list, time_name: str | None, counts: list, paths: list) -> list:
-    """Order of the files by their first time (name order when that cannot be decided)."""
-    if len(datasets) < 2:
-        return list(range(len(datasets)))
+def _time_order(file_dates: list, paths: list) -> list:
+    """Order of the files by their first time (name order when that cannot be decided).
+
+    `file_dates` holds each file's decoded dates (:func:`_file_dates`; None where not).
+    """
+    if len(file_dates) < 2:
+        return list(range(len(file_dates)))
     firsts = []
-    for ds, count in zip(datasets, counts, strict=True):
-        dates = [d for d in _file_dates(ds, time_name, count)[1] if d is not None]
+    for dates in file_dates:
+        dates = [d for d in dates if d is not None]
         firsts.append(min(dates) if dates else None)
     try:
         if None in firsts:
             raise TypeError("a file has no decodable time")
-        return sorted(range(len(datasets)), key=lambda i: firsts[i])
+        return sorted(range(len(file_dates)), key=lambda i: firsts[i])
     except TypeError as err:  # also cftime dates of different calendars
         log.warning("input files joined in name order: %s (%s)", err, ", ".join(paths))
-        return list(range(len(datasets)))
+        return list(range(len(file_dates)))

@@ -14,7 +14,7 @@ from ncreel.source import BLOCK_BYTES, Series
 
 log = logging.getLogger(__name__)
 
-#: Histogram bins used for the streamed percentiles; the error is at most (max-min)/N_BINS.
+#: Most histogram bins of the streamed percentiles (see :func:`series_statistics`).
 N_BINS = 1 << 16
 
 
@@ -22,10 +22,21 @@ def series_statistics(series: Series, *, percentiles: tuple[float, float] = (2.0
                       max_block_bytes: int = BLOCK_BYTES) -> tuple[dict, np.ndarray]:
     """Compute colour limits and each cell's time mean in two streamed passes.
 
-    Pass 1 accumulates per-cell sums and counts (float64) and the global min/max; pass 2
-    fills a fixed-range histogram of ``N_BINS`` bins, from which the percentiles are read
-    with linear interpolation inside the bin. Memory is one block plus ``(ny, nx)``
-    accumulators, whatever the series length.
+    Pass 1 accumulates per-cell sums and counts (float64), the global min/max and whether
+    every value is a whole number; pass 2 fills a histogram from which the percentiles are
+    read. The bins are chosen so that the answer is exact where the data allow it:
+
+    - when at most ``N_BINS`` representable values of the data's float type lie between
+      min and max (a narrow-range float32 field, a constant field), one bin per value;
+    - when every value is a whole number and ``max - min < N_BINS`` (integer data), one
+      bin per integer;
+    - otherwise ``N_BINS`` equal float64 bins over ``[min, max]``.
+
+    The two order statistics around each percentile's rank are taken from the bins and
+    combined as ``numpy.percentile``'s default ``'linear'`` method does, so the result
+    equals ``numpy.percentile`` of all finite values (up to float rounding) in the first
+    two cases and is within ``(max - min) / N_BINS`` of it in the third. Memory is one
+    block plus ``(ny, nx)`` accumulators, whatever the series length.
 
     Parameters
     ----------
@@ -39,49 +50,154 @@ def series_statistics(series: Series, *, percentiles: tuple[float, float] = (2.0
     Returns
     -------
     stats : dict
-        ``vmin``, ``vmax`` (variable units; the percentiles, accurate to
-        ``(max - min) / N_BINS``), ``min``, ``max``, ``n_finite``, ``n_time``, ``ny``, ``nx``.
+        ``vmin``, ``vmax`` (variable units; the percentiles), ``min``, ``max``,
+        ``n_finite``, ``n_time``, ``ny``, ``nx``, ``percentiles`` and ``binning``
+        (``"values"``, ``"integers"`` or ``"linear"``: which of the cases above).
     cell_mean : numpy.ndarray, shape (ny, nx), float64
         Mean over time of each cell's finite values; NaN where a cell is never finite.
     """
     total = np.zeros((series.ny, series.nx), dtype=np.float64)
     count = np.zeros((series.ny, series.nx), dtype=np.int64)
     lo, hi = np.inf, -np.inf
+    integral = True
+    dtype = np.dtype(series.dtype)
     for _, block in series.iter_blocks(0, series.n_time, max_block_bytes):
+        dtype = block.dtype
         finite = np.isfinite(block)
         total += np.where(finite, block, 0.0).sum(axis=0, dtype=np.float64)
         count += finite.sum(axis=0)
         if finite.any():
             vals = block[finite]
             lo, hi = min(lo, float(vals.min())), max(hi, float(vals.max()))
+            integral = integral and bool(np.array_equal(vals, np.floor(vals)))
     with np.errstate(invalid="ignore", divide="ignore"):
         cell_mean = np.where(count > 0, total / np.maximum(count, 1), np.nan)
     n_finite = int(count.sum())
+    binning = None
     if n_finite == 0:
         vmin = vmax = float("nan")
     elif lo == hi:
         vmin = vmax = lo
+        binning = "values"
     else:
-        hist = np.zeros(N_BINS, dtype=np.int64)
+        bins = _Bins.choose(lo, hi, dtype, integral)
+        binning = bins.kind
+        hist = np.zeros(bins.n, dtype=np.int64)
         for _, block in series.iter_blocks(0, series.n_time, max_block_bytes):
-            vals = block[np.isfinite(block)]
-            hist += np.histogram(vals, bins=N_BINS, range=(lo, hi))[0]
-        vmin, vmax = (_hist_percentile(hist, lo, hi, p) for p in percentiles)
+            hist += bins.histogram(block[np.isfinite(block)])
+        vmin, vmax = (_percentile(hist, bins, p) for p in percentiles)
     stats = {"vmin": vmin, "vmax": vmax, "min": lo if n_finite else None,
              "max": hi if n_finite else None, "percentiles": list(percentiles),
-             "n_finite": n_finite, "n_time": series.n_time, "ny": series.ny, "nx": series.nx}
+             "binning": binning, "n_finite": n_finite, "n_time": series.n_time,
+             "ny": series.ny, "nx": series.nx}
     return stats, cell_mean
 
 
-def _hist_percentile(hist: np.ndarray, lo: float, hi: float, q: float) -> float:
-    # Same definition as numpy.percentile's default 'linear' method, applied to binned data.
+def _ordered_keys(values: np.ndarray) -> np.ndarray:
+    """Integers in the order of the floats `values`, consecutive floats one apart (int64).
+
+    IEEE 754 bit patterns of non-negative floats already sort as integers; a negative
+    float's key is minus its magnitude's pattern (so -0.0 and 0.0 share key 0).
+    """
+    itype = np.int32 if values.dtype == np.float32 else np.int64
+    keys = values.view(itype).astype(np.int64)  # the one full-size temporary
+    negative = keys < 0
+    np.bitwise_and(keys, np.iinfo(itype).max, out=keys)
+    np.negative(keys, out=keys, where=negative)
+    return keys
+
+
+def _from_key(key: int, dtype: np.dtype) -> float:
+    """Return the float of `dtype` whose :func:`_ordered_keys` key is `key`."""
+    itype = np.int32 if dtype == np.float32 else np.int64
+    bits = np.array([abs(key)], dtype=np.int64).astype(itype)
+    value = float(bits.view(np.float32 if dtype == np.float32 else np.float64)[0])
+    return -value if key < 0 else value
+
+
+class _Bins:
+    """The histogram bins of :func:`series_statistics` (see there for the three kinds)."""
+
+    def __init__(self, kind: str, lo: float, hi: float, n: int, dtype: np.dtype,
+                 key0: int = 0):
+        self.kind, self.lo, self.hi, self.n, self.dtype, self.key0 = (
+            kind, lo, hi, n, dtype, key0)
+        self.width = (hi - lo) / n
+
+    @classmethod
+    def choose(cls, lo: float, hi: float, dtype: np.dtype, integral: bool) -> _Bins:
+        ftype = np.dtype(np.float32) if dtype == np.float32 else np.dtype(np.float64)
+        # Python ints: the keys of float64s either side of zero are 2**63 apart and more.
+        first, last = (int(k) for k in _ordered_keys(np.array([lo, hi], dtype=ftype)))
+        if last - first < N_BINS:
+            return cls("values", lo, hi, last - first + 1, ftype, first)
+        if integral and hi - lo < N_BINS:
+            return cls("integers", lo, hi, int(hi - lo) + 1, ftype)
+        return cls("linear", lo, hi, N_BINS, ftype)
+
+    def histogram(self, vals: np.ndarray) -> np.ndarray:
+        """Count finite `vals` (1-D) in each bin, shape ``(n,)`` int64."""
+        if self.kind == "values":
+            index = _ordered_keys(vals.astype(self.dtype, copy=False))
+            index -= self.key0
+        elif self.kind == "integers":
+            # Bin edges halfway between integers: each whole number alone in its bin.
+            return np.histogram(vals, bins=self.n, range=(self.lo - 0.5, self.hi + 0.5))[0]
+        else:
+            # float64 edges: float32 edges cannot split a range narrower than N_BINS steps.
+            return np.histogram(vals.astype(np.float64, copy=False), bins=self.n,
+                                range=(self.lo, self.hi))[0]
+        return np.bincount(index, minlength=self.n)
+
+    def value(self, i: int, position: float) -> float:
+        """Return the value at `position` (0..1, order within the bin) of bin `i`."""
+        if self.kind == "values":
+            return _from_key(self.key0 + i, self.dtype)
+        if self.kind == "integers":
+            return self.lo + i
+        return self.lo + (i + position) * self.width
+
+
+def _percentile(hist: np.ndarray, bins: _Bins, q: float) -> float:
+    # numpy.percentile's default 'linear' method: rank q/100 * (n - 1) between the
+    # order statistics x[floor(rank)] and x[floor(rank) + 1].
     cum = np.cumsum(hist)
     rank = q / 100.0 * (cum[-1] - 1)
-    i = int(np.searchsorted(cum, rank, side="right"))
-    before = cum[i - 1] if i > 0 else 0
-    frac = (rank - before + 0.5) / max(hist[i], 1)
-    width = (hi - lo) / len(hist)
-    return float(lo + (i + min(max(frac, 0.0), 1.0)) * width)
+    k = int(np.floor(rank))
+
+    def order_statistic(k: int) -> float:
+        i = int(np.searchsorted(cum, k, side="right"))  # bin holding x[k]
+        before = int(cum[i - 1]) if i > 0 else 0
+        return bins.value(i, (k - before + 0.5) / hist[i])
+
+    low = order_statistic(k)
+    if k + 1 > cum[-1] - 1 or rank == k:
+        return float(low)
+    return float(low + (rank - k) * (order_statistic(k + 1) - low))
+
+
+def nonsingular_range(vmin: float, vmax: float) -> tuple[float, float]:
+    """Return a colour range with ``vmin < vmax`` around a constant (or reversed) one.
+
+    A constant range becomes 5 % of the value either side (``-0.05..0.05`` around zero),
+    matplotlib's margin for a singular axis, so a constant field is drawn in the middle
+    colour and the colour bar gets round ticks; a reversed range is swapped.
+
+    Parameters
+    ----------
+    vmin, vmax : float
+        Finite limits, variable units.
+
+    Returns
+    -------
+    (float, float)
+        Finite limits with ``vmin < vmax``.
+    """
+    lo, hi = sorted((float(vmin), float(vmax)))
+    if lo < hi:
+        return lo, hi
+    margin = 0.05 * abs(lo) or 0.05
+    return lo - margin, hi + margin
 
 
 def write_statistics(series: Series, stats_json: str | os.PathLike,
@@ -89,7 +205,9 @@ def write_statistics(series: Series, stats_json: str | os.PathLike,
                      vmax: float | None = None, percentiles=(2.0, 98.0)) -> dict:
     """Compute :func:`series_statistics` and write ``stats.json`` and ``cell_mean.npy``.
 
-    Configured `vmin`/`vmax` override the computed percentiles (each independently).
+    Configured `vmin`/`vmax` override the computed percentiles (each independently). A
+    range that would be empty is widened (:func:`nonsingular_range`); ``widened`` in the
+    result then says how and why (else None).
 
     ``stats.json`` also records each input's identity (``inputs``, see
     :mod:`ncreel.identity`), taken before the pass and checked again after it, so later jobs
@@ -120,13 +238,28 @@ def write_statistics(series: Series, stats_json: str | os.PathLike,
         stats["vmin"] = float(vmin)
     if vmax is not None:
         stats["vmax"] = float(vmax)
-    if not (np.isfinite(stats["vmin"]) and np.isfinite(stats["vmax"])):
-        stats["vmin"], stats["vmax"] = 0.0, 1.0
+    lo, hi = stats["vmin"], stats["vmax"]
+    widened = None  # why the limits are not the percentiles / configured values
+    if not (np.isfinite(lo) or np.isfinite(hi)):
+        lo, hi = 0.0, 1.0
+        widened = "no finite value in the series: 0..1"
         log.warning("%s: no finite values in '%s'; colour range set to 0..1",
                     series.paths[0], series.variable)
-    if stats["vmin"] >= stats["vmax"]:
-        # A constant field still needs a non-empty colour range.
-        stats["vmax"] = stats["vmin"] + (abs(stats["vmin"]) * 1e-6 or 1.0)
+    elif not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
+        # A constant field, no data beside one configured limit, or a configured limit
+        # beyond the other, computed one: widen around the configured (else the) value.
+        centre = vmax if vmax is not None else (vmin if vmin is not None else lo)
+        wide = nonsingular_range(centre, centre)
+        lo = float(vmin) if vmin is not None else wide[0]
+        hi = float(vmax) if vmax is not None else wide[1]
+        widened = (f"widened 5 % around {centre:.6g}: " + (
+            "a constant field" if vmin is None and vmax is None
+            else "the configured limit leaves no room for the computed other"))
+        if vmin is not None or vmax is not None:
+            log.warning("configured %s leaves no room for the computed other limit: colour "
+                        "range %.6g..%.6g (set both vmin and vmax to choose it)",
+                        "vmin" if vmin is not None else "vmax", lo, hi)
+    stats["vmin"], stats["vmax"], stats["widened"] = lo, hi, widened
     check_inputs(inputs)  # a file replaced during the pass: these statistics mix versions
     stats["inputs"] = inputs
     with atomic_path(cell_mean_npy) as tmp, open(tmp, "wb") as fh:

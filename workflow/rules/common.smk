@@ -188,6 +188,8 @@ try:
                 else f"\ntime not decoded for some steps ({_time.note}); column time is NULL there"
             )
         )
+        if _series.note and workflow.is_main_process:  # repeated times dropped
+            print(f"ncreel: note: {_series.note}", file=sys.stderr)
         if _time.note and workflow.is_main_process:
             print(
                 f"ncreel: note: {_time.note}; column time is NULL there",

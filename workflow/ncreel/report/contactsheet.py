@@ -141,6 +141,8 @@ def plan_page(path: str | os.PathLike, *, stats: Mapping, configured: Mapping,
         else:
             how.append([key, stats[key], f"{q:g} % percentile of all finite values of the "
                         "series (statistics rule, streamed histogram)"])
+    if stats.get("widened"):
+        how.append(["vmin..vmax", f"{stats['vmin']}..{stats['vmax']}", stats["widened"]])
     how.append(["data min / max", f"{stats.get('min')} / {stats.get('max')}", ""])
     cal = [[k, v] for k, v in calibration.to_params().items()]
     total = sum(s["frames"] for s in shards)

@@ -1,0 +1,157 @@
+"""Series statistics (colour limits, cell means) for any field, against numpy on all values.
+
+Narrow-range float32 fields (fewer than N_BINS float32 steps between min and max), constant
+fields, integers and missing steps, each written as a small NetCDF file by the test.
+"""
+
+import json
+
+import numpy as np
+import pytest
+import xarray as xr
+from ncreel.source import open_series
+from ncreel.stats import N_BINS, series_statistics, write_statistics
+
+LAT = ("lat", [10.0, 20.0, 30.0], {"units": "degrees_north"})
+LON = ("lon", [0.0, 40.0, 80.0, 120.0], {"units": "degrees_east"})
+
+
+def write(path, values, encoding=None):
+    n = values.shape[0]
+    ds = xr.Dataset({"tas": (("time", "lat", "lon"), values, {"units": "K"})},
+                    coords={"time": ("time", np.arange(n, dtype=np.float64),
+                                     {"units": "days since 2000-01-01", "axis": "T"}),
+                            "lat": LAT, "lon": LON})
+    ds.to_netcdf(path, encoding={"tas": encoding or {}})
+    return str(path)
+
+
+def stats_of(path, **kw):
+    # Blocks of two steps: the histogram is filled over several blocks.
+    with open_series(path, "tas") as s:
+        return series_statistics(s, max_block_bytes=2 * 12 * 8, **kw)
+
+
+def numpy_truth(path):
+    with xr.open_dataset(path) as ds:
+        values = ds["tas"].values
+    finite = values[np.isfinite(values)]
+    return finite, np.percentile(finite.astype(np.float64), [2, 98])
+
+
+@pytest.mark.parametrize("spread", [1.3, 1.75])
+def test_narrow_float32_percentiles_are_numpys(tmp_path, spread):
+    # 1.3 K and 1.75 K around 290 K in float32: 43 000 / 57 000 float32 steps, fewer than
+    # N_BINS; a float32 histogram of N_BINS bins over that range cannot be built.
+    rng = np.random.default_rng(3)
+    values = (290.0 + rng.uniform(0, spread, (40, 3, 4))).astype(np.float32)
+    path = write(tmp_path / "narrow.nc", values)
+    stats, cell_mean = stats_of(path)
+    finite, (p2, p98) = numpy_truth(path)
+    assert stats["binning"] == "values"
+    assert stats["vmin"] == pytest.approx(p2, abs=1e-9, rel=1e-12)
+    assert stats["vmax"] == pytest.approx(p98, abs=1e-9, rel=1e-12)
+    assert (stats["min"], stats["max"]) == (float(finite.min()), float(finite.max()))
+    np.testing.assert_allclose(cell_mean, values.astype(np.float64).mean(axis=0), rtol=1e-15)
+
+
+def test_float32_a_few_steps_apart_is_exact(tmp_path):
+    # Three distinct float32 values one step apart: the percentiles are among them.
+    base = np.float32(290.0)
+    steps = np.array([base, np.nextafter(base, np.float32(300)),
+                      np.nextafter(np.nextafter(base, np.float32(300)), np.float32(300))])
+    values = np.resize(steps, (5, 3, 4)).astype(np.float32)
+    path = write(tmp_path / "steps.nc", values)
+    stats, _ = stats_of(path)
+    _, (p2, p98) = numpy_truth(path)
+    assert (stats["vmin"], stats["vmax"]) == (p2, p98)
+    assert stats["vmax"] > stats["vmin"]
+
+
+def test_integers_are_exact(tmp_path):
+    rng = np.random.default_rng(4)
+    values = rng.integers(0, 7, (30, 3, 4)).astype(np.int16)
+    path = write(tmp_path / "int.nc", values)
+    stats, cell_mean = stats_of(path, percentiles=(5.0, 97.5))
+    with xr.open_dataset(path) as ds:
+        truth = ds["tas"].values.astype(np.float64)
+    assert stats["binning"] == "integers"
+    np.testing.assert_array_equal([stats["vmin"], stats["vmax"]],
+                                  np.percentile(truth, [5, 97.5]))
+    np.testing.assert_allclose(cell_mean, truth.mean(axis=0), rtol=1e-15)
+
+
+def test_wide_float64_with_gaps_is_within_one_bin(tmp_path):
+    # Two clusters far apart with the 2nd percentile's rank between them: the answer lies
+    # in the empty gap, which no bin's count can place without both order statistics.
+    rng = np.random.default_rng(5)
+    values = np.where(rng.uniform(size=(50, 3, 4)) < 0.02, rng.uniform(0, 1, (50, 3, 4)),
+                      rng.uniform(1e3, 2e3, (50, 3, 4)))
+    path = write(tmp_path / "wide.nc", values)
+    stats, _ = stats_of(path)
+    finite, (p2, p98) = numpy_truth(path)
+    tol = (finite.max() - finite.min()) / N_BINS
+    assert stats["binning"] == "linear"
+    assert abs(stats["vmin"] - p2) <= tol
+    assert abs(stats["vmax"] - p98) <= tol
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fields_either_side_of_zero(tmp_path, dtype):
+    # Anomalies: float64 order keys of -x and +x are more than 2**63 apart.
+    values = np.random.default_rng(6).normal(0.0, 3.0, (20, 3, 4)).astype(dtype)
+    path = write(tmp_path / "anom.nc", values)
+    stats, _ = stats_of(path)
+    finite, (p2, p98) = numpy_truth(path)
+    tol = (finite.max() - finite.min()) / N_BINS
+    assert stats["binning"] == "linear"
+    assert abs(stats["vmin"] - p2) <= tol and abs(stats["vmax"] - p98) <= tol
+
+
+def test_missing_steps_and_cells(tmp_path):
+    values = np.arange(6 * 12, dtype=np.float32).reshape(6, 3, 4)
+    values[2] = np.nan           # a whole step missing
+    values[:, 0, 0] = np.nan     # a cell never present
+    path = write(tmp_path / "gaps.nc", values, {"_FillValue": -999.0})
+    stats, cell_mean = stats_of(path)
+    finite, (p2, p98) = numpy_truth(path)
+    assert stats["n_finite"] == finite.size == 5 * 11
+    assert stats["vmin"] == pytest.approx(p2, rel=1e-12)
+    assert stats["vmax"] == pytest.approx(p98, rel=1e-12)
+    assert np.isnan(cell_mean[0, 0])
+    present = np.isfinite(values)
+    truth = np.where(present, values, 0).sum(axis=0, dtype=np.float64) / np.maximum(
+        present.sum(axis=0), 1)
+    np.testing.assert_allclose(cell_mean.reshape(-1)[1:], truth.reshape(-1)[1:])
+
+
+@pytest.mark.parametrize("value", [290.0, 0.0, -3.0])
+def test_constant_field_gets_a_range_around_it(tmp_path, value):
+    path = write(tmp_path / "const.nc", np.full((4, 3, 4), value, np.float32))
+    with open_series(path, "tas") as s:
+        stats = write_statistics(s, tmp_path / "stats.json", tmp_path / "mean.npy")
+    margin = abs(value) * 0.05 or 0.05
+    assert (stats["vmin"], stats["vmax"]) == (value - margin, value + margin)
+    assert (stats["min"], stats["max"]) == (value, value)
+    assert stats["widened"].endswith("a constant field")
+    assert json.loads((tmp_path / "stats.json").read_text())["vmax"] == value + margin
+
+
+def test_configured_limit_beyond_the_data_keeps_it(tmp_path):
+    values = np.linspace(280, 290, 4 * 12, dtype=np.float32).reshape(4, 3, 4)
+    path = write(tmp_path / "f.nc", values)
+    with open_series(path, "tas") as s:
+        stats = write_statistics(s, tmp_path / "stats.json", tmp_path / "mean.npy",
+                                 vmin=300.0)
+    assert stats["vmin"] == 300.0 and stats["vmax"] == pytest.approx(315.0)
+    assert "configured limit" in stats["widened"]
+
+
+def test_all_missing_field(tmp_path):
+    values = np.full((3, 3, 4), np.nan, np.float32)
+    path = write(tmp_path / "empty.nc", values, {"_FillValue": -999.0})
+    with open_series(path, "tas") as s:
+        stats = write_statistics(s, tmp_path / "stats.json", tmp_path / "mean.npy")
+        assert (stats["vmin"], stats["vmax"], stats["n_finite"]) == (0.0, 1.0, 0)
+        stats = write_statistics(s, tmp_path / "stats.json", tmp_path / "mean.npy", vmax=5.0)
+    assert (stats["vmin"], stats["vmax"]) == (4.75, 5.0)
