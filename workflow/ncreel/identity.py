@@ -17,8 +17,9 @@ not detected.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -36,6 +37,11 @@ def _hash_group(h, group) -> None:
         h.update(f"var {name} {var.dtype} {var.dimensions} "
                  f"{sorted((k, repr(v)) for k, v in attrs.items())}\n".encode())
         if var.ndim == 1 and var.dimensions[0] == name or name in _coordinate_names(group):
+            if var.dtype is str or np.dtype(var.dtype).kind in "OSU":
+                # Text (ISO dates): the strings, not the bytes of Python objects.
+                texts = np.ravel(np.ma.getdata(var[...]))
+                h.update("\0".join(map(str, texts)).encode("utf-8", "surrogateescape"))
+                continue
             var.set_auto_maskandscale(False)
             if var.size <= MAX_HASHED_VALUES:
                 h.update(np.ascontiguousarray(var[...]).tobytes())
@@ -56,23 +62,52 @@ def _coordinate_names(group) -> set[str]:
     return names
 
 
-def header_digest(path: str | os.PathLike) -> str:
-    """SHA-256 of a NetCDF file's header and coordinate values (see the module docstring).
+def _digest_here(path: str) -> str:
+    import netCDF4
+
+    h = hashlib.sha256()
+    with netCDF4.Dataset(path) as nc:
+        _hash_group(h, nc)
+    return h.hexdigest()
+
+
+def header_digests(paths: Sequence[str | os.PathLike]) -> list[str]:
+    """SHA-256 of each NetCDF file's header and coordinate values (module docstring).
+
+    Computed in a child process: a job calls this while it has the same files open
+    through xarray, and a second netCDF-4/HDF5 handle to an open file in one process
+    closes the first one's objects when it is closed (a crash at the next read).
+
+    Returns
+    -------
+    list of str
+        64 hexadecimal digits per path, in order.
 
     Raises
     ------
     NcreelError
-        If the file cannot be opened as NetCDF.
+        If a file cannot be opened as NetCDF (naming it).
     """
-    import netCDF4
+    import subprocess
+    import sys
 
-    h = hashlib.sha256()
-    try:
-        with netCDF4.Dataset(os.fspath(path)) as nc:
-            _hash_group(h, nc)
-    except (OSError, RuntimeError, ValueError) as err:
-        raise NcreelError(f"input '{path}': cannot read its header ({err})") from err
-    return h.hexdigest()
+    paths = [os.fspath(p) for p in paths]
+    if not paths:
+        return []
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [package_root, *filter(None, [os.environ.get("PYTHONPATH")])])}
+    proc = subprocess.run([sys.executable, "-m", "ncreel.identity"], input=json.dumps(paths),
+                          capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        raise NcreelError(proc.stderr.strip().splitlines()[-1] if proc.stderr.strip()
+                          else f"cannot read the headers of {paths[0]} ...")
+    return json.loads(proc.stdout)
+
+
+def header_digest(path: str | os.PathLike) -> str:
+    """:func:`header_digests` of one file."""
+    return header_digests([path])[0]
 
 
 def file_identity(path: str | os.PathLike) -> dict:
@@ -82,11 +117,9 @@ def file_identity(path: str | os.PathLike) -> dict:
     -------
     dict
         ``size`` in bytes, ``mtime_ns`` (nanoseconds since the epoch, as ``os.stat``),
-        ``digest`` from :func:`header_digest`.
+        ``digest`` from :func:`header_digests`.
     """
-    st = os.stat(path)
-    return {"path": os.fspath(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-            "digest": header_digest(path)}
+    return input_identities([path])[0]
 
 
 def input_stamps(paths: Iterable[str | os.PathLike]) -> list[list]:
@@ -103,11 +136,15 @@ def input_stamps(paths: Iterable[str | os.PathLike]) -> list[list]:
 
 
 def input_identities(paths: Iterable[str | os.PathLike]) -> list[dict]:
-    """:func:`file_identity` of each path, in order."""
-    return [file_identity(p) for p in paths]
+    """:func:`file_identity` of each path, in order (one child process for all digests)."""
+    paths = [os.fspath(p) for p in paths]
+    stats = [os.stat(p) for p in paths]
+    digests = header_digests(paths)
+    return [{"path": p, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "digest": d}
+            for p, st, d in zip(paths, stats, digests, strict=True)]
 
 
-def _what_changed(old: Mapping, path: str) -> str | None:
+def _stat_change(old: Mapping, path: str) -> str | None:
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -118,8 +155,6 @@ def _what_changed(old: Mapping, path: str) -> str | None:
         return f"its size changed from {old['size']} to {st.st_size} bytes"
     if st.st_mtime_ns != old["mtime_ns"]:
         return "it was modified (its modification time changed)"
-    if header_digest(path) != old["digest"]:
-        return "its header or coordinates changed"
     return None
 
 
@@ -139,17 +174,26 @@ def check_inputs(recorded: Iterable[Mapping], paths: Iterable[str] | None = None
     NcreelError
         Naming the first changed file and what changed, and what to do.
     """
-    recorded = list(recorded)
     by_path = {r["path"]: r for r in recorded}
-    for path in (list(paths) if paths is not None else list(by_path)):
+    paths = list(paths) if paths is not None else list(by_path)
+    changes: dict[str, str] = {}
+    for path in paths:
         old = by_path.get(path)
         why = ("it was not among the run's inputs when its statistics were computed"
-               if old is None else _what_changed(old, path))
+               if old is None else _stat_change(old, path))
         if why:
+            changes[path] = why
+    same_stat = [p for p in paths if p not in changes]
+    for path, digest in zip(same_stat, header_digests(same_stat), strict=True):
+        if digest != by_path[path]["digest"]:
+            changes[path] = "its header or coordinates changed"
+    for path in paths:  # the first changed one, in the job's order
+        if path in changes:
             raise NcreelError(
-                f"input '{path}' changed after this run's statistics were computed ({why}): "
-                "outputs from two versions of the input would be mixed, so this job stops; "
-                "run the same command again to redo the run from the file as it is now")
+                f"input '{path}' changed after this run's statistics were computed "
+                f"({changes[path]}): outputs from two versions of the input would be mixed, "
+                "so this job stops; run the same command again to redo the run from the "
+                "file as it is now")
 
 
 def check_against_stats(stats_json: str | os.PathLike) -> None:
@@ -162,7 +206,24 @@ def check_against_stats(stats_json: str | os.PathLike) -> None:
     NcreelError
         As :func:`check_inputs`.
     """
-    import json
-
     with open(stats_json) as fh:
         check_inputs(json.load(fh).get("inputs", []))
+
+
+def _main() -> int:
+    # Child of header_digests: JSON list of paths on stdin, JSON list of digests on stdout.
+    import sys
+
+    out = []
+    for path in json.loads(sys.stdin.read()):
+        try:
+            out.append(_digest_here(path))
+        except (OSError, RuntimeError, ValueError) as err:
+            print(f"input '{path}': cannot read its header ({err})", file=sys.stderr)
+            return 1
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())
