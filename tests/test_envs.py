@@ -21,8 +21,10 @@ from workflow_run import make_workdir
 WORKFLOW = ROOT / "workflow"
 #: Import name -> (conda-forge package, PyPI distribution).
 PACKAGES = {
+    "antimeridian": ("antimeridian", "antimeridian"),
     "cartopy": ("cartopy", "cartopy"),
     "cftime": ("cftime", "cftime"),
+    "healpix": ("healpix", "healpix"),
     "imageio_ffmpeg": ("imageio-ffmpeg", "imageio-ffmpeg"),
     "matplotlib": ("matplotlib-base", "matplotlib"),
     "netCDF4": ("netcdf4", "netcdf4"),
@@ -32,6 +34,7 @@ PACKAGES = {
     "psycopg": ("psycopg", "psycopg"),
     "pyproj": ("pyproj", "pyproj"),
     "shapely": ("shapely", "shapely"),
+    "uxarray": ("uxarray", "uxarray"),
     "xarray": ("xarray", "xarray"),
     "yaml": ("pyyaml", "pyyaml"),
     "zstandard": ("zstandard", "zstandard"),

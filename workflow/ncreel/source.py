@@ -188,6 +188,10 @@ class Series:
             arr = arr[..., self.x_index]
         return arr
 
+    def _values(self, da: xr.DataArray) -> np.ndarray:
+        # One file's slice as (time, y, x) in file order (a mesh series overrides this).
+        return da.transpose(self.time_dim, self.y_dim, self.x_dim).values
+
     def read(self, start: int, stop: int) -> np.ndarray:
         """Read time steps ``start:stop`` as a float array with NaN for missing cells.
 
@@ -215,7 +219,7 @@ class Series:
                 da = self._dataset(i)[self.variable]
                 da = da.isel({self.time_dim: part, **self.select})
                 try:
-                    values = da.transpose(self.time_dim, self.y_dim, self.x_dim).values
+                    values = self._values(da)
                 except (RuntimeError, OSError) as err:  # netCDF4's bare "NetCDF: HDF error"
                     raise NcreelError(
                         f"input '{self.paths[i]}': variable '{self.variable}': cannot read "
@@ -765,6 +769,13 @@ def open_series(input: str | Sequence[str], variable: str, *, time_dim: str | No
                 raise NcreelError(f"config key '{key}': {where} has no variable '{value}' "
                                   f"(variables: {', '.join(sorted(map(str, first.variables)))})")
         da = first[name]
+        # Unstructured meshes (MPAS, ICON, UGRID, HEALPix, CF bounds): see ncreel.mesh.
+        from ncreel.mesh import mesh_kind, open_mesh_series
+
+        found = mesh_kind(first, da)
+        if found is not None:
+            return open_mesh_series(paths, group, name, datasets, *found, time_dim=time_dim,
+                                    select=select, time=time, where=where)
         if time_dim is None and time is not None and first[time].ndim == 1 \
                 and first[time].dims[0] in da.dims:
             time_dim = str(first[time].dims[0])

@@ -57,10 +57,17 @@ class ShardRows:
                           read_variable=series.read_variable, state=dict(state or {}))
         model = resolve_model(cells.model, cells.params)
         geometry = None
+        mesh = getattr(series, "mesh", None)
         if cells.geometry != "none":
-            geometry = CellGeometry.from_series(series)
+            if mesh is not None:  # an unstructured mesh: its face polygons
+                from ncreel.mesh import MeshGeometry
+
+                geometry = MeshGeometry(mesh)
+            else:
+                geometry = CellGeometry.from_series(series)
         return cls(model=model, ctx=ctx,
-                   columns=table_columns(model, ctx, geometry=cells.geometry),
+                   columns=table_columns(model, ctx, geometry=cells.geometry,
+                                         mesh=mesh is not None),
                    geometry=geometry)
 
     #: Rows formatted per write call when the polygon column is on: its text (~150 bytes
@@ -93,10 +100,19 @@ class ShardRows:
 
 
 def table_columns(model: ResolvedModel, ctx: CellContext, *,
-                  geometry: str = "none") -> list[tuple[str, str]]:
-    """Return the COPY file's columns: the model's declaration plus ``geom`` if enabled."""
+                  geometry: str = "none", mesh: bool = False) -> list[tuple[str, str]]:
+    """Return the COPY file's columns: the model's declaration plus ``geom`` if enabled.
+
+    On an unstructured mesh (`mesh`) a PostGIS ``geom`` is any geometry: faces split at
+    the antimeridian are MultiPolygons (:data:`ncreel.mesh.MESH_GEOMETRY_TYPE`).
+    """
     cols = model.columns(ctx)
     if geometry != "none":
+        if mesh and geometry == "postgis":
+            from ncreel.mesh import MESH_GEOMETRY_TYPE
+
+            cols.append((GEOMETRY_COLUMN, MESH_GEOMETRY_TYPE))
+            return cols
         cols.append((GEOMETRY_COLUMN, GEOMETRY_TYPES[geometry]))
     return cols
 
@@ -198,4 +214,4 @@ def series_columns(series, cells: Mapping) -> list[tuple[str, str]]:
                       lat=None, lon=None, value_type=value_type(series.dtype),
                       variable=series.variable)
     return table_columns(resolve_model(cells["model"], cells["params"]), ctx,
-                         geometry=cells["geometry"])
+                         geometry=cells["geometry"], mesh=getattr(series, "mesh", None) is not None)

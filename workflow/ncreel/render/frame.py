@@ -86,6 +86,10 @@ class FrameRenderer:
         then longitudes and latitudes (degrees). None: plain axes in the grid's coordinates.
     features : iterable of ncreel.render.maps.MapLines
         Map lines (coastlines, borders) drawn above the field; needs `projection`.
+    mesh : ncreel.mesh.Mesh, optional
+        The faces of an unstructured mesh (:mod:`ncreel.render.meshdraw`), in place of a
+        grid: `shape` is then ``(1, n_face)``, `projection` is required and `x`, `y`
+        are the face centres.
 
     Raises
     ------
@@ -97,7 +101,8 @@ class FrameRenderer:
     def __init__(self, *, shape: tuple[int, int], width: int, height: int, dpi: float,
                  cmap: str, vmin: float, vmax: float, x=None, y=None, title: str = "",
                  xlabel: str = "", ylabel: str = "", blit: bool = True, projection=None,
-                 features=(), units: str = "", time_labels: Sequence[str] = ()) -> None:
+                 features=(), units: str = "", time_labels: Sequence[str] = (),
+                 mesh=None) -> None:
         if width < 16 or height < 16:
             raise ValueError(f"frame size {width}x{height}: need at least 16x16 pixels")
         if cmap not in matplotlib.colormaps:
@@ -118,9 +123,21 @@ class FrameRenderer:
         self._x = np.arange(nx) if x is None else np.asarray(x)
         self._y = np.arange(ny) if y is None else np.asarray(y)
         self.norm = Normalize(vmin=vmin, vmax=vmax)
-        self.mesh, self._to_mesh = add_mesh(ax, self._x, self._y, np.zeros((ny, nx)),
-                                            cmap=matplotlib.colormaps[cmap], norm=self.norm,
-                                            projection=projection)
+        self._faces = None
+        if mesh is not None:
+            # A mesh is drawn through its own index image (see ncreel.render.meshdraw).
+            from ncreel.render.meshdraw import FaceImage, face_layout
+
+            layout = face_layout(mesh, projection)
+            self._faces = FaceImage(ax, cmap=matplotlib.colormaps[cmap], norm=self.norm,
+                                    size=(self.width, self.height))
+            self.mesh, self._to_mesh = self._faces.image, None
+            ax.set_xlim(*layout.bounds[:2])
+            ax.set_ylim(*layout.bounds[2:])
+        else:
+            self.mesh, self._to_mesh = add_mesh(ax, self._x, self._y, np.zeros((ny, nx)),
+                                                cmap=matplotlib.colormaps[cmap],
+                                                norm=self.norm, projection=projection)
         for feature in features:
             feature.add_to(ax, projection)
         self.colorbar = self.fig.colorbar(self.mesh, ax=ax, shrink=0.9, pad=0.02)
@@ -140,6 +157,13 @@ class FrameRenderer:
         align_header(header, self.fig, self.canvas.get_renderer(), ax)
         ax.set_xlim(ax.get_xlim())
         ax.set_ylim(ax.get_ylim())
+        if self._faces is not None:
+            from ncreel.render.meshdraw import mesh_index_image
+
+            self._faces.set_index(mesh_index_image(ax, layout, (self.width, self.height)))
+            del layout
+            self._to_mesh = self._faces.to_image
+            self.mesh.set_array(self._to_mesh(np.zeros(nx)))
         self._lookup = ColorLookup(self.mesh.get_cmap(), self.norm)
         if self.blit:
             self._prepare_index_path()
@@ -149,8 +173,11 @@ class FrameRenderer:
         # a time and freed before the next, so the set-up's peak memory stays near what the
         # frames need (a worker's peak is what its job must declare).
         h, w = self.height, self.width
-        index = cell_index_image(self.ax, self._x, self._y, self.shape, (w, h), self.dpi,
-                                 projection=self.projection)
+        if self._faces is not None:
+            index, self._faces.index = self._faces.index, None
+        else:
+            index = cell_index_image(self.ax, self._x, self._y, self.shape, (w, h),
+                                     self.dpi, projection=self.projection)
         gc.collect()  # the index figure's canvas and mesh sit in reference cycles
         rows = np.flatnonzero((index >= 0).any(axis=1))
         cols = np.flatnonzero((index >= 0).any(axis=0))
@@ -264,6 +291,10 @@ class FrameRenderer:
 
     def interior(self) -> np.ndarray:
         """Map pixels away from cell edges and the map boundary (see :func:`cell_interior`)."""
+        if self._faces is not None:  # a mesh: its index image, kept by the blit set-up
+            index = np.full((self.height, self.width), -1, np.int64)
+            index[self._box] = np.where(self._cells < self.shape[1], self._cells, -1)
+            return cell_interior(index)
         return cell_interior(cell_index_image(self.ax, self._x, self._y, self.shape,
                                               (self.width, self.height), self.dpi,
                                               projection=self.projection))

@@ -316,6 +316,7 @@ def make_renderer(series, render: RenderSettings, *, vmin: float, vmax: float,
     x, y, xlabel, ylabel = plot_axes(series)
     # Latitude/longitude as CF finds them (units, standard_name, axis..., or computed from
     # a grid mapping), whatever the axis label says ("lon [degrees_east]", "Longitude").
+    # A mesh's faces are always on the map (ncreel.mesh: MeshSeries.has_lat_lon).
     geo = series.has_lat_lon
     projection, features = map_settings(render.map, lon=x if geo else None,
                                         lat=y if geo else None)
@@ -326,7 +327,8 @@ def make_renderer(series, render: RenderSettings, *, vmin: float, vmax: float,
                          height=render.height, dpi=render.dpi, cmap=render.cmap,
                          vmin=vmin, vmax=vmax, x=x, y=y, title=title, xlabel=xlabel,
                          ylabel=ylabel, blit=blit, projection=projection, features=features,
-                         units=series.units, time_labels=labels)
+                         units=series.units, time_labels=labels,
+                         mesh=getattr(series, "mesh", None))
 
 
 def map_settings(settings: MapSettings, *, lon=None, lat=None):

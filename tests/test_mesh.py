@@ -1,0 +1,240 @@
+"""Unstructured meshes (MPAS, UGRID, ICON output, HEALPix) built by uxarray: values, rows,
+polygons and frames checked against xarray/uxarray and the map projection."""
+
+from __future__ import annotations
+
+import io
+
+import matplotlib
+import numpy as np
+import pytest
+import shapely
+import xarray as xr
+from meshes import icon_triangles, voronoi_mesh, write_healpix, write_icon, write_mpas, write_ugrid
+from ncreel.cells import ShardRows
+from ncreel.errors import NcreelError
+from ncreel.render.maps import map_xy
+from ncreel.render.shard import make_renderer
+from ncreel.settings import CellsSettings, RenderSettings
+from ncreel.source import open_series
+
+uxarray = pytest.importorskip("uxarray")
+
+
+@pytest.fixture(scope="module")
+def voronoi():
+    return voronoi_mesh(200)
+
+
+def _render(projection="PlateCarree", width=320, height=180):
+    return RenderSettings.from_params({
+        "width": width, "height": height, "dpi": 40, "cmap": "viridis",
+        "map": {"coastlines": False, "borders": False, "projection": projection,
+                "projection_params": {}}})
+
+
+def _wrap(lon):
+    return (np.asarray(lon) + 180.0) % 360.0 - 180.0
+
+
+# Opening: values and face centres against xarray / uxarray ----------------------------
+
+def test_mpas_values_and_face_centres(tmp_path, voronoi):
+    path = tmp_path / "mpas.nc"
+    data = write_mpas(path, voronoi, nt=3)
+    with open_series(str(path), "temperature") as s:
+        assert (s.shape, s.mesh.kind, s.time_dim, s.x_dim) == ((3, 1, 200), "MPAS", "Time",
+                                                                "nCells")
+        np.testing.assert_array_equal(s.read(0, 3)[:, 0, :], data)
+        lat, lon = s.cell_coordinates()
+        with xr.open_dataset(path) as ds:
+            np.testing.assert_allclose(lat[0], np.degrees(ds["latCell"].values), atol=1e-9)
+            np.testing.assert_allclose(np.abs(_wrap(lon[0] - np.degrees(ds["lonCell"].values))),
+                                       0, atol=1e-9)
+            grid = uxarray.open_grid(ds)
+            fn = grid.face_node_connectivity.values
+            np.testing.assert_array_equal(s.mesh.face_nodes, np.where(fn < 0, -1, fn))
+        assert s.time_axis().labels[1] == "2000-01-02T00:00:00"
+
+
+def test_ugrid_icon_and_healpix_values(tmp_path, voronoi):
+    u = tmp_path / "ugrid.nc"
+    data = write_ugrid(u, voronoi)
+    with open_series(str(u), "sst") as s:
+        assert s.mesh.kind == "UGRID" and s.nx == 200
+        np.testing.assert_array_equal(s.read(0, 3)[:, 0], data)
+        # Face centres are the file's face_coordinates (uxarray reads them only when
+        # named face_lon/face_lat).
+        np.testing.assert_allclose(s.cell_coordinates()[1][0], voronoi[3], atol=1e-9)
+    lon, lat, lb, tb = icon_triangles(60)
+    i = tmp_path / "icon.nc"
+    data = write_icon(i, lon, lat, lb, tb)
+    with open_series(str(i), "tas") as s:
+        assert s.mesh.kind == "CF bounds" and s.mesh.face_nodes.shape == (lon.size, 3)
+        np.testing.assert_array_equal(s.read(1, 2)[0, 0], data[1])
+        np.testing.assert_allclose(s.cell_coordinates()[0][0], lat, atol=1e-9)
+    h = tmp_path / "hp.nc"
+    data = write_healpix(h, 2)
+    with open_series(str(h), "tas") as s:
+        g = uxarray.Grid.from_healpix(2, pixels_only=True)
+        assert s.mesh.kind == "HEALPix" and s.nx == 192
+        np.testing.assert_allclose(s.cell_coordinates()[0][0], g.face_lat.values)
+        np.testing.assert_array_equal(s.read(0, 3)[:, 0], data)
+
+
+# Errors: one line, what to do ----------------------------------------------------------
+
+def test_extra_dims_need_select_with_an_example(tmp_path, voronoi):
+    path = tmp_path / "mpas3d.nc"
+    write_mpas(path, voronoi, levels=4)
+    with pytest.raises(NcreelError) as err:
+        open_series(str(path), "temperature")
+    msg = str(err.value)
+    assert "extra dims nVertLevels (sizes nVertLevels=4)" in msg
+    assert "--config 'select={nVertLevels: 0}'" in msg and "\n" not in msg
+    with open_series(str(path), "temperature", select={"nVertLevels": 2}) as s:
+        with xr.open_dataset(path) as ds:
+            np.testing.assert_array_equal(s.read(0, 3)[:, 0],
+                                          ds["temperature"].values[:, :, 2])
+    lon, lat, lb, tb = icon_triangles(40)
+    icon = tmp_path / "icon.nc"
+    write_icon(icon, lon, lat, lb, tb, height=2)
+    with pytest.raises(NcreelError, match=r"extra dims height .*select=\{height: 0\}"):
+        open_series(str(icon), "tas")
+
+
+def test_variable_on_vertices_is_refused_in_one_line(tmp_path, voronoi):
+    path = tmp_path / "mpas.nc"
+    write_mpas(path, voronoi)
+    with pytest.raises(NcreelError, match="on the MPAS mesh's nodes .*nVertices.*nCells"):
+        open_series(str(path), "vertex_value")
+    u = tmp_path / "ugrid.nc"
+    write_ugrid(u, voronoi)
+    with pytest.raises(NcreelError, match="UGRID mesh's nodes"):
+        open_series(str(u), "node_value")
+
+
+# Rows and polygons -----------------------------------------------------------------------
+
+def _rows(series, geometry="text"):
+    cells = CellsSettings.from_params({"model": "field", "params": {}, "geometry": geometry,
+                                       "compression": "none", "compression_level": None,
+                                       "suffix": ".copy"})
+    mean = np.nanmean(series.read(0, series.n_time), axis=0)
+    rows = ShardRows.for_series(series, cell_mean=mean, cells=cells)
+    return rows, rows.rows(0, series.read(0, series.n_time))
+
+
+def test_rows_are_keyed_by_face_with_face_centres_and_polygons(tmp_path, voronoi):
+    path = tmp_path / "mpas.nc"
+    data = write_mpas(path, voronoi, nt=2)
+    with open_series(str(path), "temperature") as s:
+        rows, out = _rows(s)
+        assert [c[0] for c in rows.columns][-1] == "geom"
+        cell = np.asarray(out["cell_id"])
+        t = np.asarray(out["time_index"])
+        assert len(cell) == 2 * 200
+        np.testing.assert_allclose(np.asarray(out["value"]), data[t, cell], rtol=1e-7)
+        np.testing.assert_allclose(np.asarray(out["lat"]), voronoi[4][cell], atol=1e-9)
+        np.testing.assert_allclose(_wrap(np.asarray(out["lon"]) - voronoi[3][cell]), 0,
+                                   atol=1e-9)
+        polys = rows.geometry.polygons(np.arange(200))
+        areas, split = [], 0
+        for f, text in enumerate(polys):
+            g = shapely.from_wkt(text.split(";", 1)[1])
+            assert g.is_valid and g.area > 0, (f, text)
+            lo, la = voronoi[3][f], voronoi[4][f]
+            if g.geom_type == "MultiPolygon":
+                split += 1
+                assert g.bounds[0] == -180 and g.bounds[2] == 180
+            elif abs(la) < 80:  # a cell holds its generator
+                assert g.buffer(1e-9).contains(shapely.Point(lo, la)), (f, text)
+            areas.append(g.area)
+            assert max(abs(g.bounds[0]), abs(g.bounds[2])) <= 180
+        assert split >= 1
+        # Face polygons tile the sphere: their plate carree areas sum to the map's.
+        assert sum(areas) == pytest.approx(360 * 180, rel=1e-3)
+
+
+def test_postgis_geometry_type_allows_multipolygons(tmp_path, voronoi):
+    path = tmp_path / "mpas.nc"
+    write_mpas(path, voronoi, nt=1)
+    with open_series(str(path), "temperature") as s:
+        rows, _ = _rows(s, geometry="postgis")
+        assert rows.columns[-1] == ("geom", "geometry(Geometry, 4326)")
+
+
+# Frames: each face's colour at its centre, through the map projection -------------------
+
+def _check_frame(series, projection, *, blit=True, min_share=0.9, max_lat=90.0):
+    data = series.read(1, 2)[0]
+    vmin, vmax = float(np.nanmin(data)), float(np.nanmax(data))
+    r = make_renderer(series, _render(projection), vmin=vmin, vmax=vmax, blit=blit)
+    rgba = r.draw(data, "").copy()
+    inner = r.interior() if blit else None
+    lat, lon = series.cell_coordinates()
+    checked = 0
+    faces = np.flatnonzero(np.abs(lat[0]) <= max_lat)
+    for f in faces:
+        x, y = map_xy(r.projection, lon[0, f], lat[0, f])
+        px, py = r.ax.transData.transform((x, y))
+        row, col = int(r.height - py), int(px)
+        if not (0 <= row < r.height and 0 <= col < r.width):
+            continue
+        if inner is not None and not inner[row, col]:
+            continue
+        rgb = matplotlib.colormaps["viridis"]((data[0, f] - vmin) / (vmax - vmin))[:3]
+        want = (np.array(rgb) * 255).round().astype(int)
+        got = rgba[row, col, :3].astype(int)
+        assert np.abs(got - want).max() <= 1, (f, got, want)
+        checked += 1
+    assert checked >= min_share * faces.size, checked
+    return r, rgba
+
+
+@pytest.mark.parametrize("projection", ["PlateCarree", "Robinson"])
+def test_mpas_frame_shows_each_face_colour_at_its_centre(tmp_path, voronoi, projection):
+    path = tmp_path / "mpas.nc"
+    write_mpas(path, voronoi)
+    with open_series(str(path), "temperature") as s:
+        r, rgba = _check_frame(s, projection)
+        # The map is covered: no hole between faces (transparent pixels) inside the map.
+        area = r.map_area()
+        assert area.sum() > 0.3 * r.width * r.height
+
+
+def test_healpix_and_icon_frames(tmp_path):
+    h = tmp_path / "hp.nc"
+    write_healpix(h, 2)
+    with open_series(str(h), "tas") as s:
+        _check_frame(s, "Robinson", min_share=0.8)
+    lon, lat, lb, tb = icon_triangles(300)
+    i = tmp_path / "icon.nc"
+    write_icon(i, lon, lat, lb, tb)
+    with open_series(str(i), "tas") as s:
+        # Drawn with straight edges in the map, a coarse polar triangle (great-circle
+        # edges on the sphere) need not hold its spherical centre: checked below 60.
+        _check_frame(s, "PlateCarree", min_share=0.8, max_lat=60.0)
+
+
+def test_full_redraw_matches_the_index_path(tmp_path, voronoi):
+    path = tmp_path / "mpas.nc"
+    write_mpas(path, voronoi)
+    with open_series(str(path), "temperature") as s:
+        data = s.read(0, 1)[0]
+        a = make_renderer(s, _render(), vmin=270, vmax=310).draw(data, "x").copy()
+        b = make_renderer(s, _render(), vmin=270, vmax=310, blit=False).draw(data, "x").copy()
+    assert np.abs(a.astype(int) - b.astype(int)).max() <= 1
+
+
+def test_frame_png_is_written(tmp_path, voronoi):
+    path = tmp_path / "mpas.nc"
+    write_mpas(path, voronoi)
+    with open_series(str(path), "temperature") as s:
+        r = make_renderer(s, _render(), vmin=270, vmax=310)
+        r.draw(s.read(0, 1)[0], "2000-01-01")
+        r.save_png(tmp_path / "f.png")
+    from PIL import Image
+
+    im = Image.open(io.BytesIO((tmp_path / "f.png").read_bytes()))
+    assert im.size == (320, 180)

@@ -1,0 +1,511 @@
+"""Unstructured meshes (MPAS, ICON, UGRID, HEALPix, CF cell bounds) read through uxarray.
+
+A variable on the faces of a mesh, ``(time, n_face)``, is seen by the rest of ncreel as a
+``(time, 1, n_face)`` grid: one row whose columns are the mesh's faces in the file's
+order, so cell id = face index, and statistics, shard planning, the rows, calibration
+and the memory model need nothing else. The :class:`MeshSeries` carries the mesh (face
+polygons as node indices, node and face-centre longitudes/latitudes) for drawing
+(:mod:`ncreel.render.meshdraw`) and for the ``geom`` column.
+
+The topology comes from uxarray's readers (``uxarray.Grid.from_dataset`` for MPAS,
+UGRID, ICON grid files, ESMF, SCRIP, FESOM2; ``Grid.from_healpix``;
+``Grid.from_face_vertices`` for CF cell bounds as ICON and CDO write them).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import xarray as xr
+
+from ncreel.errors import NcreelError
+from ncreel.source import Series, _check_constant, _find_time, _is_time, _time_order
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Mesh:
+    """Faces of an unstructured mesh on the sphere.
+
+    Attributes
+    ----------
+    kind : str
+        Format the mesh was read as (``MPAS``, ``UGRID``, ``ICON``, ``HEALPix``,
+        ``CF bounds``, ...).
+    face_dim : str
+        The file's face dimension (``nCells``, ``ncells``, ``cell``, ...).
+    face_lon, face_lat : numpy.ndarray, shape (n_face,), float64, degrees
+        Face centres (longitude in [-180, 180)).
+    node_lon, node_lat : numpy.ndarray, shape (n_node,), float64, degrees
+        Corners of the faces.
+    face_nodes : numpy.ndarray, shape (n_face, n_max_face_nodes), int64
+        Node index of each face corner in order around the face, -1 after the last.
+    """
+
+    kind: str
+    face_dim: str
+    face_lon: np.ndarray
+    face_lat: np.ndarray
+    node_lon: np.ndarray
+    node_lat: np.ndarray
+    face_nodes: np.ndarray
+
+    @property
+    def n_face(self) -> int:
+        """Number of faces."""
+        return int(self.face_nodes.shape[0])
+
+    def shells(self) -> tuple[np.ndarray, np.ndarray]:
+        """Return the closed corner rings of every face, padded with the first corner.
+
+        Returns
+        -------
+        lon, lat : numpy.ndarray, shape (n_face, n_max_face_nodes + 1), float64, degrees
+            Longitudes as stored (each may be on either side of the antimeridian).
+        """
+        fn = self.face_nodes
+        first = fn[:, :1]
+        closed = np.concatenate([fn, first], axis=1)
+        closed = np.where(closed < 0, first, closed)
+        return self.node_lon[closed], self.node_lat[closed]
+
+
+def _ux():
+    try:
+        import uxarray
+    except ImportError as err:  # pragma: no cover - a dependency of ncreel
+        raise NcreelError("unstructured meshes need the Python package uxarray "
+                          "(pip install uxarray)") from err
+    return uxarray
+
+
+def _attr(var, key: str) -> str:
+    return str(getattr(var, "attrs", {}).get(key, "")).strip()
+
+
+def _ugrid_topology(ds: xr.Dataset, da: xr.DataArray) -> str | None:
+    name = _attr(da, "mesh")
+    if name and name in ds.variables:
+        return name
+    found = [str(n) for n, v in ds.variables.items() if _attr(v, "cf_role") == "mesh_topology"]
+    return found[0] if len(found) == 1 else None
+
+
+def _healpix_crs(ds: xr.Dataset, da: xr.DataArray):
+    for name in [_attr(da, "grid_mapping"), *map(str, ds.variables)]:
+        var = ds.variables.get(name) if name else None
+        if var is not None and _attr(var, "grid_mapping_name").lower() == "healpix":
+            return var
+    return None
+
+
+def _bounds_coords(ds: xr.Dataset, da: xr.DataArray):
+    """CF auxiliary longitude/latitude over one dimension of `da` with cell bounds."""
+    found = {}
+    names = _attr(da, "coordinates").split() or \
+        str(da.encoding.get("coordinates", "")).split()
+    for name in [*names, *map(str, ds.variables)]:
+        var = ds.variables.get(name)
+        if var is None or var.ndim != 1 or var.dims[0] not in da.dims:
+            continue
+        std, units = _attr(var, "standard_name").lower(), _attr(var, "units").lower()
+        kind = ("lon" if std == "longitude" or units.startswith("degrees_e") else
+                "lat" if std == "latitude" or units.startswith("degrees_n") else
+                "lon" if name in ("clon", "lon") else "lat" if name in ("clat", "lat") else None)
+        bname = _attr(var, "bounds")
+        if kind and kind not in found and bname in ds.variables \
+                and ds[bname].ndim == 2 and ds[bname].dims[0] == var.dims[0] \
+                and ds[bname].sizes[ds[bname].dims[1]] >= 3:
+            found[kind] = name
+    if set(found) == {"lon", "lat"} and ds[found["lon"]].dims == ds[found["lat"]].dims:
+        return found["lon"], found["lat"]
+    return None
+
+
+def mesh_kind(ds: xr.Dataset, da: xr.DataArray) -> tuple[str, str, dict] | None:
+    """Find the mesh `da` lives on, from the file's markers alone (no data is read).
+
+    Returns
+    -------
+    (kind, face_dim, other_dims) or None
+        ``other_dims`` maps the mesh's node/edge dimensions to ``"node"`` / ``"edge"``
+        (a variable on them cannot be drawn as faces). None: not a mesh variable.
+    """
+    dims = set(map(str, da.dims))
+    topo = _ugrid_topology(ds, da)
+    if topo is not None:
+        t = ds[topo]
+        fdim = _attr(t, "face_dimension")
+        conn = _attr(t, "face_node_connectivity")
+        if not fdim and conn in ds.variables:
+            fdim = str(ds[conn].dims[0])
+        others = {}
+        for key, what in (("node_dimension", "node"), ("edge_dimension", "edge")):
+            if _attr(t, key):
+                others[_attr(t, key)] = what
+        nodes = _attr(t, "node_coordinates").split()
+        if nodes and nodes[0] in ds.variables:
+            others.setdefault(str(ds[nodes[0]].dims[0]), "node")
+        location = _attr(da, "location")
+        if location in ("node", "edge") and not dims & set(others):
+            others.update({d: location for d in dims if d != fdim})
+        return "UGRID", fdim, others
+    if "verticesOnCell" in ds.variables and {"lonCell", "latCell"} <= set(ds.variables):
+        others = {}
+        for var, what in (("lonVertex", "node"), ("lonEdge", "edge")):
+            if var in ds.variables:
+                others[str(ds[var].dims[0])] = what
+        others.setdefault("nVertices", "node")
+        others.setdefault("nEdges", "edge")
+        return "MPAS", str(ds["verticesOnCell"].dims[0]), others
+    if {"vertex_of_cell", "clon", "clat", "vlon", "vlat"} <= set(ds.variables):
+        others = {str(ds["vlon"].dims[0]): "node"}
+        if "elon" in ds.variables:
+            others[str(ds["elon"].dims[0])] = "edge"
+        return "ICON", str(ds["clon"].dims[0]), others
+    crs = _healpix_crs(ds, da)
+    if crs is not None:
+        cell = [d for d in da.dims if not _is_time(str(d), ds.variables.get(d))]
+        face = next((str(d) for d in cell if str(d) in ("cell", "cells", "pix", "ncells")),
+                    str(cell[-1]) if cell else "")
+        return "HEALPix", face, {}
+    found = _bounds_coords(ds, da)
+    if found is not None:
+        return "CF bounds", str(ds[found[0]].dims[0]), {}
+    return None
+
+
+def _degrees(var) -> np.ndarray:
+    values = np.asarray(var.values, np.float64)
+    if _attr(var, "units").lower().startswith("radian"):
+        values = np.degrees(values)
+    return values
+
+
+def _wrap(lon: np.ndarray) -> np.ndarray:
+    return (np.asarray(lon, np.float64) + 180.0) % 360.0 - 180.0
+
+
+def load_mesh(ds: xr.Dataset, da: xr.DataArray, kind: str, face_dim: str,
+              where: str) -> Mesh:
+    """Read the mesh of `da` (found by :func:`mesh_kind`) with uxarray.
+
+    Raises
+    ------
+    NcreelError
+        When uxarray cannot read the mesh, or its face count is not the variable's.
+    """
+    ux = _ux()
+    n = int(da.sizes[face_dim])
+    face_lon = face_lat = None
+    try:
+        if kind == "HEALPix":
+            try:
+                import healpix  # noqa: F401 (uxarray's HEALPix reader needs it)
+            except ImportError as err:
+                raise NcreelError("HEALPix meshes need the Python package healpix (pip "
+                                  "install healpix)") from err
+            crs = _healpix_crs(ds, da)
+            nside = int(crs.attrs.get("healpix_nside", 0))
+            zoom = int(round(math.log2(nside))) if nside > 0 else -1
+            if zoom < 0 or 2**zoom != nside or 12 * nside**2 != n:
+                raise NcreelError(f"{where}: HEALPix '{crs.name}' has healpix_nside={nside} "
+                                  f"but '{da.name}' has {face_dim}={n} cells (need "
+                                  "12 * nside**2, a power-of-two nside, the whole sphere)")
+            order = _attr(crs, "healpix_order").lower() or "nest"
+            if order not in ("nest", "nested", "ring"):
+                raise NcreelError(f"{where}: HEALPix healpix_order {order!r}: need nest or ring")
+            grid = ux.Grid.from_healpix(zoom, pixels_only=False, nest=order != "ring")
+        elif kind == "CF bounds":
+            lon_name, lat_name = _bounds_coords(ds, da)
+            lon_b = _degrees(ds[_attr(ds[lon_name], "bounds")].assign_attrs(
+                units=_attr(ds[lon_name], "units")))
+            lat_b = _degrees(ds[_attr(ds[lat_name], "bounds")].assign_attrs(
+                units=_attr(ds[lat_name], "units")))
+            grid = ux.Grid.from_face_vertices(np.stack([_wrap(lon_b), lat_b], axis=-1))
+            face_lon, face_lat = _degrees(ds[lon_name]), _degrees(ds[lat_name])
+        else:
+            grid = ux.Grid.from_dataset(ds)
+            if kind == "UGRID":
+                face_lon, face_lat = _ugrid_face_centres(ds, _ugrid_topology(ds, da))
+            elif kind == "ICON":
+                face_lon, face_lat = _degrees(ds["clon"]), _degrees(ds["clat"])
+        face_nodes = np.asarray(grid.face_node_connectivity.values, np.int64)
+        node_lon = np.asarray(grid.node_lon.values, np.float64)
+        node_lat = np.asarray(grid.node_lat.values, np.float64)
+        if face_lon is None:
+            face_lon = np.asarray(grid.face_lon.values, np.float64)
+            face_lat = np.asarray(grid.face_lat.values, np.float64)
+    except NcreelError:
+        raise
+    except Exception as err:  # uxarray's readers raise many types on a malformed mesh
+        raise NcreelError(f"{where}: cannot read the {kind} mesh of '{da.name}' with "
+                          f"uxarray ({type(err).__name__}: {err}); the file may lack the "
+                          "mesh variables: merge the model's grid file into it") from err
+    if face_nodes.shape[0] != n:
+        raise NcreelError(f"{where}: the {kind} mesh has {face_nodes.shape[0]} faces but "
+                          f"'{da.name}' has {face_dim}={n}")
+    face_nodes[face_nodes < 0] = -1
+    return Mesh(kind=kind, face_dim=face_dim, face_lon=_wrap(face_lon),
+                face_lat=np.asarray(face_lat, np.float64), node_lon=_wrap(node_lon),
+                node_lat=node_lat, face_nodes=face_nodes)
+
+
+def _ugrid_face_centres(ds: xr.Dataset, topo: str):
+    names = _attr(ds[topo], "face_coordinates").split()
+    if len(names) != 2 or not all(n in ds.variables for n in names):
+        return None, None
+    a, b = names
+    if _attr(ds[a], "standard_name") == "latitude" or \
+            _attr(ds[a], "units").lower().startswith("degrees_n"):
+        a, b = b, a
+    return _degrees(ds[a]), _degrees(ds[b])
+
+
+def _mesh_time_dim(ds: xr.Dataset, da: xr.DataArray, face_dim: str, time_dim: str | None,
+                   select: dict, where: str) -> str:
+    dims = [str(d) for d in da.dims]
+    if time_dim:
+        if time_dim not in dims:
+            raise NcreelError(f"{where}: config key 'time_dim': '{time_dim}' is not a "
+                              f"dimension of '{da.name}' (its dims: {', '.join(dims)})")
+        return time_dim
+    rest = [d for d in dims if d != face_dim and d not in select]
+    cf = [d for d in rest if _is_time(d, ds.variables.get(d))]
+    if len(cf) == 1:
+        return cf[0]
+    named = [d for d in rest if d.lower() in ("time", "t", "time_counter")]
+    if len(named) == 1:
+        return named[0]
+    unlimited = [d for d in rest if d in set(ds.encoding.get("unlimited_dims", ()))]
+    if len(unlimited) == 1:
+        return unlimited[0]
+    if len(rest) == 1:
+        return rest[0]
+    raise NcreelError(f"{where}: variable '{da.name}': {'no' if not rest else 'ambiguous'} "
+                      f"time dimension among its dims ({', '.join(dims)}); set time_dim=NAME")
+
+
+class MeshSeries(Series):
+    """A :class:`ncreel.source.Series` on the faces of an unstructured mesh.
+
+    Seen as ``(time, 1, n_face)``: ``ny == 1``, ``nx == n_face``, cell id = face index in
+    the file's order. :attr:`mesh` holds the faces (see :class:`Mesh`).
+    """
+
+    mesh: Mesh
+
+    def _values(self, da: xr.DataArray) -> np.ndarray:
+        return da.transpose(self.time_dim, self.x_dim).values[:, None, :]
+
+    def read(self, start: int, stop: int) -> np.ndarray:  # noqa: D102 (as Series.read)
+        return super().read(start, stop)
+
+    def read_variable(self, name: str, start: int, stop: int) -> np.ndarray:
+        """Read another face variable of the same files (as :meth:`Series.read_variable`).
+
+        Returns shape ``(stop - start, 1, n_face)``, or ``(1, n_face)`` without time.
+        """
+        ds = self._dataset(0)
+        if name not in ds.variables:
+            raise NcreelError(f"input '{self.paths[0]}': no variable '{name}'")
+        da = ds[name]
+        sel = {d: i for d, i in self.select.items() if d in da.dims}
+        dims = set(map(str, da.dims)) - set(sel)
+        if dims == {self.x_dim}:
+            return np.asarray(da.isel(sel).values, np.float64)[None, :]
+        if dims != {self.time_dim, self.x_dim}:
+            raise NcreelError(f"input '{self.paths[0]}': variable '{name}' has dims "
+                              f"({', '.join(map(str, da.dims))}); need ({self.time_dim}, "
+                              f"{self.x_dim}) or ({self.x_dim})")
+        parts, offset = [], 0
+        for i, count in enumerate(self.counts):
+            lo, hi = max(start - offset, 0), min(stop - offset, count)
+            if lo < hi:
+                part = self._dataset(i)[name].isel({self.time_dim: slice(lo, hi), **sel})
+                parts.append(np.asarray(part.transpose(self.time_dim, self.x_dim).values,
+                                        np.float64)[:, None, :])
+            offset += count
+        if not parts:
+            return np.empty((0, 1, self.nx))
+        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+
+    def cell_coordinates(self, continuous: bool = False):
+        """Face-centre latitude and longitude, each shape (1, n_face), degrees."""
+        return self.mesh.face_lat[None, :].copy(), self.mesh.face_lon[None, :].copy()
+
+    def coordinate_bounds(self, kind: str):
+        """None: a mesh's cells are polygons (see :attr:`mesh`), not 1-D bounds."""
+        return None
+
+    def axis_label(self, kind: str) -> str:
+        """``longitude`` / ``latitude`` (of the face centres)."""
+        return "longitude" if kind == "lon" else "latitude"
+
+    def spec(self) -> dict:
+        """As :meth:`ncreel.source.Series.spec`; the mesh is found again on reopening."""
+        spec = super().spec()
+        spec["lat"] = spec["lon"] = None
+        return spec
+
+
+def open_mesh_series(paths: list[str], group: str | None, name: str, datasets: list,
+                     kind: str, face_dim: str, others: dict, *, time_dim: str | None,
+                     select: dict, time: str | None, where: str) -> MeshSeries:
+    """Open `name` on a mesh (see :func:`mesh_kind`) as a :class:`MeshSeries`.
+
+    `datasets` holds the first file opened (more are appended here, for the caller to
+    close on error).
+
+    Raises
+    ------
+    NcreelError
+        A variable on nodes or edges, extra dims without ``select`` (with an example),
+        no or ambiguous time dimension, an unreadable mesh, files whose meshes differ.
+    """
+    from ncreel.source import _open
+
+    first = datasets[0]
+    da = first[name]
+    dims = [str(d) for d in da.dims]
+    on = [d for d in dims if d in others and d != face_dim]
+    if face_dim not in dims:
+        what = others.get(on[0], "node") if on else "node"
+        raise NcreelError(
+            f"{where}: variable '{name}' is on the {kind} mesh's {what}s (dimension "
+            f"{on[0] if on else ', '.join(dims)}), not its faces ({face_dim}); ncreel draws "
+            f"and tables face variables: choose a variable with dimension {face_dim}")
+    tdim = _mesh_time_dim(first, da, face_dim, time_dim, select, where)
+    for dim, index in select.items():
+        if dim not in dims:
+            raise NcreelError(f"config key 'select': '{dim}' is not a dimension of "
+                              f"'{name}' (its dims: {', '.join(dims)})")
+        if dim in (tdim, face_dim):
+            raise NcreelError(f"config key 'select': '{dim}' is the "
+                              f"{'time' if dim == tdim else 'mesh face'} dimension")
+        if not isinstance(index, int) or isinstance(index, bool) or not (
+                -da.sizes[dim] <= index < da.sizes[dim]):
+            raise NcreelError(f"config key 'select': {dim}={index!r} must be an integer "
+                              f"index in 0..{da.sizes[dim] - 1}")
+    extra = [d for d in dims if d not in (tdim, face_dim) and d not in select]
+    if extra:
+        raise NcreelError(
+            f"{where}: variable '{name}' on the {kind} mesh has extra dims "
+            f"{', '.join(extra)} (sizes {', '.join(f'{d}={da.sizes[d]}' for d in extra)}); "
+            f"pick one index of each with config key select, e.g. "
+            f"--config 'select={{{extra[0]}: 0}}'")
+    mesh = load_mesh(first, da, kind, face_dim, where)
+    time_name = _find_time(first, da, tdim, time, where)
+    dtype = np.dtype(np.float32) if da.dtype == np.float32 else np.dtype(np.float64)
+    counts = [int(da.sizes[tdim])]
+    for path in paths[1:]:
+        ds = _open(path, group)
+        datasets.append(ds)
+        if name not in ds.variables:
+            raise NcreelError(f"input '{path}': no variable '{name}' (it is in '{paths[0]}')")
+        other = ds[name]
+        if tdim not in other.dims or int(other.sizes.get(face_dim, -1)) != mesh.n_face:
+            raise NcreelError(f"input '{path}': '{name}' differs from '{paths[0]}' (expected "
+                              f"dims {tdim} and {face_dim}={mesh.n_face})")
+        counts.append(int(other.sizes[tdim]))
+    for coord in ("lonCell", "latCell"):
+        if coord in first.variables:
+            _check_constant(first, coord, tdim, where)
+    order = _time_order(datasets, time_name, counts, paths)
+    series = MeshSeries(
+        paths=tuple(paths[i] for i in order), variable=name, time_dim=tdim, y_dim="",
+        x_dim=face_dim, select=dict(select), counts=tuple(counts[i] for i in order), ny=1,
+        nx=mesh.n_face, dtype=dtype, units=str(da.attrs.get("units", "")),
+        long_name=str(da.attrs.get("long_name") or da.attrs.get("standard_name") or name),
+        group=group, lat_name=None, lon_name=None, time_name=time_name,
+        _datasets=[datasets[i] for i in order])
+    series.mesh = mesh
+    log.info("%s: '%s' on a %s mesh of %d faces (dimension %s)", where, name, kind,
+             mesh.n_face, face_dim)
+    return series
+
+
+#: PostGIS type of the ``geom`` column of a mesh: faces split at the antimeridian are
+#: MultiPolygons, the others Polygons.
+MESH_GEOMETRY_TYPE = "geometry(Geometry, 4326)"
+
+
+class MeshGeometry:
+    """Face polygons of a mesh for the ``geom`` column (as ``CellGeometry`` for grids).
+
+    Each face is ``SRID=4326;POLYGON((lon lat, ...))`` with its corners in order and
+    longitudes in [-180, 180); a face crossing the antimeridian (or round a pole) is split
+    there by the ``antimeridian`` package (as uxarray splits faces) into a
+    ``MULTIPOLYGON`` (or closed along the pole). The text of all faces is built once.
+
+    Parameters
+    ----------
+    mesh : Mesh
+    """
+
+    def __init__(self, mesh: Mesh) -> None:
+        self.mesh = mesh
+        self._wkt = None
+
+    def _build(self):
+        import polars as pl
+
+        from ncreel.cells.context import GEOMETRY_COLUMN
+
+        mesh = self.mesh
+        lon, lat = mesh.shells()  # (n, m + 1), closed
+        count = (mesh.face_nodes >= 0).sum(axis=1)
+        # Corners within 180 degrees of the face centre: a face whose corners are then
+        # all in [-180, 180] needs no split (a corner stored as -180 next to 170 is 180).
+        ref = mesh.face_lon[:, None]
+        u = ref + _wrap(lon - ref)
+        pole = np.abs(_wrap(np.diff(lon, axis=1)).sum(axis=1)) > 180.0
+        split = pole | (u.min(axis=1) < -180.0) | (u.max(axis=1) > 180.0)
+        parts = []
+        for j in range(lon.shape[1]):
+            valid = j <= count  # slot == count closes the ring with the first corner
+            x = pl.Series(u[:, j]).cast(pl.Utf8)
+            y = pl.Series(lat[:, j]).cast(pl.Utf8)
+            parts.append(pl.when(pl.lit(pl.Series(valid))).then(
+                pl.concat_str([pl.lit(x), pl.lit(" "), pl.lit(y)])).otherwise(None))
+        ring = pl.concat_str(parts, separator=",", ignore_nulls=True)
+        wkt = pl.select(pl.concat_str([pl.lit("SRID=4326;POLYGON(("), ring, pl.lit("))")])
+                        .alias(GEOMETRY_COLUMN)).to_series().to_numpy().astype(object)
+        if split.any():
+            import antimeridian
+            import shapely
+
+            for f in np.flatnonzero(split):
+                k = int(count[f])
+                poly = shapely.Polygon(np.column_stack([_wrap(lon[f, :k]), lat[f, :k]]))
+                north = bool(pole[f] and mesh.face_lat[f] > 0)
+                south = bool(pole[f] and mesh.face_lat[f] <= 0)
+                fixed = antimeridian.fix_polygon(poly, force_north_pole=north,
+                                                 force_south_pole=south, fix_winding=True)
+                wkt[f] = "SRID=4326;" + shapely.to_wkt(fixed, rounding_precision=-1,
+                                                      trim=True)
+        self._wkt = wkt
+
+    def polygons(self, cell: np.ndarray):
+        """EWKT polygons of the given faces (cell ids = face indices).
+
+        Parameters
+        ----------
+        cell : numpy.ndarray, shape (n,), int
+
+        Returns
+        -------
+        polars.Series of str, length n
+        """
+        import polars as pl
+
+        from ncreel.cells.context import GEOMETRY_COLUMN
+
+        if self._wkt is None:
+            self._build()
+        return pl.Series(GEOMETRY_COLUMN, self._wkt[np.asarray(cell, np.int64)],
+                         dtype=pl.Utf8)
