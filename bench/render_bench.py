@@ -48,8 +48,9 @@ ROTATED = (412, 424)
 
 def _smoke():
     # --smoke: the same code paths at sizes that take seconds (the CI test runs it).
-    global W, H, DPI, BIG, CURVI, ROTATED
+    global W, H, DPI, BIG, CURVI, ROTATED, MESH_CELLS
     W, H, DPI, BIG, CURVI, ROTATED = 320, 180, 40, (73, 144), (50, 70), (41, 42)
+    MESH_CELLS = 2562  # MPAS's 480 km mesh
 
 
 def _usage():
@@ -477,6 +478,167 @@ def case_big_calibrate(nc, n, tmp):
             "mem_mb": render_mem_mb_calibrated(cal, ny=BIG[0], nx=BIG[1], n_frames=n)}
 
 
+# Unstructured mesh cases ----------------------------------------------------------------
+#: Cells of the MPAS-like mesh: 655 362, as MPAS's quasi-uniform 30 km mesh (x1.655362).
+MESH_CELLS = 655_362
+#: Where the mesh and its NetCDF file are kept between runs (building the mesh takes a while).
+MESH_CACHE = Path(os.environ.get("NCREEL_BENCH_CACHE", ROOT / ".bench-cache"))
+
+
+def _mesh_nc(n):
+    """Write (once) an MPAS-like file of `n` steps on a Voronoi mesh of MESH_CELLS.
+
+    The mesh is built by uxarray (``Grid.from_points(..., method="spherical_voronoi")`` on
+    quasi-uniform Fibonacci points) and written as MPAS writes it (tests/meshes.py).
+    Returns the path and the seconds spent building the mesh (0 when cached).
+    """
+    import numpy as np
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from meshes import voronoi_mesh, write_mpas
+
+    MESH_CACHE.mkdir(parents=True, exist_ok=True)
+    mesh_file = MESH_CACHE / f"voronoi_{MESH_CELLS}.npz"
+    build_s = 0.0
+    if not mesh_file.exists():
+        t = time.perf_counter()
+        fn, node_lon, node_lat, lon, lat = voronoi_mesh(MESH_CELLS)
+        build_s = time.perf_counter() - t
+        np.savez(mesh_file, fn=fn.astype(np.int32), node_lon=node_lon, node_lat=node_lat,
+                 lon=lon, lat=lat)
+    path = MESH_CACHE / f"mpas_{MESH_CELLS}_{n}.nc"
+    if not path.exists():
+        z = np.load(mesh_file)
+        mesh = (z["fn"].astype(np.int64), z["node_lon"], z["node_lat"], z["lon"], z["lat"])
+        write_mpas(path.with_suffix(".tmp"), mesh, nt=n)
+        path.with_suffix(".tmp").rename(path)
+    return path, build_s
+
+
+def _mesh_job(nc):
+    import dataclasses
+
+    job = _job(nc, "temperature", preset="ultrafast", vmin=255.0, vmax=305.0)
+    return dataclasses.replace(job, series=dataclasses.replace(job.series, time_dim="Time"))
+
+
+def case_mesh_render(nc, n, tmp):
+    """Index-image frames of the MPAS-like mesh (PlateCarree + coastlines), each timed."""
+    from ncreel.render.shard import make_renderer
+
+    job = _mesh_job(nc)
+    t0 = time.perf_counter()
+    with job.series.open() as s:
+        open_s = time.perf_counter() - t0
+        r = make_renderer(s, job.render, vmin=job.vmin, vmax=job.vmax)
+        startup = time.perf_counter() - t0
+        data = s.read(0, min(n, s.n_time, 8))
+    r.draw(data[0], "warm-up")
+    r.save_png(Path(tmp) / "mesh.png")
+    t, c = time.perf_counter(), time.process_time()
+    frame_s = []
+    for i in range(n):
+        t1 = time.perf_counter()
+        r.draw(data[i % len(data)], f"step {i}")
+        frame_s.append(time.perf_counter() - t1)
+    return {"seconds": time.perf_counter() - t, "cpu_seconds": time.process_time() - c,
+            "frames": n, "startup_s": startup, "open_s": open_s, "frame_seconds": frame_s}
+
+
+def case_uxarray_mesh(nc, n, tmp):
+    """Plot the same field as uxarray does: to_polycollection + savefig per frame."""
+    import warnings
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import cartopy.crs as ccrs
+    import matplotlib.pyplot as plt
+    import uxarray as ux
+
+    warnings.filterwarnings("ignore")
+    uxds = ux.open_dataset(nc, nc)
+    da = uxds["temperature"]
+    frame_s = []
+    t, c = time.perf_counter(), time.process_time()
+    for i in range(n + 1):  # the first builds (and caches) the polygons: not counted
+        t1 = time.perf_counter()
+        pc = da.isel(Time=i % da.sizes["Time"]).to_polycollection()
+        pc.set_cmap("viridis")
+        pc.set_clim(255.0, 305.0)
+        pc.set_antialiased(False)
+        # uxarray's polygons carry a cartopy transform: a GeoAxes (no coastlines: cartopy
+        # would download them).
+        fig, ax = plt.subplots(figsize=(W / DPI, H / DPI), dpi=DPI,
+                               subplot_kw={"projection": ccrs.PlateCarree()})
+        ax.add_collection(pc)
+        ax.set_global()
+        fig.colorbar(pc, ax=ax)
+        ax.set_title(f"temperature step {i}")
+        fig.savefig(Path(tmp) / f"ux_{i}.png", dpi=DPI)
+        plt.close(fig)
+        if i:
+            frame_s.append(time.perf_counter() - t1)
+    return {"seconds": time.perf_counter() - t, "cpu_seconds": time.process_time() - c,
+            "frames": n, "frame_seconds": frame_s}
+
+
+def case_mesh_shard(nc, n, tmp):
+    """One single-worker shard of the mesh file: the worker's peak memory after n frames."""
+    from ncreel.render.shard import render_shard
+    from ncreel.shards import Shard
+
+    t = time.perf_counter()
+    info = render_shard(_mesh_job(nc), Shard(0, 0, n), segment=Path(tmp) / "seg.mp4",
+                        workers=1)
+    return {"seconds": time.perf_counter() - t, "frames": n, "info": info}
+
+
+def case_mesh_calibrate(nc, n, tmp):
+    """calibrate_render on the mesh file: the mem_mb a process_shard job declares."""
+    from ncreel.render.calibrate import calibrate_render
+    from ncreel.resources import render_mem_mb_calibrated
+
+    t = time.perf_counter()
+    cal = calibrate_render(_mesh_job(nc), n_time=n, probe_frames=min(n, 16),
+                           frames_per_shard=n)
+    return {"seconds": time.perf_counter() - t, "frames": n, "calibration": cal.to_params(),
+            "mem_mb": render_mem_mb_calibrated(cal, ny=1, nx=MESH_CELLS, n_frames=n)}
+
+
+def mesh_keys(*, frames: int, ux_frames: int, long_frames: int, smoke: bool) -> dict:
+    """Run the mesh cases; return their key=value figures."""
+    t = time.perf_counter()
+    nc, build_s = _mesh_nc(long_frames)
+    prep_s = time.perf_counter() - t
+    print(f"# mesh cases: MPAS-like Voronoi mesh of {MESH_CELLS} cells at {W}x{H}; mesh "
+          f"built in {build_s:.1f} s (0: cached in {MESH_CACHE}), file ready in {prep_s:.1f} s")
+    m = run("mesh_render", nc, frames, smoke)
+    ux_ = run("uxarray_mesh", nc, ux_frames, smoke)
+    short = run("mesh_shard", nc, min(10, long_frames), smoke)
+    long_ = run("mesh_shard", nc, long_frames, smoke)
+    cal = run("mesh_calibrate", nc, long_frames, smoke)
+    fps = 1 / statistics.median(m["frame_seconds"])
+    ux_fps = 1 / statistics.median(ux_["frame_seconds"])
+    peak = max(v["info"]["maxrss_mb"] + v["info"]["encoder_maxrss_mb"] for v in (short, long_))
+    print(f"# mesh_render: {fps:.2f} frames/s, start-up {m['startup_s']:.1f} s (open "
+          f"{m['open_s']:.1f} s), {m['rss_mb']:.0f} MiB peak; uxarray {ux_fps:.3f} frames/s")
+    return {
+        "mesh_cells": MESH_CELLS,
+        "mesh_build_s": build_s,
+        "render_fps_mesh": fps,
+        "render_cpu_fps_mesh": m["frames"] / m["cpu_seconds"],
+        "render_startup_s_mesh": m["startup_s"],
+        "render_fps_uxarray_mesh": ux_fps,
+        "mesh_speedup_vs_uxarray": fps / ux_fps,
+        f"render_rss_mb_mesh_{short['frames']}": short["info"]["maxrss_mb"],
+        f"render_rss_mb_mesh_{long_['frames']}": long_["info"]["maxrss_mb"],
+        "calibrated_mem_mb_mesh": cal["mem_mb"],
+        "measured_peak_mb_mesh": peak,
+        "calibrated_mem_covers_peak_mesh": int(cal["mem_mb"] >= peak),
+    }
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 #: Map cases -> the suffix of their key=value lines.
 MAP_KEYS = {"map_0p25deg": "0p25deg", "map_0p25deg_robinson": "0p25deg_robinson",
@@ -525,6 +687,14 @@ def main(argv=None):
                     help="steps of the 0.25 degree file for the worker-memory shards")
     ap.add_argument("--xmovie-big-frames", type=int, default=8,
                     help="frames xmovie draws of the 0.25 degree field")
+    ap.add_argument("--mesh-frames", type=int, default=100,
+                    help="frames timed on the MPAS-like mesh")
+    ap.add_argument("--uxarray-frames", type=int, default=3,
+                    help="frames uxarray draws of the mesh (after one that builds its polygons)")
+    ap.add_argument("--mesh-long-frames", type=int, default=40,
+                    help="steps of the mesh file; the long worker-memory shard")
+    ap.add_argument("--mesh-only", action="store_true",
+                    help="run only the unstructured-mesh cases")
     ap.add_argument("--smoke", action="store_true",
                     help="tiny sizes and frame counts: checks in seconds that every case runs")
     ap.add_argument("--only", choices=sorted(MAP_KEYS),
@@ -539,7 +709,14 @@ def main(argv=None):
         _smoke()
         args.frames, args.long_frames, args.map_frames = 4, 8, 4
         args.big_frames, args.xmovie_big_frames = 6, 1
+        args.mesh_frames, args.uxarray_frames, args.mesh_long_frames = 4, 1, 12
     n, sm = args.frames, args.smoke
+    mesh = {"frames": args.mesh_frames, "ux_frames": args.uxarray_frames,
+            "long_frames": args.mesh_long_frames, "smoke": sm}
+    if args.mesh_only:
+        for k, v in mesh_keys(**mesh).items():
+            print(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}")
+        return
     if args.only:
         v = run(args.only, "", args.map_frames, sm)
         key = MAP_KEYS[args.only]
@@ -669,6 +846,7 @@ def main(argv=None):
         keys[f"exact_max_difference_{name}"] = e["max_difference"]
         keys[f"exact_share_beyond_level_{name}"] = e["share_beyond"]
         keys[f"exact_share_beyond_level_interior_{name}"] = e["share_beyond_interior"]
+    keys.update(mesh_keys(**mesh))
     for k, v in keys.items():
         print(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}")
 

@@ -48,11 +48,6 @@ def field_values(lon: np.ndarray, lat: np.ndarray, nt: int) -> np.ndarray:
             + 0.01 * np.arange(lon.size)[None, :] / max(lon.size, 1)).astype(np.float32)
 
 
-def _time(nt: int) -> xr.DataArray:
-    return xr.DataArray(np.arange(nt, dtype=np.float64), dims="Time",
-                        attrs={"units": "days since 2000-01-01", "calendar": "noleap"})
-
-
 def write_mpas(path, mesh, nt: int = 3, *, levels: int = 0, values=None) -> np.ndarray:
     """Write an MPAS-like file: ``temperature(Time, nCells[, nVertLevels])``.
 
@@ -80,7 +75,9 @@ def write_mpas(path, mesh, nt: int = 3, *, levels: int = 0, values=None) -> np.n
         "verticesOnCell": (("nCells", "maxEdges"), voc),
         "nEdgesOnCell": ("nCells", n_edges.astype(np.int32)),
         "cellsOnVertex": (("nVertices", "vertexDegree"), cov),
-        "xtime_days": _time(nt),
+        # MPAS: times as 64-character strings (char arrays in the file).
+        "xtime": ("Time", np.array([f"2000-01-{d + 1:02d}_00:00:00".ljust(64)
+                                    for d in range(nt)], dtype="S64")),
     }, attrs={"on_a_sphere": "YES", "sphere_radius": 1.0, "mesh_spec": "1.0"})
     if levels:
         full = np.repeat(data[:, :, None], levels, axis=2) + np.arange(levels)[None, None, :]
