@@ -25,3 +25,15 @@ def test_render_bench_smoke_prints_every_key():
     for grid in ("demo", "0p25deg", "0p25deg_robinson", "curvilinear", "rotated_pole"):
         assert float(keys[f"exact_share_beyond_level_interior_{grid}"]) == 0
     assert keys["calibrated_mem_covers_peak_0p25deg"] == "1"
+
+
+def test_render_bench_mesh_smoke_prints_the_mesh_keys():
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "render_bench.py"), "--smoke",
+                           "--mesh-only"], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    keys = dict(line.split("=", 1) for line in proc.stdout.splitlines()
+                if "=" in line and not line.startswith("#"))
+    for key in ("render_fps_mesh", "render_fps_uxarray_mesh", "mesh_speedup_vs_uxarray",
+                "render_rss_mb_mesh_10", "render_rss_mb_mesh_12", "calibrated_mem_mb_mesh"):
+        assert float(keys[key]) > 0, key
+    assert keys["calibrated_mem_covers_peak_mesh"] == "1"
