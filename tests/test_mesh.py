@@ -238,3 +238,21 @@ def test_frame_png_is_written(tmp_path, voronoi):
 
     im = Image.open(io.BytesIO((tmp_path / "f.png").read_bytes()))
     assert im.size == (320, 180)
+
+
+def test_cells_without_corners_say_what_to_add(tmp_path):
+    """ICON output without clon_bnds/clat_bnds: one line, never a traceback."""
+    lon, lat, lb, tb = icon_triangles(40)
+    full = tmp_path / "full.nc"
+    write_icon(full, lon, lat, lb, tb, height=2)
+    with xr.open_dataset(full) as ds:
+        bare = ds.drop_vars(["clon_bnds", "clat_bnds"])
+        for v in ("clon", "clat"):
+            bare[v].attrs.pop("bounds")
+        bare.to_netcdf(tmp_path / "bare.nc")
+    path = str(tmp_path / "bare.nc")
+    with pytest.raises(NcreelError, match=r"on unstructured cells \(ncells\) has extra dims "
+                                          r"height .*select=\{height: 0\}"):
+        open_series(path, "tas")
+    with pytest.raises(NcreelError, match=r"no cell corners: .* add CF bounds to clat and clon"):
+        open_series(path, "tas", select={"height": 0})

@@ -509,3 +509,49 @@ class MeshGeometry:
             self._build()
         return pl.Series(GEOMETRY_COLUMN, self._wkt[np.asarray(cell, np.int64)],
                          dtype=pl.Utf8)
+
+
+def _point_coordinate(var, kind: str) -> bool:
+    std, units = _attr(var, "standard_name").lower(), _attr(var, "units").lower()
+    word = "latitude" if kind == "lat" else "longitude"
+    return std == word or units.startswith("degrees_n" if kind == "lat" else "degrees_e")
+
+
+def check_not_points(ds: xr.Dataset, da: xr.DataArray, tdim: str, spatial: list[str],
+                     where: str) -> None:
+    """Stop on a variable over unstructured cells the file gives no mesh for.
+
+    Called for variables :func:`mesh_kind` did not recognise: when latitude and longitude
+    are both 1-D along the same dimension of `da` (cells or points, not a y/x grid), the
+    variable cannot be drawn as a grid.
+
+    Raises
+    ------
+    NcreelError
+        Extra dims beside the cells (with a ``select`` example), or cells without
+        corners (no CF bounds, no MPAS/UGRID/ICON mesh variables): what to add.
+    """
+    along: dict[str, dict] = {}
+    for name, var in ds.variables.items():
+        if var.ndim == 1 and str(var.dims[0]) in spatial:
+            for kind in ("lat", "lon"):
+                if _point_coordinate(var, kind):
+                    along.setdefault(str(var.dims[0]), {})[kind] = str(name)
+    cells = [d for d, kinds in along.items() if set(kinds) == {"lat", "lon"}]
+    if len(cells) != 1:
+        return
+    (cell,) = cells
+    extra = [d for d in spatial if d != cell]
+    if extra:
+        raise NcreelError(
+            f"{where}: variable '{da.name}' on unstructured cells ({cell}) has extra dims "
+            f"{', '.join(extra)} (sizes {', '.join(f'{d}={da.sizes[d]}' for d in extra)}); "
+            f"pick one index of each with config key select, e.g. "
+            f"--config 'select={{{extra[0]}: 0}}'")
+    lat, lon = along[cell]["lat"], along[cell]["lon"]
+    raise NcreelError(
+        f"{where}: variable '{da.name}' is on unstructured cells ({cell}, centres {lat}/"
+        f"{lon}) but the file has no cell corners: ncreel draws and tables the cells' "
+        f"polygons, so add CF bounds to {lat} and {lon} (e.g. from the model's grid file "
+        "with 'cdo setgrid,GRIDFILE in.nc out.nc'), or the model's mesh variables (MPAS "
+        "verticesOnCell, UGRID mesh_topology)")

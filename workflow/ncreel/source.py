@@ -791,6 +791,9 @@ def open_series(input: str | Sequence[str], variable: str, *, time_dim: str | No
                 raise NcreelError(f"config key 'select': {dim}={index!r} must be an integer "
                                   f"index in 0..{da.sizes[dim] - 1}")
         spatial = [str(d) for d in da.dims if d != tdim and d not in select]
+        from ncreel.mesh import check_not_points
+
+        check_not_points(first, da, tdim, spatial, where)  # cells without a mesh
         if len(spatial) != 2:
             extra = [d for d in spatial if not _is_spatial(d, first.variables.get(d))]
             if len(spatial) > 2:
