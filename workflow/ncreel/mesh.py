@@ -42,7 +42,7 @@ class Mesh:
         Face centres (longitude in [-180, 180)).
     node_lon, node_lat : numpy.ndarray, shape (n_node,), float64, degrees
         Corners of the faces.
-    face_nodes : numpy.ndarray, shape (n_face, n_max_face_nodes), int64
+    face_nodes : numpy.ndarray, shape (n_face, n_max_face_nodes), int32 (int64 if needed)
         Node index of each face corner in order around the face, -1 after the last.
     """
 
@@ -250,6 +250,8 @@ def load_mesh(ds: xr.Dataset, da: xr.DataArray, kind: str, face_dim: str,
         raise NcreelError(f"{where}: the {kind} mesh has {face_nodes.shape[0]} faces but "
                           f"'{da.name}' has {face_dim}={n}")
     face_nodes[face_nodes < 0] = -1
+    if face_nodes.size and int(face_nodes.max()) < 2**31 - 1:
+        face_nodes = face_nodes.astype(np.int32)  # half the memory of uxarray's int64
     return Mesh(kind=kind, face_dim=face_dim, face_lon=_wrap(face_lon),
                 face_lat=np.asarray(face_lat, np.float64), node_lon=_wrap(node_lon),
                 node_lat=node_lat, face_nodes=face_nodes)

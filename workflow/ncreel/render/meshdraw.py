@@ -61,7 +61,7 @@ class FaceLayout:
 
     Attributes
     ----------
-    xy : numpy.ndarray, shape (n, m, 2), float64
+    xy : numpy.ndarray, shape (n, m, 2), float32
         Map x, y of the corners of the faces drawn whole, padded after the last corner
         by repeating it.
     face : numpy.ndarray, shape (n,), int64
@@ -167,7 +167,8 @@ def face_layout(mesh, projection) -> FaceLayout:
     fn = mesh.face_nodes
     n, m = fn.shape
     count = (fn >= 0).sum(axis=1)
-    xy = np.empty((n, m, 2))
+    # float32: map coordinates to well under a pixel (metres of a projection, or degrees).
+    xy = np.empty((n, m, 2), np.float32)
     ok = np.zeros(n, bool)
     special = []
     pole = np.zeros(n, bool)
@@ -287,7 +288,7 @@ def mesh_index_image(ax, layout: FaceLayout, size: tuple[int, int]) -> np.ndarra
     trans = ax.transData
 
     def to_pixels(xy):
-        d = trans.transform(xy.reshape(-1, 2))
+        d = trans.transform(xy.reshape(-1, 2).astype(np.float64))
         return d[:, 0].reshape(xy.shape[:-1]), (h - d[:, 1]).reshape(xy.shape[:-1])
 
     n, m = layout.xy.shape[:2]
@@ -314,13 +315,45 @@ def mesh_index_image(ax, layout: FaceLayout, size: tuple[int, int]) -> np.ndarra
     return index
 
 
+def _colour_image_class():
+    from matplotlib.image import BboxImage
+
+    class ColourMappedImage(BboxImage):
+        """A ``BboxImage`` whose ``set_array`` takes values, coloured on the way in.
+
+        The values are coloured once, by :class:`ncreel.render.frame.ColorLookup` (as
+        the frames are), into 8-bit RGBA that matplotlib then draws without its own
+        colour mapping (which holds several float copies of a frame-sized image);
+        ``get_array`` returns the values, so a colour bar and the reference draws (a
+        constant colormap set, then ``set_array``) work as on a ``pcolormesh``.
+        """
+
+        _values = None
+
+        def set_array(self, A):
+            from ncreel.render.frame import ColorLookup
+
+            A = np.ma.asarray(A)
+            self._values = A
+            rgba = ColorLookup(self.get_cmap(), self.norm).rgba32(
+                np.ascontiguousarray(np.ma.getdata(A), dtype=np.float64).reshape(-1))
+            rgba[np.ma.getmaskarray(A).reshape(-1)] = 0
+            self.set_data(rgba.view(np.uint8).reshape(*A.shape, 4))
+
+        def get_array(self):
+            return self._values
+
+    return ColourMappedImage
+
+
 class FaceImage:
     """A figure-sized image standing in for a mesh's ``pcolormesh`` on the frame's axes.
 
     The image (``matplotlib.image.BboxImage`` over the whole figure, nearest
     neighbour, so each figure pixel is one image pixel) shows a face's colour where
     the index image has that face; it carries the colormap and norm (the colour bar
-    reads them), and ``set_array`` takes face values, as the grid's mesh does.
+    reads them), and ``set_array`` takes per-pixel values (:meth:`to_image`), as the
+    grid's mesh takes cell values.
 
     Parameters
     ----------
@@ -332,26 +365,27 @@ class FaceImage:
     """
 
     def __init__(self, ax, *, cmap, norm, size: tuple[int, int]) -> None:
-        from matplotlib.image import BboxImage
         from matplotlib.transforms import Bbox, TransformedBbox
 
         w, h = size
         fig = ax.get_figure()
-        self.image = BboxImage(TransformedBbox(Bbox([[0, 0], [1, 1]]), fig.transFigure),
-                               cmap=cmap, norm=norm, interpolation="nearest",
-                               resample=False, origin="upper",
-                               interpolation_stage="rgba")
+        self.image = _colour_image_class()(
+            TransformedBbox(Bbox([[0, 0], [1, 1]]), fig.transFigure), cmap=cmap, norm=norm,
+            interpolation="nearest", resample=False, origin="upper")
         self.image.set_in_layout(False)
         self.image.set_clip_path(ax.patch)
         self.image.set_zorder(1)  # as pcolormesh's QuadMesh: below map lines (zorder 2+)
         self.index = None
-        self.image.set_data(np.ma.array(np.zeros((h, w)), mask=True))
+        self.image.set_array(np.ma.array(np.zeros((h, w), np.float32), mask=True))
+        # Nothing to show until the index exists (the layout's first draw skips it).
+        self.image.set_visible(False)
         ax.add_artist(self.image)
 
     def set_index(self, index: np.ndarray) -> None:
         """Set the index image (face of each pixel, -1: none) the faces are drawn through."""
         self.index = index
         self._where = index >= 0
+        self.image.set_visible(True)
 
     def to_image(self, field: np.ndarray) -> np.ndarray:
         """Face values `field` (any shape, n_face values) as the figure-sized image."""
