@@ -301,6 +301,11 @@ class MeshSeries(Series):
 
     mesh: Mesh
 
+    @property
+    def has_lat_lon(self) -> bool:
+        """True: a mesh's faces have geographic longitudes/latitudes."""
+        return True
+
     def _values(self, da: xr.DataArray) -> np.ndarray:
         return da.transpose(self.time_dim, self.x_dim).values[:, None, :]
 
