@@ -256,3 +256,18 @@ def test_cells_without_corners_say_what_to_add(tmp_path):
         open_series(path, "tas")
     with pytest.raises(NcreelError, match=r"no cell corners: .* add CF bounds to clat and clon"):
         open_series(path, "tas", select={"height": 0})
+
+
+def test_regional_mesh_across_the_dateline_is_one_piece_in_the_middle(tmp_path, voronoi):
+    """A Pacific mesh (faces across 180 degrees) is drawn centred on itself, not split."""
+    fn, node_lon, node_lat, lon, lat = voronoi_mesh(2000)
+    keep = ((lon > 140) | (lon < -160)) & (np.abs(lat) < 30)
+    path = tmp_path / "pacific.nc"
+    write_ugrid(path, (fn[keep], node_lon, node_lat, lon[keep], lat[keep]))
+    with open_series(str(path), "sst") as s:
+        assert s.nx == keep.sum()
+        r, _ = _check_frame(s, "PlateCarree", min_share=0.8)
+        x0, x1 = r.ax.get_xlim()
+        assert x1 - x0 < 80  # the region's width, not the globe's
+        _, cont = s.cell_coordinates(continuous=True)
+        assert 140 < cont.min() and cont.max() < 200

@@ -342,8 +342,20 @@ class MeshSeries(Series):
         return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
 
     def cell_coordinates(self, continuous: bool = False):
-        """Face-centre latitude and longitude, each shape (1, n_face), degrees."""
-        return self.mesh.face_lat[None, :].copy(), self.mesh.face_lon[None, :].copy()
+        """Face-centre latitude and longitude, each shape (1, n_face), degrees.
+
+        Longitudes in [-180, 180); with `continuous`, a regional mesh's longitudes start
+        after the widest gap between them (a Pacific mesh across 180 degrees runs e.g.
+        150 to 210), so that the map is centred on it.
+        """
+        lon = self.mesh.face_lon.copy()
+        if continuous and lon.size > 1:
+            order = np.sort(lon)
+            gaps = np.diff(np.concatenate([order, order[:1] + 360.0]))
+            k = int(np.argmax(gaps))
+            start = order[(k + 1) % order.size]
+            lon = start + (lon - start) % 360.0
+        return self.mesh.face_lat[None, :].copy(), lon[None, :]
 
     def coordinate_bounds(self, kind: str):
         """None: a mesh's cells are polygons (see :attr:`mesh`), not 1-D bounds."""
