@@ -166,8 +166,41 @@ def icon_triangles(n_points: int):
     plon, plat = fibonacci_points(n_points)
     g = ux.Grid.from_points((plon, plat), method="spherical_delaunay")
     fn = np.asarray(g.face_node_connectivity.values)[:, :3]
-    lon_b = np.asarray(g.node_lon.values)[fn]
-    lat_b = np.asarray(g.node_lat.values)[fn]
+    lon, lat, lon_b, lat_b = _triangle_centres(np.asarray(g.node_lon.values),
+                                               np.asarray(g.node_lat.values), fn)
+    return lon, lat, lon_b, lat_b
+
+
+def write_icon_grid(path, n_points: int, nt: int = 2) -> tuple:
+    """Write ICON output with its grid merged in (``vertex_of_cell``, ``vlon``/``vlat``,
+    ``clon``/``clat`` in radians, no units, no edge tables): ``tas(time, cell)``.
+
+    Returns the values (nt, cell) and the triangles' corner nodes (cell, 3), 0-based.
+    """
+    import uxarray as ux
+
+    plon, plat = fibonacci_points(n_points)
+    g = ux.Grid.from_points((plon, plat), method="spherical_delaunay")
+    fn = np.asarray(g.face_node_connectivity.values)[:, :3]
+    lon, lat, _, _ = _triangle_centres(np.asarray(g.node_lon.values),
+                                       np.asarray(g.node_lat.values), fn)
+    data = field_values(lon, lat, nt)
+    ds = xr.Dataset({
+        "clon": ("cell", np.radians(lon)),
+        "clat": ("cell", np.radians(lat)),
+        "vlon": ("vertex", np.radians(np.asarray(g.node_lon.values))),
+        "vlat": ("vertex", np.radians(np.asarray(g.node_lat.values))),
+        "vertex_of_cell": (("nv", "cell"), (fn.T + 1).astype(np.int32)),
+        "time": ("time", np.arange(nt, dtype=np.float64),
+                 {"units": "days since 2010-01-01", "standard_name": "time"}),
+        "tas": (("time", "cell"), data, {"units": "K"}),
+    })
+    ds.to_netcdf(path)
+    return data, fn
+
+
+def _triangle_centres(node_lon, node_lat, fn):
+    lon_b, lat_b = node_lon[fn], node_lat[fn]
     xyz = np.stack([np.cos(np.radians(lat_b)) * np.cos(np.radians(lon_b)),
                     np.cos(np.radians(lat_b)) * np.sin(np.radians(lon_b)),
                     np.sin(np.radians(lat_b))], -1).mean(axis=1)

@@ -10,7 +10,15 @@ import numpy as np
 import pytest
 import shapely
 import xarray as xr
-from meshes import icon_triangles, voronoi_mesh, write_healpix, write_icon, write_mpas, write_ugrid
+from meshes import (
+    icon_triangles,
+    voronoi_mesh,
+    write_healpix,
+    write_icon,
+    write_icon_grid,
+    write_mpas,
+    write_ugrid,
+)
 from ncreel.cells import ShardRows
 from ncreel.errors import NcreelError
 from ncreel.render.maps import map_xy
@@ -271,3 +279,27 @@ def test_regional_mesh_across_the_dateline_is_one_piece_in_the_middle(tmp_path, 
         assert x1 - x0 < 80  # the region's width, not the globe's
         _, cont = s.cell_coordinates(continuous=True)
         assert 140 < cont.min() and cont.max() < 200
+
+
+def test_icon_grid_in_the_file_and_mpas_without_cells_on_vertex(tmp_path, voronoi):
+    """The minimal mesh variables suffice: ICON's vertex_of_cell/vlon/vlat (no edge
+    tables, radians without units), MPAS's verticesOnCell/nEdgesOnCell without
+    cellsOnVertex (uxarray's own readers want every connectivity)."""
+    path = tmp_path / "icon_grid.nc"
+    data, fn = write_icon_grid(path, 80)
+    with open_series(str(path), "tas") as s:
+        assert (s.mesh.kind, s.x_dim, s.nx) == ("ICON", "cell", fn.shape[0])
+        np.testing.assert_array_equal(s.mesh.face_nodes, fn)
+        np.testing.assert_array_equal(s.read(0, 2)[:, 0], data)
+        with xr.open_dataset(path) as ds:
+            np.testing.assert_allclose(s.cell_coordinates()[0][0],
+                                       np.degrees(ds["clat"].values))
+        _check_frame(s, "PlateCarree", min_share=0.8, max_lat=60.0)
+    mpas = tmp_path / "mpas.nc"
+    write_mpas(mpas, voronoi)
+    with xr.open_dataset(mpas) as ds:
+        ds.drop_vars("cellsOnVertex").to_netcdf(tmp_path / "mpas_min.nc")
+    with open_series(str(tmp_path / "mpas_min.nc"), "temperature") as s:
+        assert s.mesh.kind == "MPAS"
+        np.testing.assert_array_equal(s.mesh.face_nodes, voronoi[0])
+        _check_frame(s, "Robinson")

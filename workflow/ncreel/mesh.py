@@ -186,6 +186,11 @@ def _degrees(var) -> np.ndarray:
     return values
 
 
+def _radians(var) -> np.ndarray:
+    # MPAS and ICON store longitudes/latitudes in radians, with or without units.
+    return np.degrees(np.asarray(var.values, np.float64))
+
+
 def _wrap(lon: np.ndarray) -> np.ndarray:
     return (np.asarray(lon, np.float64) + 180.0) % 360.0 - 180.0
 
@@ -229,11 +234,18 @@ def load_mesh(ds: xr.Dataset, da: xr.DataArray, kind: str, face_dim: str,
             grid = ux.Grid.from_face_vertices(np.stack([_wrap(lon_b), lat_b], axis=-1))
             face_lon, face_lat = _degrees(ds[lon_name]), _degrees(ds[lat_name])
         else:
-            grid = ux.Grid.from_dataset(ds)
+            try:
+                grid = ux.Grid.from_dataset(ds)
+            except KeyError:
+                # uxarray's MPAS/ICON readers want every connectivity (cellsOnVertex;
+                # ICON's edge tables); faces need only the corners of each cell.
+                grid = _minimal_topology(ux, ds, kind)
+                if grid is None:
+                    raise
             if kind == "UGRID":
                 face_lon, face_lat = _ugrid_face_centres(ds, _ugrid_topology(ds, da))
             elif kind == "ICON":
-                face_lon, face_lat = _degrees(ds["clon"]), _degrees(ds["clat"])
+                face_lon, face_lat = _radians(ds["clon"]), _radians(ds["clat"])
         face_nodes = np.asarray(grid.face_node_connectivity.values, np.int64)
         node_lon = np.asarray(grid.node_lon.values, np.float64)
         node_lat = np.asarray(grid.node_lat.values, np.float64)
@@ -255,6 +267,23 @@ def load_mesh(ds: xr.Dataset, da: xr.DataArray, kind: str, face_dim: str,
     return Mesh(kind=kind, face_dim=face_dim, face_lon=_wrap(face_lon),
                 face_lat=np.asarray(face_lat, np.float64), node_lon=_wrap(node_lon),
                 node_lat=node_lat, face_nodes=face_nodes)
+
+
+def _minimal_topology(ux, ds: xr.Dataset, kind: str):
+    """Build a uxarray Grid from the cells' corners alone (MPAS or ICON), or None."""
+    if kind == "MPAS" and {"lonVertex", "latVertex"} <= set(ds.variables):
+        conn = np.asarray(ds["verticesOnCell"].values, np.int64) - 1  # 1-based, 0: none
+        if "nEdgesOnCell" in ds.variables:
+            count = np.asarray(ds["nEdgesOnCell"].values, np.int64)
+            conn[np.arange(conn.shape[1])[None, :] >= count[:, None]] = -1
+        lon, lat = _radians(ds["lonVertex"]), _radians(ds["latVertex"])
+    elif kind == "ICON":
+        conn = np.asarray(ds["vertex_of_cell"].values, np.int64).T - 1  # (nv, cell), 1-based
+        lon, lat = _radians(ds["vlon"]), _radians(ds["vlat"])
+    else:
+        return None
+    conn[conn < 0] = -1
+    return ux.Grid.from_topology(_wrap(lon), lat, conn, fill_value=-1)
 
 
 def _ugrid_face_centres(ds: xr.Dataset, topo: str):
