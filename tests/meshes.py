@@ -48,7 +48,8 @@ def field_values(lon: np.ndarray, lat: np.ndarray, nt: int) -> np.ndarray:
             + 0.01 * np.arange(lon.size)[None, :] / max(lon.size, 1)).astype(np.float32)
 
 
-def write_mpas(path, mesh, nt: int = 3, *, levels: int = 0, values=None) -> np.ndarray:
+def write_mpas(path, mesh, nt: int = 3, *, levels: int = 0, values=None,
+               day0: int = 0) -> np.ndarray:
     """Write an MPAS-like file: ``temperature(Time, nCells[, nVertLevels])``.
 
     Returns the values written, shape (nt, nCells) (level 0 when `levels`).
@@ -77,7 +78,7 @@ def write_mpas(path, mesh, nt: int = 3, *, levels: int = 0, values=None) -> np.n
         "cellsOnVertex": (("nVertices", "vertexDegree"), cov),
         # MPAS: times as 64-character strings (char arrays in the file).
         "xtime": ("Time", np.array([f"2000-01-{d + 1:02d}_00:00:00".ljust(64)
-                                    for d in range(nt)], dtype="S64")),
+                                    for d in range(day0, day0 + nt)], dtype="S64")),
     }, attrs={"on_a_sphere": "YES", "sphere_radius": 1.0, "mesh_spec": "1.0"})
     if levels:
         full = np.repeat(data[:, :, None], levels, axis=2) + np.arange(levels)[None, None, :]

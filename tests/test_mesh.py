@@ -303,3 +303,11 @@ def test_icon_grid_in_the_file_and_mpas_without_cells_on_vertex(tmp_path, vorono
         assert s.mesh.kind == "MPAS"
         np.testing.assert_array_equal(s.mesh.face_nodes, voronoi[0])
         _check_frame(s, "Robinson")
+
+
+def test_mesh_files_of_a_glob_are_joined_in_time_order(tmp_path, voronoi):
+    early = write_mpas(tmp_path / "b_history.nc", voronoi, nt=2, day0=0)
+    late = write_mpas(tmp_path / "a_history.nc", voronoi, nt=2, day0=2, values=early + 100)
+    with open_series(str(tmp_path / "*_history.nc"), "temperature") as s:
+        assert s.n_time == 4 and s.time_axis().labels[0] == "2000-01-01T00:00:00"
+        np.testing.assert_array_equal(s.read(0, 4)[:, 0], np.concatenate([early, late]))
