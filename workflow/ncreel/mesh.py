@@ -22,7 +22,15 @@ import numpy as np
 import xarray as xr
 
 from ncreel.errors import NcreelError
-from ncreel.source import Series, _check_constant, _find_time, _is_time, _time_order
+from ncreel.source import (
+    Series,
+    _check_constant,
+    _find_time,
+    _is_time,
+    _open,
+    _time_order,
+    wrap_longitude,
+)
 
 log = logging.getLogger(__name__)
 
@@ -191,10 +199,6 @@ def _radians(var) -> np.ndarray:
     return np.degrees(np.asarray(var.values, np.float64))
 
 
-def _wrap(lon: np.ndarray) -> np.ndarray:
-    return (np.asarray(lon, np.float64) + 180.0) % 360.0 - 180.0
-
-
 def load_mesh(ds: xr.Dataset, da: xr.DataArray, kind: str, face_dim: str,
               where: str) -> Mesh:
     """Read the mesh of `da` (found by :func:`mesh_kind`) with uxarray.
@@ -231,7 +235,7 @@ def load_mesh(ds: xr.Dataset, da: xr.DataArray, kind: str, face_dim: str,
                 units=_attr(ds[lon_name], "units")))
             lat_b = _degrees(ds[_attr(ds[lat_name], "bounds")].assign_attrs(
                 units=_attr(ds[lat_name], "units")))
-            grid = ux.Grid.from_face_vertices(np.stack([_wrap(lon_b), lat_b], axis=-1))
+            grid = ux.Grid.from_face_vertices(np.stack([wrap_longitude(lon_b), lat_b], axis=-1))
             face_lon, face_lat = _degrees(ds[lon_name]), _degrees(ds[lat_name])
         else:
             try:
@@ -264,8 +268,8 @@ def load_mesh(ds: xr.Dataset, da: xr.DataArray, kind: str, face_dim: str,
     face_nodes[face_nodes < 0] = -1
     if face_nodes.size and int(face_nodes.max()) < 2**31 - 1:
         face_nodes = face_nodes.astype(np.int32)  # half the memory of uxarray's int64
-    return Mesh(kind=kind, face_dim=face_dim, face_lon=_wrap(face_lon),
-                face_lat=np.asarray(face_lat, np.float64), node_lon=_wrap(node_lon),
+    return Mesh(kind=kind, face_dim=face_dim, face_lon=wrap_longitude(face_lon),
+                face_lat=np.asarray(face_lat, np.float64), node_lon=wrap_longitude(node_lon),
                 node_lat=node_lat, face_nodes=face_nodes)
 
 
@@ -283,7 +287,7 @@ def _minimal_topology(ux, ds: xr.Dataset, kind: str):
     else:
         return None
     conn[conn < 0] = -1
-    return ux.Grid.from_topology(_wrap(lon), lat, conn, fill_value=-1)
+    return ux.Grid.from_topology(wrap_longitude(lon), lat, conn, fill_value=-1)
 
 
 def _ugrid_face_centres(ds: xr.Dataset, topo: str):
@@ -337,9 +341,6 @@ class MeshSeries(Series):
 
     def _values(self, da: xr.DataArray) -> np.ndarray:
         return da.transpose(self.time_dim, self.x_dim).values[:, None, :]
-
-    def read(self, start: int, stop: int) -> np.ndarray:  # noqa: D102 (as Series.read)
-        return super().read(start, stop)
 
     def read_variable(self, name: str, start: int, stop: int) -> np.ndarray:
         """Read another face variable of the same files (as :meth:`Series.read_variable`).
@@ -415,8 +416,6 @@ def open_mesh_series(paths: list[str], group: str | None, name: str, datasets: l
         A variable on nodes or edges, extra dims without ``select`` (with an example),
         no or ambiguous time dimension, an unreadable mesh, files whose meshes differ.
     """
-    from ncreel.source import _open
-
     first = datasets[0]
     da = first[name]
     dims = [str(d) for d in da.dims]
@@ -510,8 +509,8 @@ class MeshGeometry:
         # Corners within 180 degrees of the face centre: a face whose corners are then
         # all in [-180, 180] needs no split (a corner stored as -180 next to 170 is 180).
         ref = mesh.face_lon[:, None]
-        u = ref + _wrap(lon - ref)
-        pole = np.abs(_wrap(np.diff(lon, axis=1)).sum(axis=1)) > 180.0
+        u = ref + wrap_longitude(lon - ref)
+        pole = np.abs(wrap_longitude(np.diff(lon, axis=1)).sum(axis=1)) > 180.0
         split = pole | (u.min(axis=1) < -180.0) | (u.max(axis=1) > 180.0)
         parts = []
         for j in range(lon.shape[1]):
@@ -529,7 +528,7 @@ class MeshGeometry:
 
             for f in np.flatnonzero(split):
                 k = int(count[f])
-                poly = shapely.Polygon(np.column_stack([_wrap(lon[f, :k]), lat[f, :k]]))
+                poly = shapely.Polygon(np.column_stack([wrap_longitude(lon[f, :k]), lat[f, :k]]))
                 north = bool(pole[f] and mesh.face_lat[f] > 0)
                 south = bool(pole[f] and mesh.face_lat[f] <= 0)
                 fixed = antimeridian.fix_polygon(poly, force_north_pole=north,

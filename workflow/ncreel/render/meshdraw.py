@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ncreel.source import wrap_longitude
+
 #: Longitudes this close to the map's edge meridian are kept on their side of it.
 _EDGE_EPS = 1e-7
 #: Faces spanning more degrees than this get edges densified to 1 degree steps.
@@ -35,10 +37,6 @@ _COARSE_DEG = 2.0
 _CHUNK = 65536
 #: Candidate pixels tested per vectorised step of the rasteriser.
 _STEP = 2**19
-
-
-def _wrap(d):
-    return (np.asarray(d, np.float64) + 180.0) % 360.0 - 180.0
 
 
 def central_longitude_of(projection) -> float:
@@ -103,11 +101,11 @@ def _special_pieces(lon_rel, lat, pole_ring):
         if abs(lat[i]) >= 90.0 - 1e-9:
             # A corner on the pole is the pole edge between its neighbours' longitudes.
             for v in (lon_rel[i - 1], lon_rel[(i + 1) % k]):
-                cur = v if cur is None else cur + _wrap(v - cur)
+                cur = v if cur is None else cur + wrap_longitude(v - cur)
                 pts_lon.append(cur)
                 pts_lat.append(float(np.sign(lat[i]) * 90.0))
             continue
-        cur = lon_rel[i] if cur is None else cur + _wrap(lon_rel[i] - cur)
+        cur = lon_rel[i] if cur is None else cur + wrap_longitude(lon_rel[i] - cur)
         pts_lon.append(cur)
         pts_lat.append(float(lat[i]))
     if pole_ring:
@@ -172,17 +170,17 @@ def face_layout(mesh, projection) -> FaceLayout:
     ok = np.zeros(n, bool)
     special = []
     pole = np.zeros(n, bool)
-    ref_all = _wrap(mesh.face_lon - c)
+    ref_all = wrap_longitude(mesh.face_lon - c)
     for a in range(0, n, _CHUNK):
         b = min(a + _CHUNK, n)
         idx = fn[a:b]
         idx = np.where(idx < 0, idx[np.arange(b - a), count[a:b] - 1][:, None], idx)
-        rel = _wrap(mesh.node_lon[idx] - c)
+        rel = wrap_longitude(mesh.node_lon[idx] - c)
         lat = mesh.node_lat[idx]
         ref = ref_all[a:b, None]
-        u = ref + _wrap(rel - ref)
+        u = ref + wrap_longitude(rel - ref)
         ring = np.concatenate([rel, rel[:, :1]], axis=1)
-        pole[a:b] = np.abs(_wrap(np.diff(ring, axis=1)).sum(axis=1)) > 180.0
+        pole[a:b] = np.abs(wrap_longitude(np.diff(ring, axis=1)).sum(axis=1)) > 180.0
         # Split (edge, poles), and faces wider than _COARSE_DEG: their straight edges in
         # the map would cut its curved boundary, so they are drawn with densified edges.
         spec = (pole[a:b] | (np.abs(lat) >= 90.0 - 1e-9).any(axis=1)
@@ -196,7 +194,7 @@ def face_layout(mesh, projection) -> FaceLayout:
     tris, tri_face = [], []
     for f in special:
         k = int(count[f])
-        rel = _wrap(mesh.node_lon[fn[f, :k]] - c)
+        rel = wrap_longitude(mesh.node_lon[fn[f, :k]] - c)
         for piece in _special_pieces(rel, mesh.node_lat[fn[f, :k]], bool(pole[f])):
             t = _triangles(piece)
             if not len(t):
