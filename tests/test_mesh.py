@@ -311,3 +311,18 @@ def test_mesh_files_of_a_glob_are_joined_in_time_order(tmp_path, voronoi):
     with open_series(str(tmp_path / "*_history.nc"), "temperature") as s:
         assert s.n_time == 4 and s.time_axis().labels[0] == "2000-01-01T00:00:00"
         np.testing.assert_array_equal(s.read(0, 4)[:, 0], np.concatenate([early, late]))
+
+
+def test_overlapping_mesh_files_keep_a_repeated_time_once(tmp_path, voronoi):
+    early = write_mpas(tmp_path / "a.nc", voronoi, nt=3, day0=0)
+    late = np.stack([early[2], early[2] + 1])  # day 3 again (equal data), then day 4
+    write_mpas(tmp_path / "b.nc", voronoi, nt=2, day0=2, values=late)
+    with open_series(str(tmp_path / "*.nc"), "temperature") as s:
+        assert s.n_time == 4 and "b.nc" in s.note
+        np.testing.assert_array_equal(s.read(0, 4)[:, 0], np.concatenate([early, late[1:]]))
+        again = open_series(str(tmp_path / "*.nc"), "temperature", steps=s.spec()["steps"])
+        assert again.n_time == 4
+        again.close()
+    write_mpas(tmp_path / "b.nc", voronoi, nt=2, day0=2, values=late + 5)
+    with pytest.raises(NcreelError, match="different"):
+        open_series(str(tmp_path / "*.nc"), "temperature")

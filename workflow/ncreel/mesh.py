@@ -25,10 +25,13 @@ from ncreel.errors import NcreelError
 from ncreel.source import (
     Series,
     _check_constant,
+    _file_dates,
     _find_time,
-    _is_time,
+    _given_steps,
     _open,
+    _repeated_steps,
     _time_order,
+    detect_time_dim,
     wrap_longitude,
 )
 
@@ -177,9 +180,9 @@ def mesh_kind(ds: xr.Dataset, da: xr.DataArray) -> tuple[str, str, dict] | None:
         return "ICON", str(ds["clon"].dims[0]), others
     crs = _healpix_crs(ds, da)
     if crs is not None:
-        cell = [d for d in da.dims if not _is_time(str(d), ds.variables.get(d))]
-        face = next((str(d) for d in cell if str(d) in ("cell", "cells", "pix", "ncells")),
-                    str(cell[-1]) if cell else "")
+        # The pixel dimension: by its usual names, else the last (HEALPix output's order).
+        face = next((str(d) for d in da.dims if str(d) in ("cell", "cells", "pix", "ncells")),
+                    str(da.dims[-1]) if da.dims else "")
         return "HEALPix", face, {}
     found = _bounds_coords(ds, da)
     if found is not None:
@@ -301,30 +304,6 @@ def _ugrid_face_centres(ds: xr.Dataset, topo: str):
     return _degrees(ds[a]), _degrees(ds[b])
 
 
-def _mesh_time_dim(ds: xr.Dataset, da: xr.DataArray, face_dim: str, time_dim: str | None,
-                   select: dict, where: str) -> str:
-    dims = [str(d) for d in da.dims]
-    if time_dim:
-        if time_dim not in dims:
-            raise NcreelError(f"{where}: config key 'time_dim': '{time_dim}' is not a "
-                              f"dimension of '{da.name}' (its dims: {', '.join(dims)})")
-        return time_dim
-    rest = [d for d in dims if d != face_dim and d not in select]
-    cf = [d for d in rest if _is_time(d, ds.variables.get(d))]
-    if len(cf) == 1:
-        return cf[0]
-    named = [d for d in rest if d.lower() in ("time", "t", "time_counter")]
-    if len(named) == 1:
-        return named[0]
-    unlimited = [d for d in rest if d in set(ds.encoding.get("unlimited_dims", ()))]
-    if len(unlimited) == 1:
-        return unlimited[0]
-    if len(rest) == 1:
-        return rest[0]
-    raise NcreelError(f"{where}: variable '{da.name}': {'no' if not rest else 'ambiguous'} "
-                      f"time dimension among its dims ({', '.join(dims)}); set time_dim=NAME")
-
-
 class MeshSeries(Series):
     """A :class:`ncreel.source.Series` on the faces of an unstructured mesh.
 
@@ -362,8 +341,8 @@ class MeshSeries(Series):
         parts, offset = [], 0
         for i, count in enumerate(self.counts):
             lo, hi = max(start - offset, 0), min(stop - offset, count)
-            if lo < hi:
-                part = self._dataset(i)[name].isel({self.time_dim: slice(lo, hi), **sel})
+            for run in self._file_slices(i, lo, hi) if lo < hi else ():
+                part = self._dataset(i)[name].isel({self.time_dim: run, **sel})
                 parts.append(np.asarray(part.transpose(self.time_dim, self.x_dim).values,
                                         np.float64)[:, None, :])
             offset += count
@@ -404,7 +383,8 @@ class MeshSeries(Series):
 
 def open_mesh_series(paths: list[str], group: str | None, name: str, datasets: list,
                      kind: str, face_dim: str, others: dict, *, time_dim: str | None,
-                     select: dict, time: str | None, where: str) -> MeshSeries:
+                     select: dict, time: str | None, where: str,
+                     steps=None) -> MeshSeries:
     """Open `name` on a mesh (see :func:`mesh_kind`) as a :class:`MeshSeries`.
 
     `datasets` holds the first file opened (more are appended here, for the caller to
@@ -426,7 +406,11 @@ def open_mesh_series(paths: list[str], group: str | None, name: str, datasets: l
             f"{where}: variable '{name}' is on the {kind} mesh's {what}s (dimension "
             f"{on[0] if on else ', '.join(dims)}), not its faces ({face_dim}); ncreel draws "
             f"and tables face variables: choose a variable with dimension {face_dim}")
-    tdim = _mesh_time_dim(first, da, face_dim, time_dim, select, where)
+    if time_dim is None and time is not None and first[time].ndim == 1 \
+            and first[time].dims[0] in da.dims:
+        time_dim = str(first[time].dims[0])
+    # As for grids (never a guess); the face dimension is never time.
+    tdim = detect_time_dim(first, name, time_dim, {**select, face_dim: 0}, source=where + ": ")
     for dim, index in select.items():
         if dim not in dims:
             raise NcreelError(f"config key 'select': '{dim}' is not a dimension of "
@@ -462,14 +446,26 @@ def open_mesh_series(paths: list[str], group: str | None, name: str, datasets: l
     for coord in ("lonCell", "latCell"):
         if coord in first.variables:
             _check_constant(first, coord, tdim, where)
-    order = _time_order(datasets, time_name, counts, paths)
+    # Files in time order, repeated times decided, as ncreel.source.open_series does.
+    decoded = [_file_dates(ds, time_name, count)
+               for ds, count in zip(datasets, counts, strict=True)]
+    order = _time_order([d[1] for d in decoded], paths)
+    if steps is not None:
+        kept = _given_steps(steps, paths, counts)
+        kept, note = [kept[i] for i in order], ""
+    else:
+        kept, note = _repeated_steps([datasets[i] for i in order], [paths[i] for i in order],
+                                     name, tdim, select, [decoded[i] for i in order])
+    full = all(runs == ((0, counts[i]),) for runs, i in zip(kept, order, strict=True))
     series = MeshSeries(
         paths=tuple(paths[i] for i in order), variable=name, time_dim=tdim, y_dim="",
-        x_dim=face_dim, select=dict(select), counts=tuple(counts[i] for i in order), ny=1,
+        x_dim=face_dim, select=dict(select),
+        counts=tuple(sum(b - a for a, b in runs) for runs in kept), ny=1,
         nx=mesh.n_face, dtype=dtype, units=str(da.attrs.get("units", "")),
         long_name=str(da.attrs.get("long_name") or da.attrs.get("standard_name") or name),
         group=group, lat_name=None, lon_name=None, time_name=time_name,
-        _datasets=[datasets[i] for i in order])
+        steps=None if full else tuple(kept), note=note,
+        _datasets=[datasets[i] for i in order], _decoded=[decoded[i] for i in order])
     series.mesh = mesh
     log.info("%s: '%s' on a %s mesh of %d faces (dimension %s)", where, name, kind,
              mesh.n_face, face_dim)

@@ -775,7 +775,7 @@ def open_series(input: str | Sequence[str], variable: str, *, time_dim: str | No
         found = mesh_kind(first, da)
         if found is not None:
             return open_mesh_series(paths, group, name, datasets, *found, time_dim=time_dim,
-                                    select=select, time=time, where=where)
+                                    select=select, time=time, where=where, steps=steps)
         if time_dim is None and time is not None and first[time].ndim == 1 \
                 and first[time].dims[0] in da.dims:
             time_dim = str(first[time].dims[0])
