@@ -326,3 +326,15 @@ def test_overlapping_mesh_files_keep_a_repeated_time_once(tmp_path, voronoi):
     write_mpas(tmp_path / "b.nc", voronoi, nt=2, day0=2, values=late + 5)
     with pytest.raises(NcreelError, match="different"):
         open_series(str(tmp_path / "*.nc"), "temperature")
+
+
+def test_a_variable_off_the_mesh_is_not_taken_for_one(tmp_path, voronoi):
+    """xtime (Time only) in an MPAS file: the usual one-line dims error, not 'on nodes'."""
+    path = tmp_path / "mpas.nc"
+    write_mpas(path, voronoi)
+    with xr.open_dataset(path) as ds:
+        ds.assign(scalar_series=("Time", np.arange(3.0))).to_netcdf(tmp_path / "m2.nc")
+    with pytest.raises(NcreelError) as err:
+        open_series(str(tmp_path / "m2.nc"), "scalar_series")
+    assert "has dims (Time); need time plus two spatial dims" in str(err.value)
+    assert "nodes" not in str(err.value)

@@ -144,8 +144,17 @@ def mesh_kind(ds: xr.Dataset, da: xr.DataArray) -> tuple[str, str, dict] | None:
     -------
     (kind, face_dim, other_dims) or None
         ``other_dims`` maps the mesh's node/edge dimensions to ``"node"`` / ``"edge"``
-        (a variable on them cannot be drawn as faces). None: not a mesh variable.
+        (a variable on them cannot be drawn as faces). None: `da` is on none of the
+        file's mesh dimensions (or the file has no mesh).
     """
+    found = _mesh_markers(ds, da)
+    if found is None:
+        return None
+    dims = set(map(str, da.dims))
+    return found if found[1] in dims or dims & set(found[2]) else None
+
+
+def _mesh_markers(ds: xr.Dataset, da: xr.DataArray) -> tuple[str, str, dict] | None:
     dims = set(map(str, da.dims))
     topo = _ugrid_topology(ds, da)
     if topo is not None:
