@@ -7,6 +7,7 @@ it says what can be set and writes the file to set it in::
     ncreel settings [KEY]      the settings with their full meaning (KEY: one, e.g. map)
     ncreel config [-o FILE]    a commented run file to edit (default: my_run.yaml)
     ncreel status [RUN]        which shards of a run are done, running, failed or to do
+    ncreel inspect FILE [VAR]  what the workflow will make of a file (and a preview frame)
 
 Everything it says comes from ``workflow/schemas/config.schema.yaml``, the one place
 settings and their defaults are defined, so it cannot drift from what the workflow checks.
@@ -197,6 +198,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--variable", default="tas", help="variable to show")
     p.add_argument("--run", default="my_run", help="name of the run")
     p.add_argument("--force", action="store_true", help="overwrite an existing file")
+    p = sub.add_parser("inspect", help="what the workflow will make of a file, before any "
+                       "job: grid, time axis, rows, a preview frame")
+    p.add_argument("file", help="NetCDF file or glob (quote it)")
+    p.add_argument("variable", nargs="?", help="variable (omit to list them)")
+    p.add_argument("--select", action="append", metavar="DIM=INDEX",
+                   help="index to take along an extra dimension (repeatable)")
+    p.add_argument("--time-dim", help="time dimension, when detection cannot decide")
+    p.add_argument("--lat", help="latitude variable")
+    p.add_argument("--lon", help="longitude variable")
+    p.add_argument("--time", help="time variable")
+    p.add_argument("--preview", help="PNG of the middle step (default: VARIABLE_preview.png)")
+    p.add_argument("--no-preview", action="store_true", help="draw no frame")
     p = sub.add_parser("status", help="which shards of a run are done/running/failed/to do")
     p.add_argument("run", nargs="?", help="run name (default: the run file's, else demo)")
     p.add_argument("--configfile", help="the run file the run was started with")
@@ -232,6 +245,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ncreel: wrote {out}: edit input, variable and run, then "
               f"snakemake --profile PROFILE --configfile {out}")
         return 0
+    if args.command == "inspect":
+        from ncreel.preflight import main as inspect_main
+
+        return inspect_main(args)
     from ncreel.cluster import runstatus
 
     run = args.run

@@ -419,7 +419,7 @@ def open_mesh_series(paths: list[str], group: str | None, name: str, datasets: l
             and first[time].dims[0] in da.dims:
         time_dim = str(first[time].dims[0])
     # As for grids (never a guess); the face dimension is never time.
-    tdim = detect_time_dim(first, name, time_dim, {**select, face_dim: 0}, source=where + ": ")
+    tdim = detect_time_dim(first, name, time_dim, {**select, face_dim: 0}, source=where)
     for dim, index in select.items():
         if dim not in dims:
             raise NcreelError(f"config key 'select': '{dim}' is not a dimension of "

@@ -209,7 +209,9 @@ def frame_labels(labels: Sequence[str | None], values: np.ndarray, *, calendar: 
         elif lab is not None:  # a label that is not ISO 8601: shown as it is
             out.append(str(lab))
         elif i < len(raw) and raw[i] is not None:
-            out.append(f"{name} = {raw[i]} {units}".rstrip())
+            # Units "1" (dimensionless, CF) say nothing on a frame.
+            shown = "" if units.strip() in ("1", "") else units
+            out.append(f"{name} = {raw[i]} {shown}".rstrip())
         else:
             out.append(f"{time_dim} step {i}")
     return out

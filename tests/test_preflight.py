@@ -1,0 +1,72 @@
+"""``ncreel inspect``: the pre-flight report, from the workflow's own detection code."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from grid_files import write_rotated_pole
+from PIL import Image
+
+
+def _inspect(*args):
+    return subprocess.run([sys.executable, "-m", "ncreel", "inspect", *map(str, args)],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_demo_sample(sample_nc, tmp_path):
+    png = tmp_path / "p.png"
+    proc = _inspect(sample_nc, "air_temperature", "--preview", png)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout.splitlines()
+    assert "grid: rectilinear, 37 x 49" in out
+    assert "latitude/longitude: the file's 'latitude'/'longitude' (1-D)" in out
+    assert any(ln.startswith("time: 'time' along 'time', 240 steps, calendar 360_day")
+               for ln in out)
+    assert "frames: first '1860', last '2099'" in out  # annual means
+    assert ("cells: 1,813; steps: 240; at most 435,120 rows (one per cell and step that is "
+            "not missing)") in out
+    # The estimate from the middle step against the demo's real COPY file (34.5 MB).
+    mb = float(next(ln for ln in out if ln.startswith("COPY file")).split("about ")[1]
+               .split(" MB")[0])
+    assert 30 < mb < 40
+    with Image.open(png) as im:
+        assert im.size == (960, 540)
+    assert out[-1] == "note: detection was sure of everything above"
+
+
+def test_without_a_variable_lists_them(sample_nc):
+    proc = _inspect(sample_nc)
+    assert proc.returncode == 0
+    assert "  air_temperature (time=240, latitude=37, longitude=49)  air_temperature" in \
+        proc.stdout.splitlines()
+
+
+def test_rotated_pole_says_where_latitude_longitude_come_from(tmp_path):
+    path, _ = write_rotated_pole(tmp_path / "cordex.nc")
+    proc = _inspect(path, "tas", "--no-preview")
+    assert proc.returncode == 0, proc.stderr
+    assert ("grid: projected, CF grid mapping 'rotated_pole' (rotated_latitude_longitude); "
+            "x/y coordinates 'rlon'/'rlat'") in proc.stdout
+    assert "latitude/longitude: computed from the grid mapping (pyproj)" in proc.stdout
+
+
+def test_mesh(tmp_path):
+    pytest.importorskip("uxarray")
+    from meshes import voronoi_mesh, write_mpas
+
+    write_mpas(tmp_path / "mpas.nc", voronoi_mesh(200))
+    proc = _inspect(tmp_path / "mpas.nc", "temperature", "--no-preview")
+    assert proc.returncode == 0, proc.stderr
+    assert "grid: unstructured mesh (MPAS), 200 faces along 'nCells'" in proc.stdout
+
+
+def test_what_the_workflow_would_refuse_is_one_line(tmp_path, eofs_data):
+    proc = _inspect(eofs_data / "hgt_djf.nc", "z", "--no-preview")
+    assert proc.returncode == 2 and proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ncreel: error:") and "select" in lines[0]
+    ok = _inspect(eofs_data / "hgt_djf.nc", "z", "--select", "pressure=0", "--no-preview")
+    assert ok.returncode == 0, ok.stderr
+    assert "select: pressure=0" in ok.stdout
