@@ -1,7 +1,8 @@
 # ncreel: `make demo` runs the workflow on the bundled real sample; `make test` runs the
 # test suite. Both set up everything they need (Python virtualenv, system tools).
 SHELL := /bin/bash
-PYTHON ?= python3
+# Empty: .ci/venv.sh takes the first Python >= 3.10 on PATH. make demo PYTHON=/path/to/python3.
+PYTHON ?=
 VENV ?= .venv
 PY := $(VENV)/bin/python
 SNAKEMAKE := $(VENV)/bin/snakemake
@@ -23,26 +24,38 @@ help:
 	@echo "make bench-render - frames/s, end-to-end time and peak RSS vs xmovie and FFMpegWriter"
 	@echo "make bench-cells - COPY writer vs pandas and a per-cell loop, a big run, reduce and load"
 	@echo "make bench-scale - 10 000-shard dry run, PBS submissions and status calls per poll"
-	@echo "make venv   - only the virtualenv .venv/ (ncreel, Snakemake, test tools)"
+	@echo "make venv   - only the virtualenv .venv/ (ncreel, Snakemake; PYTHON=/path/to/python3)"
 	@echo "make sysdeps - the system packages the tests need (apt: ffmpeg, PostgreSQL, graphviz...)"
 	@echo "make clean  - remove results/, logs/ and .snakemake/ (keeps .venv/)"
 	@echo "make docs   - the documentation site into site/ (mkdocs build --strict)"
 
-$(VENV)/.installed: pyproject.toml
-	@PYTHON=$(PYTHON) bash .ci/sysdeps.sh venv
-	@echo "ncreel: creating the virtualenv $(VENV)"
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	@echo "ncreel: installing ncreel and its dependencies from PyPI into $(VENV) (1-3 min)"
-	$(PY) -m pip install --progress-bar off -e ".[workflow,test]"
+# The virtualenv, without root: PYTHON (default: the first Python >= 3.10 on PATH; on a
+# cluster `module load conda` provides one) and pip from the package index where the system
+# Python lacks ensurepip (Debian's python3.X-venv). See .ci/venv.sh and docs/install.md.
+$(VENV)/.created:
+	@if [ -x $(PY) ] && $(PY) -m pip --version >/dev/null 2>&1; then :; else \
+	  VENV="$(VENV)" PYTHON="$(PYTHON)" bash .ci/venv.sh; fi
+	@touch $@
+
+# Three layers, each its own stamp: what the workflow needs (make demo, dag, report,
+# status), + test and lint tools (make test, lint), + benchmark baselines (make bench*).
+$(VENV)/.installed: pyproject.toml | $(VENV)/.created
+	@echo "ncreel: installing ncreel and what the workflow needs from PyPI into $(VENV) (1-3 min)"
+	$(PY) -m pip install --progress-bar off -e ".[workflow]"
 	touch $@
 venv: $(VENV)/.installed
 
+$(VENV)/.test: $(VENV)/.installed
+	@echo "ncreel: installing the test and lint tools (pytest, ruff, snakefmt, ...) into $(VENV)"
+	$(PY) -m pip install --progress-bar off -e ".[workflow,test]"
+	touch $@
+
 # System tools: ffmpeg/ffprobe (tests; the workflow itself falls back to imageio-ffmpeg),
 # graphviz (DAG pictures), PostgreSQL server and psql, zstd (tests). Installed with apt-get
-# when missing (as root or with sudo); otherwise the exact command is printed.
+# when missing as root (or with password-less sudo); otherwise each missing one is named with
+# what it is for: the tests that need it are skipped with that reason.
 sysdeps:
-	@PYTHON=$(PYTHON) bash .ci/sysdeps.sh test
+	@bash .ci/sysdeps.sh test
 
 $(SAMPLE): | $(VENV)/.installed
 	@echo "ncreel: copying the sample input to $@"
@@ -52,16 +65,16 @@ demo: $(VENV)/.installed $(SAMPLE)
 	$(SNAKEMAKE) --cores $(CORES)
 	@echo "outputs: results/demo/movie.mp4 results/demo/cells.copy results/demo/cells.sql"
 
-test: $(VENV)/.installed $(SAMPLE) sysdeps
+test: $(VENV)/.test $(SAMPLE) sysdeps
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-lint: $(VENV)/.installed
+lint: $(VENV)/.test
 	$(VENV)/bin/ruff check workflow tests bench
 	$(VENV)/bin/snakefmt --check Snakefile workflow/rules
 	$(SNAKEMAKE) --lint
 
 # Not a timed test: several minutes on 2 cores. Prints key=value lines at the end.
-$(VENV)/.bench: $(VENV)/.installed
+$(VENV)/.bench: $(VENV)/.test
 	@echo "ncreel: installing the benchmark baselines (xmovie) into $(VENV)"
 	$(PY) -m pip install --progress-bar off -e ".[workflow,test,bench]"
 	touch $@
@@ -69,10 +82,21 @@ $(VENV)/.bench: $(VENV)/.installed
 bench-render: $(VENV)/.bench sysdeps
 	$(PY) bench/render_bench.py
 
+# The graphs are written as Graphviz text first; without graphviz (and no root to install
+# it) make dag says so and keeps the .dot files.
 dag: $(VENV)/.installed $(SAMPLE)
-	@PYTHON=$(PYTHON) bash .ci/sysdeps.sh dag
-	$(SNAKEMAKE) --rulegraph | dot -Tsvg > results/demo/rulegraph.svg
-	$(SNAKEMAKE) --dag | dot -Tsvg > results/demo/dag.svg
+	@mkdir -p results/demo
+	$(SNAKEMAKE) --rulegraph > results/demo/rulegraph.dot
+	$(SNAKEMAKE) --dag > results/demo/dag.dot
+	@bash .ci/sysdeps.sh dag
+	@if command -v dot >/dev/null; then \
+	  dot -Tsvg results/demo/rulegraph.dot > results/demo/rulegraph.svg && \
+	  dot -Tsvg results/demo/dag.dot > results/demo/dag.svg && \
+	  echo "outputs: results/demo/rulegraph.svg results/demo/dag.svg"; \
+	else \
+	  echo "ncreel: no SVG pictures without graphviz; wrote results/demo/rulegraph.dot and" \
+	    "dag.dot (Graphviz text): render them where graphviz is (dot -Tsvg X.dot > X.svg)."; \
+	fi
 
 # The resources page and contact sheet are outputs of rules (resources_report,
 # contact_sheet): build what is missing, then write the report.
@@ -100,7 +124,7 @@ bench: bench-render bench-cells
 # 2 connections) vs psql \copy. Ends with key=value lines. BENCH_CELLS_ARGS="--big 0" skips
 # the big run; "--smoke" runs every phase at tiny sizes (tests/test_bench_cells_smoke.py).
 BENCH_CELLS_ARGS ?=
-bench-cells: $(VENV)/.installed sysdeps
+bench-cells: $(VENV)/.test sysdeps
 	$(PY) bench/cells_bench.py $(BENCH_CELLS_ARGS)
 
 # One-time step so that `snakemake --profile cheyenne` (slurm, derecho, casper,
@@ -122,7 +146,7 @@ profiles:
 # 1 000 ready shards (recording qsub/qstat stand-ins); BENCH_SCALE_ARGS="--pbs-shards 200"
 # adds a real 200-shard array run on the local PBS server. Ends with key=value lines.
 BENCH_SCALE_ARGS ?=
-bench-scale: $(VENV)/.installed
+bench-scale: $(VENV)/.test
 	$(PY) bench/scale_bench.py $(BENCH_SCALE_ARGS)
 
 # The documentation site (docs/, mkdocs.yml) into site/. The configuration reference is
