@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -32,15 +33,39 @@ def program_failure_text(err: subprocess.CalledProcessError, limit: int = 6000) 
             f"--- stdout ---\n{_text(err.stdout)[-limit:]}")
 
 
+#: System programs the tests run, and the Debian package that has each (`make sysdeps`
+#: installs them as root). A test that needs one that is not on PATH is skipped, not failed:
+#: a user without root cannot install it.
+SYSTEM_PROGRAMS = {"ffprobe": "ffmpeg", "ffmpeg": "ffmpeg", "dot": "graphviz",
+                   "psql": "postgresql-client", "zstd": "zstd", "initdb": "postgresql",
+                   "pg_ctl": "postgresql"}
+
+
+def missing_program_reason(name: str) -> str:
+    """Skip reason for a test that needs the system program ``name``, which is not installed."""
+    return (f"needs {name} (Debian package {SYSTEM_PROGRAMS.get(name, name)}), not installed: "
+            "as root `make sysdeps` installs it")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """A test that fails in ``subprocess.run(..., check=True)`` shows the program's own
-    message (psql, ffmpeg, qsub, snakemake), not only ``CalledProcessError: exit status N``."""
+    message (psql, ffmpeg, qsub, snakemake), not only ``CalledProcessError: exit status N``.
+
+    A test that could not start a system program of :data:`SYSTEM_PROGRAMS` because it is
+    not installed at all is reported as skipped with that reason (checked against PATH, so a
+    program that is installed and fails still fails the test).
+    """
     outcome = yield
     report = outcome.get_result()
     err = call.excinfo.value if call.excinfo is not None else None
     if isinstance(err, subprocess.CalledProcessError):
         report.sections.append(("failed program", program_failure_text(err)))
+    if (isinstance(err, FileNotFoundError) and err.filename in SYSTEM_PROGRAMS
+            and shutil.which(err.filename) is None):
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), item.location[1] or 0,
+                           f"Skipped: {missing_program_reason(err.filename)}")
 
 
 @pytest.fixture(scope="session")
@@ -57,8 +82,12 @@ def pg_server():
 
     See :func:`pgserver.start_server` (shared with the benchmarks).
     """
-    from pgserver import start_server
+    from pgserver import pg_bin, start_server
 
+    try:
+        pg_bin("initdb")
+    except RuntimeError:
+        pytest.skip(missing_program_reason("initdb"))
     info, stop = start_server()
     try:
         yield info
