@@ -1,17 +1,24 @@
 #!/usr/bin/env bash
 # What a new user has: a minimal Debian 12 root (debootstrap minbase) with only git, make and
-# python3, this repository cloned in. Runs the README's commands there, as root:
+# python3 -- no python3-venv, no ffmpeg, graphviz or PostgreSQL -- and an ordinary user
+# (no root, no sudo, as on a cluster login node) who clones this repository and runs the
+# README's commands:
 #
-#   .ci/fresh-root.sh              make demo, then checks its outputs (about 4 min)
-#   .ci/fresh-root.sh test [ARGS]  make demo, then make test PYTEST_ARGS="ARGS"
-#                                  (default: the suite without the scheduler tests)
+#   1. make demo, then checks its outputs (rows, frames, files); make dag (no graphviz: .dot)
+#   2. the no-root test command, make test PYTEST_ARGS="-m 'not slurm and not pbs'": tests
+#      needing a missing system program or root skip with their reason; 0 failures
+#   3. root installs the test programs (.ci/sysdeps.sh test), then the same user runs the
+#      tests again: now the movie, PostgreSQL and graph tests run, as that user
+#   4. nothing left in /tmp by the tests
 #
-# Needs root, debootstrap (installed when missing) and Debian's and PyPI's package servers.
-# FRESH_ROOT names the directory (default: a new one under /var/tmp, removed at the end).
+#   .ci/fresh-root.sh [PYTEST_ARGS]    (default: "-m 'not slurm and not pbs'")
+#
+# Needs root (debootstrap, chroot), debootstrap (installed when missing) and Debian's and
+# PyPI's package servers. FRESH_ROOT names the directory (default: a new one under /var/tmp,
+# removed at the end). Prints the time of each step.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
-what=${1:-demo}
-pytest_args=${2:-"-m 'not slurm and not pbs'"}
+pytest_args=${1:-"-m 'not slurm and not pbs'"}
 [ "$(id -u)" -eq 0 ] || { echo "fresh-root: error: run as root (debootstrap, chroot)" >&2; exit 1; }
 command -v debootstrap >/dev/null || {
     echo "fresh-root: installing debootstrap"
@@ -39,6 +46,9 @@ mount -t proc proc "$root/proc"
 mount --rbind /sys "$root/sys"
 mount --rbind /dev "$root/dev"
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+# No daemon starts inside the root (Debian's PostgreSQL package would start a cluster).
+printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
+chmod +x "$root/usr/sbin/policy-rc.d"
 # This machine's CA bundle, for a package proxy that re-signs TLS (as the host's pip does).
 cp /etc/ssl/certs/ca-certificates.crt "$root/root/host-ca.crt"
 
@@ -47,28 +57,67 @@ inroot() {
         PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
         PIP_CERT=/root/host-ca.crt PIP_DISABLE_PIP_VERSION_CHECK=1 "$@"
 }
+# The ordinary user: a login shell's environment, this machine's CA bundle for the package
+# proxy (urllib reads SSL_CERT_FILE, pip PIP_CERT), no sudo.
+USER_NAME=ada
+asuser() {
+    chroot --userspec=$USER_NAME:$USER_NAME "$root" /usr/bin/env -i HOME=/home/$USER_NAME \
+        USER=$USER_NAME LOGNAME=$USER_NAME LANG=C.UTF-8 TERM=dumb \
+        PATH=/usr/local/bin:/usr/bin:/bin SSL_CERT_FILE=/etc/ssl/host-ca.crt \
+        PIP_CERT=/etc/ssl/host-ca.crt PIP_DISABLE_PIP_VERSION_CHECK=1 \
+        bash -c "cd /home/$USER_NAME/ncreel && $1"
+}
+step() { echo "fresh-root: $1 took $(( $(date +%s) - $2 )) s"; }
 
 echo "fresh-root: apt-get install git make python3 (what the README assumes)"
 inroot apt-get update -q >/dev/null
 inroot apt-get install -y -q --no-install-recommends git make python3 ca-certificates >/dev/null
-rm -rf "$root/root/ncreel"
-git clone -q --no-local "$repo" "$root/root/ncreel"
-git -C "$root/root/ncreel" checkout -q "$(git -C "$repo" rev-parse HEAD)"
-echo "fresh-root: ready after $(( $(date +%s) - t0 )) s; make demo"
+if inroot python3 -c 'import ensurepip' 2>/dev/null; then
+    echo "fresh-root: error: python3 has ensurepip (python3-venv): not the case to test" >&2
+    exit 1
+fi
+cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/host-ca.crt"
+inroot userdel -r $USER_NAME 2>/dev/null || true
+inroot useradd -m -s /bin/bash $USER_NAME
+rm -rf "$root/home/$USER_NAME/ncreel"
+git clone -q --no-local "$repo" "$root/home/$USER_NAME/ncreel"
+git -C "$root/home/$USER_NAME/ncreel" checkout -q "$(git -C "$repo" rev-parse HEAD)"
+inroot chown -R $USER_NAME:$USER_NAME /home/$USER_NAME/ncreel
+echo "fresh-root: ready after $(( $(date +%s) - t0 )) s; as $USER_NAME (uid $(inroot id -u $USER_NAME)): make demo"
 
 t1=$(date +%s)
-inroot bash -c 'cd /root/ncreel && make demo'
-out="$root/root/ncreel/results/demo"
+asuser 'make demo'
+out="$root/home/$USER_NAME/ncreel/results/demo"
 frames=$(ffprobe -v error -count_frames -select_streams v:0 \
     -show_entries stream=nb_read_frames -of csv=p=0 "$out/movie.mp4" 2>/dev/null || true)
 rows=$(wc -l <"$out/cells.copy")
-echo "fresh-root: make demo took $(( $(date +%s) - t1 )) s: rows=$rows frames=${frames:-?}"
+step "make demo (rows=$rows frames=${frames:-?}, .venv $(du -sm "$out/../../.venv" | cut -f1) MB)" "$t1"
 [ "$rows" -eq 435120 ] || { echo "fresh-root: error: expected 435120 rows" >&2; exit 1; }
-[ -s "$out/movie.mp4" ] && [ -s "$out/cells.sql" ] && [ -s "$out/preview.png" ]
-
-if [ "$what" = test ]; then
-    t2=$(date +%s)
-    inroot bash -c "cd /root/ncreel && make test PYTEST_ARGS=\"$pytest_args\""
-    echo "fresh-root: make test took $(( $(date +%s) - t2 )) s"
+if [ -n "$frames" ]; then
+    [ "$frames" -eq 240 ] || { echo "fresh-root: error: expected 240 frames" >&2; exit 1; }
 fi
+[ -s "$out/movie.mp4" ] && [ -s "$out/cells.sql" ] && [ -s "$out/preview.png" ]
+if asuser '.venv/bin/python -c "import pytest"' 2>/dev/null; then
+    echo "fresh-root: error: make demo installed the test tools" >&2; exit 1
+fi
+
+t1=$(date +%s)
+asuser 'make dag'
+[ -s "$out/rulegraph.dot" ] && [ -s "$out/dag.dot" ] && [ ! -e "$out/dag.svg" ]
+step "make dag without graphviz (.dot only)" "$t1"
+
+user_tests() {
+    t1=$(date +%s)
+    asuser "make test PYTEST_ARGS=\"$pytest_args\"" | tee "$root/tmp/fresh-root-test.log"
+    step "make test as $USER_NAME ($1): $(tail -1 "$root/tmp/fresh-root-test.log")" "$t1"
+    left=$(du -sm "$root/tmp" | cut -f1)
+    [ "$left" -lt 20 ] || { du -sh "$root"/tmp/* >&2; echo "fresh-root: error: tests left" \
+        "${left} MB in /tmp" >&2; exit 1; }
+}
+user_tests "no ffmpeg, graphviz, PostgreSQL"
+
+t1=$(date +%s)
+inroot bash -c "cd /home/$USER_NAME/ncreel && bash .ci/sysdeps.sh test" >/dev/null
+step "sysdeps.sh test as root" "$t1"
+user_tests "system programs installed"
 echo "fresh-root: passed in $(( $(date +%s) - t0 )) s"
