@@ -1,10 +1,15 @@
 """``ncreel.cluster.runstatus``: shard states read from files after a killed run."""
 
+import contextlib
 import json
+import os
 import socket
+import subprocess
+import sys
 from base64 import urlsafe_b64encode
 
-from ncreel.cluster.runstatus import shard_status
+from conftest import ROOT
+from ncreel.cluster.runstatus import run_holder, shard_status
 
 CALIBRATION = {"width": 160, "height": 96, "dpi": 100, "preset": "medium", "crf": 18,
                "probe_frames": 64, "base_mb": 37.8, "worker_peak_mb": 145.5,
@@ -41,7 +46,76 @@ def test_finished_job_of_killed_snakemake_is_done(tmp_path):
     assert row["state"] == "done"
 
 
-def test_unfinished_job_of_killed_snakemake_is_failed(tmp_path):
+def test_unfinished_job_of_killed_snakemake_is_interrupted(tmp_path):
     make_run(tmp_path, end_ok=False)
     [row] = shard_status(tmp_path, "r")
+    assert row["state"] == "interrupted"
+
+
+def stale_snakemake_lock(work):
+    # What a Snakemake ended by SIGHUP or SIGKILL leaves: its own lock files.
+    locks = work / ".snakemake" / "locks"
+    locks.mkdir(parents=True)
+    (locks / "0.input.lock").write_text("x")
+
+
+def marked_not_started(work):
+    """A shard Snakemake marked incomplete whose job never recorded a start."""
+    make_run(work, end_ok=False)
+    (work / "logs" / "r" / "process_shard" / "00000.log.attempts.jsonl").unlink()
+    (work / "results" / "r" / "segments" / "00000.mp4").unlink()
+
+
+def test_no_lock_holder_means_interrupted_not_starting(tmp_path):
+    # After an SSH drop Snakemake's lock files stay; no process holds ncreel's run lock,
+    # so a marked shard is not "running ... starting" but interrupted.
+    marked_not_started(tmp_path)
+    stale_snakemake_lock(tmp_path)
+    (tmp_path / "results" / "r" / ".ncreel-run.lock").write_text("4194311\n")
+    assert run_holder(tmp_path, "r") is None
+    [row] = shard_status(tmp_path, "r")
+    assert row["state"] == "interrupted" and "same command" in row["detail"]
+
+
+@contextlib.contextmanager
+def _hold(lock):
+    """A process holding the run lock (as a running Snakemake does); SIGKILLed at the end."""
+    code = ("import sys, time; sys.path.insert(0, sys.argv[2]); "
+            "from ncreel.cluster.runlock import hold_run_lock; hold_run_lock(sys.argv[1], 'r'); "
+            "print('held', flush=True); time.sleep(60)")
+    with subprocess.Popen([sys.executable, "-c", code, str(lock), str(ROOT / "workflow")],
+                          stdout=subprocess.PIPE, text=True) as proc:
+        try:
+            assert proc.stdout.readline() == "held\n"
+            yield proc
+        finally:
+            proc.kill()  # SIGKILL: the kernel releases the flock, the file stays
+
+
+def test_live_lock_holder_means_running_then_interrupted_when_it_dies(tmp_path):
+    marked_not_started(tmp_path)
+    with _hold(tmp_path / "results" / "r" / ".ncreel-run.lock") as holder:
+        assert run_holder(tmp_path, "r") == holder.pid
+        [row] = shard_status(tmp_path, "r")
+        assert (row["state"], row["detail"]) == ("running", "starting")
+        out = _status_cli(tmp_path)
+        assert f"run r: running (Snakemake pid {holder.pid} holds" in out
+    assert run_holder(tmp_path, "r") is None
+    [row] = shard_status(tmp_path, "r")
+    assert row["state"] == "interrupted"
+    out = _status_cli(tmp_path)
+    assert "1 shards: 0 done, 0 running, 0 failed, 1 interrupted, 0 to do" in out
+    assert "run r: interrupted (no process holds results/r/.ncreel-run.lock)" in out
+
+
+def test_job_gone_while_its_snakemake_runs_is_failed(tmp_path):
+    make_run(tmp_path, end_ok=False)
+    with _hold(tmp_path / "results" / "r" / ".ncreel-run.lock"):
+        [row] = shard_status(tmp_path, "r")
     assert row["state"] == "failed"
+
+
+def _status_cli(work):
+    return subprocess.run([sys.executable, "-m", "ncreel.cluster.runstatus", "--run", "r"],
+                          cwd=work, check=True, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "workflow")}).stdout

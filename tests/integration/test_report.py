@@ -201,7 +201,8 @@ def test_status_and_shard_outside_plan(killed_run):
                          env={**os.environ, "PYTHONPATH": str(ROOT / "workflow")}).stdout
     assert re.search(r"^00000\s+120\s+done\s+2\b", out, re.M)
     assert re.search(r"^00001\s+120\s+to do\s+1\b", out, re.M)
-    assert "2 shards: 1 done, 0 running, 0 failed, 1 to do" in out
+    assert "2 shards: 1 done, 0 running, 0 failed, 0 interrupted, 1 to do" in out
+    assert "run demo: interrupted (no process holds results/demo/.ncreel-run.lock)" in out
 
 
 def test_attempts_record_failed_then_ok(tmp_path):

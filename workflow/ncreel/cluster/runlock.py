@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import socket
+import time
 from pathlib import Path
 
 from ncreel.errors import NcreelError
@@ -194,9 +195,14 @@ def hold_run_lock(path: str | os.PathLike, run: str) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     # Not inherited by jobs (PEP 446): the lock lives exactly as long as this process.
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+    for wait in (0.05, 0.2, None):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if wait is not None:  # a status probe (run_lock_holder) holds it for microseconds
+                time.sleep(wait)
+    else:
         holder = os.read(fd, 64).decode(errors="replace").strip() or "unknown"
         os.close(fd)
         raise NcreelError(f"run '{run}' is already running in this directory (pid {holder} "
@@ -205,3 +211,42 @@ def hold_run_lock(path: str | os.PathLike, run: str) -> None:
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     _HELD[path] = fd
+
+
+def run_lock_holder(path: str | os.PathLike) -> int | None:
+    """Who holds the run's lock taken by :func:`hold_run_lock`, without waiting for it.
+
+    A shared ``flock`` is tried and at once released: it fails exactly while a live
+    process holds the exclusive lock (the kernel drops it when that process ends, by
+    SIGKILL or SIGHUP too). Reads the lock file; takes nothing for longer than the probe.
+
+    Parameters
+    ----------
+    path : path
+        The lock file (``results/<run>/.ncreel-run.lock``).
+
+    Returns
+    -------
+    int or None
+        The holder's pid as it wrote it (0 if unreadable) while the lock is held; None
+        when no process holds it or the file does not exist.
+
+    Raises
+    ------
+    OSError
+        The file system does not support ``flock`` (then nobody can tell).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            text = os.pread(fd, 64, 0).decode(errors="replace").strip()
+            return int(text) if text.isdigit() else 0
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)

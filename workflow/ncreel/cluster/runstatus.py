@@ -9,10 +9,16 @@ scheduler ran does it ask the scheduler (``squeue`` / PBS ``qstat``) whether the
 still there.
 
 States: ``done`` (segment complete), ``running`` (a live process or scheduler job:
-queued or running; or marked by the Snakemake that holds this directory's lock and not yet
-started), ``failed`` (its newest attempt raised, was killed, or its process or
-scheduler job is gone without finishing; the next run redoes it), ``to do`` (never
-started).
+queued or running; or marked by the Snakemake that holds the run's lock and not yet
+started), ``failed`` (its newest attempt raised, was killed, or its process or scheduler
+job is gone without finishing while its Snakemake runs on; the next run redoes it),
+``interrupted`` (its job was under way when its Snakemake stopped -- Ctrl-C, a closed
+SSH session, kill -9 -- and no process holds the run's lock now; the same command resumes
+it), ``to do`` (never started).
+
+The run as a whole is *running* while a Snakemake process holds its lock
+(``results/<run>/.ncreel-run.lock``, see :func:`ncreel.cluster.runlock.hold_run_lock`),
+else *complete* or *interrupted*.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import sys
 from base64 import urlsafe_b64encode
 from pathlib import Path
 
+from ncreel.cluster.runlock import run_lock_holder
 from ncreel.errors import NcreelError
 from ncreel.jobrecord import attempts_path, read_attempts
 from ncreel.settings import Calibration
@@ -83,6 +90,23 @@ def scheduler_state(scheduler: str | None, jobid: str) -> str | None:
     return None
 
 
+def run_holder(workdir: str | os.PathLike = ".", run: str = "demo") -> int | None:
+    """Return the pid of the Snakemake process running `run` in `workdir` now, or None.
+
+    Returns
+    -------
+    int or None
+        The pid that holds ``results/<run>/.ncreel-run.lock`` (0 when it is held but the
+        pid is unreadable); None when no process holds it. Where the file system has no
+        ``flock``, Snakemake's own lock (``.snakemake/locks/``) stands in: 0 if present.
+    """
+    work = Path(workdir)
+    try:
+        return run_lock_holder(work / "results" / run / ".ncreel-run.lock")
+    except OSError:
+        return 0 if any((work / ".snakemake" / "locks").glob("*.lock")) else None
+
+
 def shard_status(workdir: str | os.PathLike = ".", run: str = "demo", *,
                  ask_scheduler=scheduler_state) -> list[dict]:
     """Return the state of every shard in the run's plan.
@@ -111,7 +135,9 @@ def shard_status(workdir: str | os.PathLike = ".", run: str = "demo", *,
     n_time = json.loads((out / "stats.json").read_text())["n_time"]
     fps = Calibration.from_json(out / "calibration.json").frames_per_shard
     host = socket.gethostname()
-    locked = any((work / ".snakemake" / "locks").glob("*.lock"))
+    # Snakemake's own lock outlives a Snakemake ended by SIGHUP or SIGKILL; ncreel's run
+    # lock is a flock, which the kernel releases when the holder dies.
+    held = run_holder(work, run) is not None
     rows = []
     for shard in plan_shards(n_time, fps):
         seg = f"results/{run}/segments/{shard.name}.mp4"
@@ -130,7 +156,7 @@ def shard_status(workdir: str | os.PathLike = ".", run: str = "demo", *,
                 live = "running" if _pid_alive(last.get("pid")) else None
             if live:
                 state, detail = "running", live
-            elif not jobid and last.get("status") != "running" and locked:
+            elif not jobid and last.get("status") != "running" and held:
                 # Marked by a Snakemake still running here, before the job recorded itself
                 # (a scheduler job's own Snakemake rewrites the marker without the job id).
                 state, detail = "running", "starting"
@@ -138,9 +164,12 @@ def shard_status(workdir: str | os.PathLike = ".", run: str = "demo", *,
                 # The job finished and wrote its outputs, but Snakemake was killed before
                 # it removed its marker; a rerun keeps these outputs (seen after kill -9).
                 state, detail = "done", "finished; its Snakemake was stopped before recording it"
-            else:
+            elif held:
                 state = "failed"
-                detail = "ended without finishing (killed or interrupted)"
+                detail = "ended without finishing (killed)"
+            else:
+                state = "interrupted"
+                detail = "its run stopped before it finished: the same command resumes it"
         elif last.get("status") in ("failed", "killed"):
             state, detail = "failed", f"attempt {last.get('attempt')} {last['status']}"
         if state == "done" and last.get("status") != "ok":
@@ -172,9 +201,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['shard']:<7} {r['frames']:>6}  {r['state']:<8} {r['attempts']:>8}  "
               f"{r['jobid'] or '-':<14} {r['detail']}")
     counts = {s: sum(r["state"] == s for r in rows) for s in ("done", "running", "failed",
-                                                               "to do")}
+                                                               "interrupted", "to do")}
     print(f"run {args.run}: {len(rows)} shards: " + ", ".join(f"{v} {k}" for k, v in
                                                                counts.items()))
+    holder = run_holder(args.workdir, args.run)
+    lock = f"results/{args.run}/.ncreel-run.lock"
+    if holder is not None:
+        print(f"run {args.run}: running (Snakemake pid {holder or '?'} holds {lock})")
+    elif counts["done"] == len(rows):
+        print(f"run {args.run}: complete")
+    else:
+        print(f"run {args.run}: interrupted (no process holds {lock}): run the same "
+              "snakemake command again to resume")
     return 0
 
 
