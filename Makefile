@@ -17,7 +17,7 @@ help:
 	@echo "make lint   - ruff, snakefmt --check (.smk), snakemake --lint (also a test)"
 	@echo "make dag    - results/demo/rulegraph.svg and dag.svg (graphviz)"
 	@echo "make report - results/demo/report.html (runs what is missing first)"
-	@echo "make status - which shards of RUN (default demo) are done/running/failed/to do"
+	@echo "make status - which shards of RUN (default demo) are done/running/failed/interrupted/to do"
 	@echo "make report-screenshot - docs/report-resources.png of the report's resources page"
 	@echo "make profiles - link profiles/* into your Snakemake config dir (--profile cheyenne ...)"
 	@echo "make bench  - bench-render + bench-cells (key=value lines)"

@@ -6,7 +6,7 @@ it says what can be set and writes the file to set it in::
     ncreel --help              what ncreel can do, and every setting with its default
     ncreel settings [KEY]      the settings with their full meaning (KEY: one, e.g. map)
     ncreel config [-o FILE]    a commented run file to edit (default: my_run.yaml)
-    ncreel status [RUN]        which shards of a run are done, running, failed or to do
+    ncreel status [RUN]        which shards of a run are done, running, failed, interrupted, to do
     ncreel inspect FILE [VAR]  what the workflow will make of a file (and a preview frame)
 
 Everything it says comes from ``workflow/schemas/config.schema.yaml``, the one place
@@ -210,7 +210,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--time", help="time variable")
     p.add_argument("--preview", help="PNG of the middle step (default: VARIABLE_preview.png)")
     p.add_argument("--no-preview", action="store_true", help="draw no frame")
-    p = sub.add_parser("status", help="which shards of a run are done/running/failed/to do")
+    p = sub.add_parser("status", help="which shards of a run are done, running, failed, "
+                                      "interrupted or to do")
     p.add_argument("run", nargs="?", help="run name (default: the run file's, else demo)")
     p.add_argument("--configfile", help="the run file the run was started with")
     p.add_argument("--workdir", default=".", help="where snakemake runs (default: .)")
