@@ -15,7 +15,7 @@ VENV=${VENV:-.venv}
 say() { echo "ncreel: $*"; }
 die() { echo "ncreel: error: $*" >&2; exit 1; }
 
-new_enough() { "$1" -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null; }
+new_enough() { "$1" -c 'import sys; sys.exit(sys.version_info < (3, 10))' >/dev/null 2>&1; }
 
 if [ -n "${PYTHON:-}" ]; then
     command -v "$PYTHON" >/dev/null 2>&1 || die "PYTHON=$PYTHON: no such program." \
@@ -31,8 +31,11 @@ else
         if command -v "$cand" >/dev/null 2>&1 && new_enough "$cand"; then py=$cand; break; fi
     done
     if [ -z "$py" ]; then
-        found=$(command -v python3 >/dev/null 2>&1 && python3 -V 2>&1 || echo "no python3")
-        die "ncreel needs Python >= 3.10 and found $found on PATH. Without root:" \
+        found="no python3"
+        if command -v python3 >/dev/null 2>&1; then
+            found="python3 = $(python3 -V 2>&1)"; found=${found%%$'\n'*}
+        fi
+        die "ncreel needs Python >= 3.10; PATH has $found. Without root:" \
             "'module load conda' (NCAR Derecho/Casper; other sites: module avail python)," \
             "or any Python >= 3.10 you have: make demo PYTHON=/path/to/python3." \
             "With root (Debian/Ubuntu): apt-get install python3"
