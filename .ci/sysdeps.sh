@@ -32,13 +32,11 @@ fi
 
 # Without root nothing is installed and nothing stops: say what is skipped and how to get it.
 cannot() {
-    if [ "$mode" = dag ]; then
-        echo "ncreel: make dag writes the graphs as .dot text; the SVG pictures need graphviz."
-    else
+    if [ "$mode" = test ]; then
         echo "ncreel: the tests that need these are skipped (pytest -ra lists each with its" \
             "reason); everything else runs."
     fi
-    echo "ncreel: without root: 'module avail ffmpeg graphviz postgresql' on a cluster, or" \
+    echo "ncreel: without root: 'module avail ${pkgs[*]/postgresql-client/}' on a cluster, or" \
         "'conda install -c conda-forge ${pkgs[*]/postgresql-client/}' in a conda env, puts" \
         "them on PATH. With root: $1"
     exit 0
