@@ -47,6 +47,29 @@ def missing_program_reason(name: str) -> str:
             "as root `make sysdeps` installs it")
 
 
+def have_program(name: str) -> bool:
+    """Whether the system program ``name`` is installed (PostgreSQL's server programs are
+    looked for where Debian puts them, as :func:`pgserver.pg_bin` does)."""
+    if name in ("initdb", "pg_ctl"):
+        from pgserver import pg_bin
+
+        try:
+            pg_bin(name)
+        except RuntimeError:
+            return False
+        return True
+    return shutil.which(name) is not None
+
+
+def needs_programs(*names: str):
+    """Mark: skip the test (with the reason) unless every system program in `names` is
+    installed; for tests that run one in a child process, where no FileNotFoundError
+    reaches pytest."""
+    missing = [n for n in names if not have_program(n)]
+    return pytest.mark.skipif(bool(missing), reason="; ".join(map(missing_program_reason,
+                                                                   missing)))
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """A test that fails in ``subprocess.run(..., check=True)`` shows the program's own
@@ -82,11 +105,9 @@ def pg_server():
 
     See :func:`pgserver.start_server` (shared with the benchmarks).
     """
-    from pgserver import pg_bin, start_server
+    from pgserver import start_server
 
-    try:
-        pg_bin("initdb")
-    except RuntimeError:
+    if not have_program("initdb"):
         pytest.skip(missing_program_reason("initdb"))
     info, stop = start_server()
     try:

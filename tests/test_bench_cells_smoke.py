@@ -5,9 +5,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from conftest import ROOT
+from conftest import ROOT, needs_programs
 
 
+@needs_programs("initdb", "pg_ctl", "psql")
 def test_bench_cells_smoke(tmp_path):
     r = subprocess.run([sys.executable, str(ROOT / "bench/cells_bench.py"), "--smoke",
                         "--work", str(tmp_path)], capture_output=True, text=True, timeout=600)

@@ -6,9 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from conftest import needs_programs
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@needs_programs("ffmpeg")  # matplotlib's FFMpegWriter, one of the baselines, runs it
 def test_render_bench_smoke_prints_every_key():
     proc = subprocess.run([sys.executable, str(ROOT / "bench" / "render_bench.py"), "--smoke"],
                           capture_output=True, text=True, timeout=900)
