@@ -26,6 +26,7 @@ command -v debootstrap >/dev/null || {
 }
 root=${FRESH_ROOT:-$(mktemp -d /var/tmp/ncreel-fresh-root.XXXXXX)}
 keep=${FRESH_ROOT:+1}
+chmod 755 "$root"  # mktemp -d makes it 0700: the root's / must be open to its ordinary user
 mirror=$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -1)
 mirror=${mirror:-http://deb.debian.org/debian}
 
