@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shlex
 import shutil
@@ -89,6 +90,27 @@ def pytest_runtest_makereport(item, call):
         report.outcome = "skipped"
         report.longrepr = (str(item.path), item.location[1] or 0,
                            f"Skipped: {missing_program_reason(err.filename)}")
+
+
+@pytest.fixture(autouse=True)
+def _undo_job_logging():
+    """Undo what a script adapter run in-process (``runpy``) sets up for a job.
+
+    :func:`ncreel.logs.configure` gives the root logger a file handler on the job's log
+    (in the test's ``tmp_path``, removed after a passing test) and sets ``sys.excepthook``
+    and warning capture; left in place, later tests log into a removed directory and fail.
+    pytest's own capture handlers are left to pytest.
+    """
+    root = logging.getLogger()
+    before, level, hook = list(root.handlers), root.level, sys.excepthook
+    yield
+    for handler in list(root.handlers):
+        if handler not in before and not type(handler).__module__.startswith("_pytest"):
+            root.removeHandler(handler)
+            handler.close()
+    root.setLevel(level)
+    sys.excepthook = hook
+    logging.captureWarnings(False)
 
 
 @pytest.fixture(scope="session")

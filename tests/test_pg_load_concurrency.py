@@ -287,9 +287,13 @@ def test_lost_connection_reports_the_server_reason(pg_server, tmp_path, jobs):
     assert "host=" in msg and "\n" not in msg
 
 
-def test_rule_script_reports_one_error_line(pg_server, tmp_path):
+def test_rule_script_reports_one_error_line(pg_server, tmp_path, monkeypatch):
     """The load_database adapter turns a failed load into one ``ncreel: error:`` line."""
+    import atexit
     import runpy
+
+    at_exit = []  # the job's end record, run here instead of at the interpreter's exit
+    monkeypatch.setattr(atexit, "register", at_exit.append)
     from types import SimpleNamespace
 
     f = tmp_path / "cells.copy"
@@ -307,9 +311,13 @@ def test_rule_script_reports_one_error_line(pg_server, tmp_path):
     msg = str(exit_.value.code)
     assert msg.startswith("ncreel: error: database (") and "cannot connect" in msg, msg
     assert "\n" not in msg and not (tmp_path / "load.json").exists()
-    # The attempt is recorded as failed (sys.exit bypasses the excepthook); the end record
-    # is written at interpreter exit, so check the start record and the failure flag here.
+    # The attempt is recorded as failed (sys.exit bypasses the excepthook).
     from ncreel import jobrecord
 
     assert jobrecord._FAILED and jobrecord.read_attempts(
         jobrecord.attempts_path(tmp_path / "load.log"))[-1]["mem_mb"] == 400
+    [end] = at_exit
+    end()
+    records = (tmp_path / "load.log.attempts.jsonl").read_text().splitlines()
+    assert json.loads(records[-1])["event"] == "end" and not json.loads(records[-1])["ok"]
+    jobrecord._FAILED.clear()  # as a new job process starts
