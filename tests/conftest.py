@@ -93,17 +93,21 @@ def pytest_runtest_makereport(item, call):
 
 
 @pytest.fixture(autouse=True)
-def _undo_job_logging():
-    """Undo what a script adapter run in-process (``runpy``) sets up for a job.
+def _undo_process_state():
+    """Undo what a test leaves behind in the test process that points into its ``tmp_path``
+    (removed after a passing test; later tests would then fail in a removed directory).
 
-    :func:`ncreel.logs.configure` gives the root logger a file handler on the job's log
-    (in the test's ``tmp_path``, removed after a passing test) and sets ``sys.excepthook``
-    and warning capture; left in place, later tests log into a removed directory and fail.
-    pytest's own capture handlers are left to pytest.
+    - the working directory (a test's ``os.chdir``);
+    - what a script adapter run in-process (``runpy``) sets up for a job:
+      :func:`ncreel.logs.configure` gives the root logger a file handler on the job's log
+      and sets ``sys.excepthook`` and warning capture. pytest's own capture handlers are
+      left to pytest.
     """
+    cwd = os.getcwd()
     root = logging.getLogger()
     before, level, hook = list(root.handlers), root.level, sys.excepthook
     yield
+    os.chdir(cwd)
     for handler in list(root.handlers):
         if handler not in before and not type(handler).__module__.startswith("_pytest"):
             root.removeHandler(handler)

@@ -42,3 +42,19 @@ def test_present_program_raising(monkeypatch, tmp_path):
     text = result.stdout.str()
     result.assert_outcomes(skipped=1, failed=1)
     assert "needs zstd (Debian package zstd), not installed: as root `make sysdeps`" in text
+
+
+def test_a_tests_chdir_into_its_removed_tmp_path_does_not_reach_the_next_test(pytester):
+    pytester.makeconftest((ROOT / "tests" / "conftest.py").read_text())
+    pytester.makepyfile(test_cwd="""
+import os
+
+def test_a(tmp_path):
+    os.chdir(tmp_path)
+
+def test_b():
+    assert "test_a0" not in os.getcwd()
+""")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider",
+                                           "-o", "tmp_path_retention_policy=failed")
+    result.assert_outcomes(passed=2)

@@ -102,10 +102,10 @@ def test_no_config_values_means_no_file(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["plain_name-1.2+x@y,z=w%.nc", *ODD[:-1]])
-def test_input_link_is_plain_and_reaches_the_file(name, tmp_path):
+def test_input_link_is_plain_and_reaches_the_file(name, tmp_path, monkeypatch):
     """A rule declares a plain path: no wildcard to Snakemake, the same argv after sh
     (``--wait-for-files``), and the file itself behind it."""
-    os.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path)
     real = tmp_path / "in" / name.replace("/", "_")
     real.parent.mkdir()
     real.write_bytes(b"CDF\x01")
@@ -123,8 +123,8 @@ def test_input_link_is_plain_and_reaches_the_file(name, tmp_path):
     assert not list(tmp_path.rglob("PWNED*"))
 
 
-def test_input_link_that_points_elsewhere_is_replaced(tmp_path):
-    os.chdir(tmp_path)
+def test_input_link_that_points_elsewhere_is_replaced(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     real = tmp_path / "a b.nc"
     real.write_bytes(b"x")
     link = input_link(real.name, "links")
@@ -146,10 +146,10 @@ def test_plain_paths_with_spaces_and_letters_are_not_refused():
                          ("the Snakefile", "/a/b/Snakefile")]) is None
 
 
-def test_input_link_has_the_files_time_and_jobs_only_name_it(tmp_path):
+def test_input_link_has_the_files_time_and_jobs_only_name_it(tmp_path, monkeypatch):
     """Snakemake takes the later of a link's and its file's mtime: a new link must not make
     the run's outputs look older than their input; jobs (create=False) never touch it."""
-    os.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path)
     real = tmp_path / "odd {x}.nc"
     real.write_bytes(b"x")
     os.utime(real, ns=(1_000_000_000_000_000_000, 1_000_000_000_000_000_000))
@@ -160,10 +160,10 @@ def test_input_link_has_the_files_time_and_jobs_only_name_it(tmp_path):
     assert input_link(real.name, "links", create=False) == link and not os.path.lexists(link)
 
 
-def test_unwritable_places_are_one_line(tmp_path):
+def test_unwritable_places_are_one_line(tmp_path, monkeypatch):
     from ncreel.errors import NcreelError
 
-    os.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path)
     (tmp_path / "ro").mkdir()
     (tmp_path / "ro" / "links").write_text("a file where a folder must be")
     (tmp_path / "odd'.nc").write_bytes(b"x")
