@@ -4,7 +4,8 @@
 # works: the workflow itself needs none of them (the movie falls back to imageio-ffmpeg's
 # ffmpeg), and a test that needs a missing one is skipped with that reason.
 #
-#   sysdeps.sh test   ffmpeg/ffprobe, graphviz, PostgreSQL server and psql, zstd  (make test)
+#   sysdeps.sh test   ffmpeg/ffprobe, graphviz, PostgreSQL server and psql, zstd, chromium
+#                     (make test)
 #   sysdeps.sh dag    graphviz only                                    (make dag)
 #
 # The Python and the virtualenv need no root: see .ci/venv.sh.
@@ -27,6 +28,7 @@ if [ "$mode" = test ]; then
         || missing postgresql "a PostgreSQL server (tests start a throw-away one)"
     command -v psql >/dev/null || missing postgresql-client "psql (cells.sql tests)"
     command -v zstd >/dev/null || missing zstd "zstd (cells.sql of zstd-compressed shards)"
+    command -v chromium >/dev/null || missing chromium "headless Chromium (the report's movie plays)"
 fi
 [ ${#pkgs[@]} -eq 0 ] && exit 0
 

@@ -39,7 +39,7 @@ def program_failure_text(err: subprocess.CalledProcessError, limit: int = 6000) 
 #: a user without root cannot install it.
 SYSTEM_PROGRAMS = {"ffprobe": "ffmpeg", "ffmpeg": "ffmpeg", "dot": "graphviz",
                    "psql": "postgresql-client", "zstd": "zstd", "initdb": "postgresql",
-                   "pg_ctl": "postgresql"}
+                   "pg_ctl": "postgresql", "chromium": "chromium"}
 
 
 def missing_program_reason(name: str) -> str:

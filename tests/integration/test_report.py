@@ -24,7 +24,7 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, missing_program_reason
 from PIL import Image
 from workflow_run import SMALL, make_workdir, snakemake
 
@@ -153,7 +153,7 @@ def test_report_summary_plays_the_movie_with_the_run_numbers(killed_run, tmp_pat
     assert base64.b64encode(movie).decode() in page
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
-        pytest.skip("no chromium (apt-get install chromium) to play the movie")
+        pytest.skip(missing_program_reason("chromium"))
     # The page as the report shows it, made to start playing muted and to report what the
     # browser decoded after three seconds.
     probe = page.replace("<video id='movie' controls", "<video id='movie' controls muted "

@@ -271,14 +271,17 @@ def test_sigint_to_a_background_run_stops_it_without_retries(tmp_path, sample_nc
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     logs = work / "logs/demo/process_shard"
-    with subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "2", "--config",
-                           *SMALL, "frames_per_shard=20"], cwd=work, stdout=subprocess.PIPE,
+    # One job at a time, signalled once it runs ncreel's code (its attempts record exists,
+    # written after the signal handlers are set): a job still importing Snakemake's script
+    # preamble has no handler yet, and Python prints KeyboardInterrupt there.
+    with subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "1", "--config",
+                           *SMALL, "frames_per_shard=120"], cwd=work, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True,
                           preexec_fn=as_background_job) as proc:
         deadline = time.time() + 300
         while time.time() < deadline and not list(logs.glob("*.attempts.jsonl")):
-            time.sleep(0.1)
-        time.sleep(1.0)  # shard jobs (and their ffmpeg) are running
+            time.sleep(0.05)
+        time.sleep(0.5)  # the shard job (and its ffmpeg) is rendering
         os.killpg(proc.pid, signal.SIGINT)
         t0 = time.time()
         _, err = proc.communicate(timeout=120)
