@@ -119,7 +119,7 @@ clean:
 # Both benchmarks; each ends with key=value lines (see docs/performance.md).
 bench: bench-render bench-cells
 
-# Per-cell table benchmark (issue 5): COPY writer vs pandas vs per-cell loop, the
+# Per-cell table benchmark: COPY writer vs pandas vs per-cell loop, the
 # 1 000 000-cell x 100-step workflow run against declared mem_mb, reduce vs cat, load (1 and
 # 2 connections) vs psql \copy. Ends with key=value lines. BENCH_CELLS_ARGS="--big 0" skips
 # the big run; "--smoke" runs every phase at tiny sizes (tests/test_bench_cells_smoke.py).
@@ -142,7 +142,7 @@ profiles:
 	  ln -sfn "$(CURDIR)/profiles/$$name" "$$dest" && echo "$$dest -> $(CURDIR)/profiles/$$name"; \
 	done
 
-# Scale benchmark (issue 11): `snakemake -n` on 1 000 and 10 000 shards, qsub calls for
+# Scale benchmark: `snakemake -n` on 1 000 and 10 000 shards, qsub calls for
 # 1 000 ready shards (recording qsub/qstat stand-ins); BENCH_SCALE_ARGS="--pbs-shards 200"
 # adds a real 200-shard array run on the local PBS server. Ends with key=value lines.
 BENCH_SCALE_ARGS ?=

@@ -104,7 +104,7 @@ def test_live_lock_holder_means_running_then_interrupted_when_it_dies(tmp_path):
     [row] = shard_status(tmp_path, "r")
     assert row["state"] == "interrupted"
     out = _status_cli(tmp_path)
-    assert "1 shards: 0 done, 0 running, 0 failed, 1 interrupted, 0 to do" in out
+    assert "1 shard: 0 done, 0 running, 0 failed, 1 interrupted, 0 to do" in out
     assert "run r: interrupted (no process holds results/r/.ncreel-run.lock)" in out
 
 

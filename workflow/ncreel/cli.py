@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import textwrap
 from collections.abc import Iterator, Mapping
@@ -40,15 +41,16 @@ def _type_text(node: Mapping) -> str:
 
 def _default_text(node: Mapping) -> str:
     if "default" not in node:
-        return "(required)" if node is not None else ""
+        return "unset"
     return json.dumps(node["default"]) if not isinstance(node["default"], str) \
         else node["default"]
 
 
 def _first_sentence(text: str) -> str:
     text = " ".join(str(text).split())
-    end = text.find(". ")
-    return text if end < 0 else text[:end + 1]
+    # A full stop before a space ends it, except in an abbreviation (e.g., i.e.).
+    m = re.search(r"(?<!e\.g)(?<!i\.e)\. ", text)
+    return text if m is None else text[:m.start() + 1]
 
 
 def iter_settings(schema: Mapping | None = None, prefix: str = "") -> Iterator[tuple]:
@@ -163,8 +165,9 @@ def run_file(*, input: str = "data/*.nc", variable: str = "tas", run: str = "my_
     given = {"input": input, "variable": variable, "run": run}
     lines = ["# ncreel run file: edit, then run it with",
              "#   snakemake --profile PROFILE --configfile THIS_FILE",
-             "# (the same command resumes the run; make status and snakemake --report take",
-             "# the same --configfile). Every setting is listed with its default; uncomment",
+             "# (add --cores N to run here; the same command resumes the run, and",
+             "# ncreel status and snakemake --report take the same --configfile). Every",
+             "# setting is listed with its default; uncomment",
              "# a line to change it. `ncreel settings KEY` explains one in full.", ""]
     schema = load_schema()
     rest = {"properties": {k: v for k, v in schema["properties"].items()
@@ -244,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         out.write_text(text)
         print(f"ncreel: wrote {out}: edit input, variable and run, then "
-              f"snakemake --profile PROFILE --configfile {out}")
+              f"snakemake --profile PROFILE --configfile {out} (or --cores N to run here)")
         return 0
     if args.command == "inspect":
         from ncreel.preflight import main as inspect_main

@@ -34,8 +34,8 @@ variable: tas
 run: tas_day
 ```
 
-Nested settings (`map`, `cells`, `database`) are easiest in the run file: on the command
-line Snakemake passes nested numbers as strings.
+Nested settings (`map`, `cells`, `database`) are easiest in the run file; on the command
+line they are written in YAML's flow style, e.g. `--config 'map={projection: Robinson}'`.
 """
 
 

@@ -190,8 +190,9 @@ def main(argv: list[str] | None = None) -> int:
         rows = shard_status(args.workdir, args.run)
     except FileNotFoundError as err:
         print(f"ncreel: error: run '{args.run}' has no shard plan yet ({err.filename} "
-              "missing): run snakemake once, or `snakemake --cores 1 "
-              f"results/{args.run}/calibration.json` to plan only", file=sys.stderr)
+              "missing): run the run's snakemake command once, or `snakemake --cores 1 "
+              f"results/{args.run}/calibration.json --configfile YOUR_RUN_FILE` to plan only",
+              file=sys.stderr)
         return 1
     except NcreelError as err:
         print(f"ncreel: error: {err}", file=sys.stderr)
@@ -202,8 +203,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['jobid'] or '-':<14} {r['detail']}")
     counts = {s: sum(r["state"] == s for r in rows) for s in ("done", "running", "failed",
                                                                "interrupted", "to do")}
-    print(f"run {args.run}: {len(rows)} shards: " + ", ".join(f"{v} {k}" for k, v in
-                                                               counts.items()))
+    plural = "s" if len(rows) != 1 else ""
+    print(f"run {args.run}: {len(rows)} shard{plural}: "
+          + ", ".join(f"{v} {k}" for k, v in counts.items()))
     holder = run_holder(args.workdir, args.run)
     lock = f"results/{args.run}/.ncreel-run.lock"
     if holder is not None:
