@@ -432,3 +432,51 @@ def test_a_time_repeated_inside_one_file(tmp_path):
     with pytest.raises(NcreelError, match=rf"input '{bad}' holds 'tas' twice at 1 time "
                        r"2000-01-04T00:00:00 with different values"):
         open_series(bad, "tas")
+
+
+def test_input_paths_say_the_real_reason(tmp_path):
+    import os
+
+    from ncreel.errors import NcreelError
+    from ncreel.source import resolve_paths
+
+    fifo = tmp_path / "pipe.nc"
+    os.mkfifo(fifo)
+    with pytest.raises(NcreelError, match=r"is a FIFO \(named pipe\), not a file"):
+        resolve_paths(str(fifo))
+    with pytest.raises(NcreelError, match="is a device, not a file"):
+        resolve_paths("/dev/zero")
+    loop = tmp_path / "loop.nc"
+    loop.symlink_to(loop)
+    with pytest.raises(NcreelError, match="a loop of symbolic links"):
+        resolve_paths(str(loop))
+    dangling = tmp_path / "gone.nc"
+    dangling.symlink_to(tmp_path / "nowhere.nc")
+    with pytest.raises(NcreelError, match="a symbolic link to .*nowhere.nc.*which does not "
+                                          "exist"):
+        resolve_paths(str(dangling))
+    with pytest.raises(NcreelError, match="file not found"):
+        resolve_paths(str(tmp_path / "missing.nc"))
+    # A name with glob characters that exists is that file, not a glob.
+    bracket = tmp_path / "run[1].nc"
+    bracket.write_bytes(b"")
+    assert resolve_paths(str(bracket)) == [str(bracket)]
+    (tmp_path / "run2.nc").write_bytes(b"")
+    assert resolve_paths(str(tmp_path / "run[2-3].nc")) == [str(tmp_path / "run2.nc")]
+    with pytest.raises(NcreelError, match="no file matches this glob"):
+        resolve_paths(str(tmp_path / "run[7-9].nc"))
+
+
+def test_unreadable_input_says_permission_denied(tmp_path):
+    import os
+
+    from ncreel.errors import NcreelError
+    from ncreel.source import resolve_paths
+
+    if os.geteuid() == 0:
+        pytest.skip("root reads every file")
+    f = tmp_path / "secret.nc"
+    f.write_bytes(b"CDF")
+    f.chmod(0)
+    with pytest.raises(NcreelError, match=r"cannot be read \(permission denied\)"):
+        resolve_paths(str(f))

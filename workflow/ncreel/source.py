@@ -496,10 +496,15 @@ class Series:
 def resolve_paths(input: str | Sequence[str]) -> list[str]:
     """Expand a NetCDF path, glob, or list of them into a sorted list of existing files.
 
+    A name that exists as given is that file, even when it holds glob characters
+    (``run[1].nc``); otherwise such a name is a glob.
+
     Raises
     ------
     NcreelError
-        If nothing matches or a named file does not exist.
+        If nothing matches, or a named path is missing, a directory, not a regular file (a
+        FIFO, a device), a symbolic link loop or a dangling link, or not readable; the
+        message says which.
     """
     patterns = [input] if isinstance(input, str | os.PathLike) else list(input)
     if not patterns or patterns == [""]:
@@ -507,17 +512,47 @@ def resolve_paths(input: str | Sequence[str]) -> list[str]:
     paths: list[str] = []
     for pattern in patterns:
         pattern = os.fspath(pattern)
-        matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
-        if not matches:
-            raise NcreelError(f"input '{pattern}': no file matches this glob")
+        if glob.has_magic(pattern) and not os.path.lexists(pattern):
+            matches = sorted(glob.glob(pattern))
+            if not matches:
+                raise NcreelError(f"input '{pattern}': no file matches this glob")
+        else:
+            matches = [pattern]
         for path in matches:
-            if os.path.isdir(path):
-                raise NcreelError(f"input '{path}': is a directory: name its files, e.g. "
-                                  f"input='{os.path.join(path, '*.nc')}'")
-            if not os.path.isfile(path):
-                raise NcreelError(f"input '{path}': file not found")
+            _check_input_file(path)
             paths.append(path)
     return paths
+
+
+def _check_input_file(path: str) -> None:
+    """One line saying why `path` cannot be read as an input file (the real reason)."""
+    import errno
+    import stat
+
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise NcreelError(f"input '{path}': a symbolic link to '{os.readlink(path)}', "
+                              "which does not exist") from None
+        raise NcreelError(f"input '{path}': file not found") from None
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise NcreelError(f"input '{path}': a loop of symbolic links: point it at the "
+                              "NetCDF file itself") from None
+        raise NcreelError(f"input '{path}': cannot be examined ({err.strerror})") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise NcreelError(f"input '{path}': is a directory: name its files, e.g. "
+                          f"input='{os.path.join(path, '*.nc')}'")
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(st.st_mode) else
+                "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else
+                "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
+        raise NcreelError(f"input '{path}': is {kind}, not a file: NetCDF is read by "
+                          "position, so give the file itself (copy a stream to disk first)")
+    if not os.access(path, os.R_OK):
+        raise NcreelError(f"input '{path}': cannot be read (permission denied): ask its "
+                          "owner for read access, or copy it")
 
 
 def _open(path: str, group: str | None = None) -> xr.Dataset:
