@@ -82,7 +82,10 @@ def contact_sheet(frames: Sequence[tuple[int, str | os.PathLike]], labels: Seque
     nrow = math.ceil(n / ncol)
     first = mpimg.imread(frames[0][1]) if frames else None
     aspect = first.shape[0] / first.shape[1] if first is not None else 0.6
-    cell_w = 2.6
+    # Each frame at up to 480 pixels wide (its own width if smaller), so the frame's title,
+    # time label and colour-bar ticks stay readable on the sheet.
+    width_px = first.shape[1] if first is not None else 480
+    cell_w = max(2.6, min(480, width_px) / SHEET_DPI)
     fig, axes = plt.subplots(nrow, ncol, figsize=(cell_w * ncol, (cell_w * aspect + 0.35) * nrow
                                                   + 0.5), squeeze=False, layout="constrained",
                              dpi=SHEET_DPI)
