@@ -10,6 +10,10 @@ In one run (``make bench-cells``):
 3. reduce: :func:`ncreel.pg.copytext.concatenate` vs ``cat`` on that run's shard files (GB);
 4. load: :func:`ncreel.pg.load.load_copy` with 1 and 2 connections vs ``psql \\copy`` of the
    same file into a throw-away PostgreSQL (``load_fraction_of_psql``, ``…_jobs2``).
+5. replace: reload a run of those rows beside another run: the swap's exclusive time
+   (``replace_run_seconds``), dead tuples after it (``replace_dead_tuples``), a reader of
+   the other run's worst extra wait (``reader_extra_wait_ms``); and the earlier DELETE's
+   time and dead tuples on the same rows.
 
 ``--smoke`` runs every phase at tiny sizes in seconds (a CI test runs it).
 
@@ -171,35 +175,34 @@ def split_lines(path: Path, n: int) -> list[str]:
 def load_vs_psql(rows_file: Path, n_rows: int, repeats: int) -> dict:
     """Seconds of load_copy (1 and 2 connections) and of ``psql \\copy``, best of `repeats`.
 
-    Each measurement starts from an empty table (TRUNCATE, not timed). load_copy's time is
-    its own (connect, create check, COPY, commit), without the Python start-up; psql's is
-    the process's wall time.
+    Each measurement starts without the run's rows (psql's plain table truncated, the
+    run's partition dropped; not timed). load_copy's time is its own (connect, create
+    check, COPY into the run's new table, swap, commit), without the Python start-up;
+    psql's is the process's wall time of a ``\\copy`` into a plain table.
     """
     import psycopg
-    from ncreel.cells import field_columns
-    from ncreel.pg.copytext import copy_statement, create_statement
-    from ncreel.source import TimeAxis
+    from ncreel.pg.copytext import copy_statement
     from pgserver import start_server
 
-    ctx = type("C", (), {"time": TimeAxis(None, [], "standard", "", True),
-                         "value_type": "real"})()
-    cols = field_columns(ctx)
+    cols = _field_columns()
     parts = split_lines(rows_file, 4)
     info, stop = start_server(["max_wal_size=4GB"])
     best = {"load1": float("inf"), "load2": float("inf"), "psql": float("inf")}
-    copy = "\\" + copy_statement("bench_load", cols, f"'{rows_file}'")
+    # psql's baseline: \copy into a plain table of the same columns.
+    copy = "\\" + copy_statement("bench_plain", cols, f"'{rows_file}'")
     try:
         with psycopg.connect(info["conninfo"], autocommit=True) as conn:
-            conn.execute(create_statement("bench_load", cols))
+            conn.execute("CREATE TABLE bench_plain (run text NOT NULL DEFAULT 'psql', "
+                         + ", ".join(f"{n} {t}" for n, t in cols) + ")")
             for _ in range(repeats):
                 for kind in best:
-                    conn.execute("TRUNCATE bench_load")
+                    conn.execute("TRUNCATE bench_plain")
+                    conn.execute("DROP TABLE IF EXISTS bench_load_bench")  # the run's partition
                     if kind == "psql":
                         wall, _rss, _out = measure(
                             ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", info["host"],
-                             "-U", "postgres", "-d", "postgres", "-c",
-                             "SET ncreel.run = 'psql'", "-c", copy])
-                        assert conn.execute("SELECT count(*) FROM bench_load").fetchone()[0] \
+                             "-U", "postgres", "-d", "postgres", "-c", copy])
+                        assert conn.execute("SELECT count(*) FROM bench_plain").fetchone()[0] \
                             == n_rows
                     else:
                         files = [str(rows_file)] if kind == "load1" else parts
@@ -214,6 +217,101 @@ def load_vs_psql(rows_file: Path, n_rows: int, repeats: int) -> dict:
         for part in parts:
             os.unlink(part)
     return best
+
+
+def child_replace(files: str, conninfo: str, columns: str, table: str, run: str) -> dict:
+    from ncreel.pg.load import load_copy
+
+    return load_copy(json.loads(files), conninfo=conninfo, table=table, run=run,
+                     columns=json.loads(columns))
+
+
+CHILDREN["replace"] = child_replace
+
+
+def _field_columns():
+    from ncreel.cells import field_columns
+    from ncreel.source import TimeAxis
+
+    ctx = type("C", (), {"time": TimeAxis(None, [], "standard", "", True),
+                         "value_type": "real"})()
+    return field_columns(ctx)
+
+
+def _dead_tuples(conn, table: str) -> int:
+    """Dead tuples over `table` and its partitions, from ``pg_stat_user_tables``."""
+    conn.execute("SELECT pg_stat_clear_snapshot()")
+    return int(conn.execute(
+        "SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_user_tables WHERE relid = "
+        "%s::regclass OR relid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = "
+        "%s::regclass)", (table, table)).fetchone()[0])
+
+
+def replace_run(rows_file: Path, n_rows: int) -> dict:
+    """Replace a run of `n_rows` rows in a table shared with another run.
+
+    Loads run ``big`` (the rows file) and run ``other`` (1000 rows), then reloads ``big``
+    in a child process while this one reads run ``other`` over and over: the swap's own
+    time (``swap_seconds``: lock, DETACH, DROP, ATTACH, commit), the dead tuples left, and
+    the reader's worst query time during the reload against its worst with nothing else
+    running. For comparison, the earlier way (DELETE of the run's rows in a plain table,
+    then COPY) is timed on the same rows.
+    """
+    import psycopg
+    from pgserver import start_server
+
+    cols = _field_columns()
+    info, stop = start_server(["max_wal_size=4GB"])
+    other = rows_file.with_name("other.copy")
+    with open(rows_file, "rb") as src, open(other, "wb") as dst:
+        dst.writelines(line for _, line in zip(range(1000), src, strict=False))
+    args = [info["conninfo"], json.dumps(cols), "shared"]
+    query = "SELECT count(*) FROM shared WHERE run = 'other'"
+    try:
+        for run, f in (("big", rows_file), ("other", other)):
+            r, _ = child("replace", json.dumps([str(f)]), *args, run)
+        with psycopg.connect(info["conninfo"], autocommit=True) as conn:
+            def worst_read(until) -> tuple[float, int]:
+                worst, n = 0.0, 0
+                while n < 20 or not until():
+                    t = time.perf_counter()
+                    assert conn.execute(query).fetchone()[0] == 1000
+                    worst = max(worst, time.perf_counter() - t)
+                    n += 1
+                    time.sleep(0.002)
+                return worst, n
+
+            quiet, _ = worst_read(lambda: True)
+            with tempfile.TemporaryFile("w+") as out:
+                proc = subprocess.Popen([sys.executable, __file__, "--child", "replace",
+                                         json.dumps([str(rows_file)]), *args, "big"],
+                                        stdout=out)
+                during, n_reads = worst_read(lambda: proc.poll() is not None)
+                assert proc.wait() == 0
+                out.seek(0)
+                summary = json.loads(out.read().strip().splitlines()[-1])
+            assert summary["replaced"] == n_rows == summary["rows"]
+            dead = _dead_tuples(conn, "shared")
+            # The earlier way: DELETE the run's rows from a plain table, then COPY.
+            conn.execute("CREATE TABLE plain (LIKE shared)")
+            conn.execute("INSERT INTO plain SELECT * FROM shared")
+            t = time.perf_counter()
+            with conn.transaction():
+                conn.execute("DELETE FROM plain WHERE run = 'big'")
+            delete_s = time.perf_counter() - t
+            time.sleep(0.6)  # pending statistics are flushed within a second
+            delete_dead = _dead_tuples(conn, "plain")
+    finally:
+        stop()
+        other.unlink(missing_ok=True)
+    print(f"# replace {n_rows} rows: swap {summary['swap_seconds']:.3f} s of "
+          f"{summary['seconds']:.1f} s; DELETE alone {delete_s:.2f} s leaving {delete_dead} "
+          f"dead tuples; reader worst {during * 1000:.1f} ms over {n_reads} reads "
+          f"(quiet {quiet * 1000:.1f} ms)", flush=True)
+    return {"replace_run_rows": n_rows, "replace_run_seconds": summary["swap_seconds"],
+            "replace_load_seconds": summary["seconds"], "replace_dead_tuples": dead,
+            "delete_run_seconds": round(delete_s, 3), "delete_dead_tuples": delete_dead,
+            "reader_extra_wait_ms": round(max(0.0, during - quiet) * 1000, 1)}
 
 
 def make_big_nc(path: Path, n_time: int, ny: int, nx: int) -> None:
@@ -365,6 +463,8 @@ def main() -> None:
     rows_file = work / "writer.tsv"
     try:
         best = load_vs_psql(rows_file, a.rows, a.repeats)
+        # 5. replacing a run: its partition swapped, beside a reader of another run.
+        figures.update(replace_run(rows_file, a.rows))
     finally:
         rows_file.unlink(missing_ok=True)
     figures["load_rows_per_s"] = round(a.rows / best["load1"])

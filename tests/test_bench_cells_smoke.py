@@ -18,3 +18,8 @@ def test_bench_cells_smoke(tmp_path):
     for key in ("copy_writer_rows_per_s", "reduce_fraction_of_cat", "load_fraction_of_psql",
                 "load_fraction_of_psql_jobs2"):
         assert float(figures[key]) > 0, key
+    # A rerun swaps the run's partition: no dead rows (the DELETE it replaced left them all).
+    assert int(figures["replace_dead_tuples"]) == 0
+    assert int(figures["delete_dead_tuples"]) == int(figures["replace_run_rows"]) > 0
+    assert 0 < float(figures["replace_run_seconds"]) < float(figures["replace_load_seconds"])
+    assert float(figures["reader_extra_wait_ms"]) >= 0

@@ -33,21 +33,94 @@ def _count(conn, table, run=None):
     return conn.execute(q, (run,) if run else ()).fetchone()[0]
 
 
+def _partitions(conn, table):
+    """{run: partition name} of `table` (a table partitioned by LIST (run))."""
+    return {r[1].split("'")[1]: r[0] for r in conn.execute(
+        "SELECT c.relname, pg_get_expr(c.relpartbound, c.oid) FROM pg_inherits i "
+        "JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = %s::regclass", (table,))}
+
+
+def _dead_and_deleted(conn, table):
+    """Dead tuples and deleted rows over `table` and its partitions (server statistics)."""
+    conn.execute("SELECT pg_stat_clear_snapshot()")
+    return conn.execute(
+        "SELECT coalesce(sum(n_dead_tup), 0), coalesce(sum(n_tup_del), 0) "
+        "FROM pg_stat_user_tables WHERE relid = %s::regclass OR relid IN "
+        "(SELECT inhrelid FROM pg_inherits WHERE inhparent = %s::regclass)",
+        (table, table)).fetchone()
+
+
 def test_load_is_idempotent_per_run(pg_server, pg_conn, tmp_path):
     f = _write(tmp_path / "cells.copy", 1000)
     info = pg_server["conninfo"]
     s1 = load_copy(f, conninfo=info, table="t_idem", run="a", columns=COLS, block_bytes=4096)
-    assert s1["rows"] == 1000 and s1["deleted"] == 0
+    assert s1["rows"] == 1000 and s1["replaced"] == 0 and s1["partition"] == "t_idem_a"
     s2 = load_copy(f, conninfo=info, table="t_idem", run="a", columns=COLS)
-    assert s2["rows"] == 1000 and s2["deleted"] == 1000
+    assert s2["rows"] == 1000 and s2["replaced"] == 1000
     load_copy(_write(tmp_path / "b.copy", 10), conninfo=info, table="t_idem", run="b",
               columns=COLS)
     assert _count(pg_conn, "t_idem", "a") == 1000 and _count(pg_conn, "t_idem", "b") == 10
     assert pg_conn.execute("SELECT label FROM t_idem LIMIT 1").fetchone()[0] == "a\tb"
-    # run comes from the session's ncreel.run setting: no DDL during the load.
-    assert pg_conn.execute("SELECT column_default FROM information_schema.columns WHERE "
-                           "table_name = 't_idem' AND column_name = 'run'"
-                           ).fetchone()[0] == "current_setting('ncreel.run'::text)"
+    # One partition per run, LIST (run); the rerun replaced run a's partition.
+    assert pg_conn.execute("SELECT pg_get_partkeydef('t_idem'::regclass)").fetchone()[0] \
+        == "LIST (run)"
+    assert _partitions(pg_conn, "t_idem") == {"a": "t_idem_a", "b": "t_idem_b"}
+
+
+def test_rerun_replaces_the_partition_without_dead_rows(pg_server, pg_conn, tmp_path):
+    """No DELETE: after a rerun the table and its partitions hold no dead tuples."""
+    info = pg_server["conninfo"]
+    f = _write(tmp_path / "cells.copy", 5000)
+    load_copy(f, conninfo=info, table="t_dead", run="a", columns=COLS)
+    old = pg_conn.execute("SELECT 't_dead_a'::regclass::oid").fetchone()[0]
+    load_copy(_write(tmp_path / "other.copy", 10), conninfo=info, table="t_dead", run="b",
+              columns=COLS)
+    s = load_copy(f, conninfo=info, table="t_dead", run="a", columns=COLS)
+    assert s["replaced"] == 5000 and _count(pg_conn, "t_dead", "a") == 5000
+    new = pg_conn.execute("SELECT 't_dead_a'::regclass::oid").fetchone()[0]
+    assert new != old  # a new table, the old one dropped
+    assert pg_conn.execute("SELECT count(*) FROM pg_class WHERE oid = %s", (old,)
+                           ).fetchone()[0] == 0
+    # The loading backends have exited, so their statistics are flushed.
+    assert _dead_and_deleted(pg_conn, "t_dead") == (0, 0)
+    # COPY FREEZE: every page of the one-connection load is all-frozen already.
+    pg_conn.execute("CREATE EXTENSION IF NOT EXISTS pg_visibility")
+    frozen, pages = pg_conn.execute(
+        "SELECT (pg_visibility_map_summary('t_dead_a')).all_frozen, "
+        "pg_relation_size('t_dead_a') / current_setting('block_size')::int").fetchone()
+    assert pages > 1 and frozen == pages
+
+
+def test_attach_needs_no_validation_scan(pg_server, pg_conn, tmp_path):
+    """The new table's CHECK matches the bound: PostgreSQL says the scan is skipped."""
+    from ncreel.pg.copytext import (
+        copy_statement,
+        create_statement,
+        load_statements,
+        run_tables,
+        swap_statement,
+    )
+
+    pg_conn.execute(create_statement("t_scan", COLS))
+    notices = []
+    with psycopg_connect(pg_server) as conn:
+        conn.add_notice_handler(lambda d: notices.append(d.message_primary))
+        with conn.transaction(), conn.cursor() as cur:
+            for stmt in load_statements("t_scan", COLS, "r"):
+                cur.execute(stmt)
+            with cur.copy(copy_statement(run_tables("t_scan", "r")["stage"], COLS,
+                                         freeze=True)) as copy:
+                copy.write(_write(tmp_path / "c.copy", 50).read_bytes())
+            cur.execute("SET LOCAL client_min_messages = debug1")
+            cur.execute(swap_statement("t_scan", "r"))
+    assert any("is implied by existing constraints" in n for n in notices), notices
+    assert _count(pg_conn, "t_scan", "r") == 50
+
+
+def psycopg_connect(pg_server):
+    import psycopg
+
+    return psycopg.connect(pg_server["conninfo"], autocommit=True)
 
 
 @pytest.mark.parametrize("compression", ["gzip", "zstd"])
@@ -74,10 +147,47 @@ def test_failed_load_changes_nothing(pg_server, pg_conn, tmp_path):
 
 
 def test_existing_table_with_other_columns_is_refused(pg_server, pg_conn, tmp_path):
-    pg_conn.execute("CREATE TABLE t_other (run text, x int)")
+    pg_conn.execute("CREATE TABLE t_other (run text NOT NULL, x int) PARTITION BY LIST (run)")
     with pytest.raises(NcreelError, match="exists with columns \\(run, x\\)"):
         load_copy(_write(tmp_path / "c.copy", 3), conninfo=pg_server["conninfo"],
                   table="t_other", run="r", columns=COLS)
+
+
+def test_table_of_an_older_ncreel_is_refused_with_what_to_do(pg_server, pg_conn, tmp_path):
+    """A table holding every run (not partitioned): one line, by both load paths."""
+    pg_conn.execute("CREATE TABLE t_older (run text NOT NULL, cell_id bigint, value real, "
+                    "label text)")
+    pg_conn.execute("INSERT INTO t_older VALUES ('old', 1, 0.5, 'x')")
+    _write(tmp_path / "cells.copy", 3)
+    with pytest.raises(NcreelError) as err:
+        load_copy(tmp_path / "cells.copy", conninfo=pg_server["conninfo"], table="t_older",
+                  run="r", columns=COLS)
+    msg = str(err.value)
+    assert "table t_older exists but is not partitioned by run" in msg and "\n" not in msg
+    assert "RENAME" in msg and "config key 'table'" in msg
+    (tmp_path / "cells.sql").write_text(load_script("t_older", COLS, "cells.copy", run="r"))
+    r = subprocess.run(["psql", "-X", "-q", "-h", pg_server["host"], "-U", "postgres", "-d",
+                        "postgres", "-f", "cells.sql"], cwd=tmp_path, capture_output=True,
+                       text=True)
+    assert r.returncode != 0 and "is not partitioned by run" in r.stderr
+    assert _count(pg_conn, "t_older") == 1  # untouched
+
+
+def test_documented_migration_moves_an_older_table(pg_server, pg_conn, tmp_path):
+    """The SQL of docs/cells.md turns an older table into one partition per run."""
+    text = (ROOT / "docs/cells.md").read_text()
+    block = text[text.index("```sql\n-- migrate") + 7:]
+    block = block[:block.index("```")]
+    pg_conn.execute("CREATE TABLE cells (run text NOT NULL, cell_id bigint, value real, "
+                    "label text)")
+    pg_conn.execute("INSERT INTO cells SELECT r, i, i, 'x' FROM unnest(ARRAY['a', 'b.2']) r, "
+                    "generate_series(1, 20) i")
+    pg_conn.execute(block)
+    assert _partitions(pg_conn, "cells") == {"a": "cells_a", "b.2": "cells_b.2"}
+    assert _count(pg_conn, "cells", "b.2") == 20
+    s = load_copy(_write(tmp_path / "c.copy", 7), conninfo=pg_server["conninfo"],
+                  table="cells", run="a", columns=COLS)
+    assert s["replaced"] == 20 and _count(pg_conn, "cells", "a") == 7
 
 
 def test_password_is_never_shown(pg_server, tmp_path, monkeypatch):
@@ -108,6 +218,8 @@ def test_cells_sql_script_loads_with_psql(pg_server, pg_conn, tmp_path):
     for _ in range(2):  # rerun replaces
         subprocess.run(cmd, cwd=tmp_path, check=True, capture_output=True)
     assert _count(pg_conn, "t_psql", "x") == 20
+    assert _partitions(pg_conn, "t_psql") == {"x": "t_psql_x"}
+    assert _dead_and_deleted(pg_conn, "t_psql") == (0, 0)
 
 
 @pytest.mark.integration
@@ -134,7 +246,7 @@ def test_workflow_etr_risk_zstd_geometry_load(pg_server, pg_conn, tmp_path):
     out = tmp_path / "results/etrtest"
     summary = json.loads((out / "load.json").read_text())
     n = 8 * 20 - 0  # every tas cell is finite except one
-    assert summary["rows"] == n - 1 and summary["deleted"] == n - 1
+    assert summary["rows"] == n - 1 and summary["replaced"] == n - 1
     assert summary["jobs"] == 2 and summary["files"] == 3  # 8 steps, 3 frames per shard
     assert _count(pg_conn, "etr_cells", "etrtest") == n - 1
     row = pg_conn.execute("SELECT geom, risk_class, time FROM etr_cells WHERE cell_id = 0 AND "

@@ -163,12 +163,38 @@ def test_reserved_and_mixed_case_names_load(pg_server, pg_conn, tmp_path, table)
     assert _count(pg_conn, table, "psql") == 7 and _count(pg_conn, table, "rule") == 7
 
 
-def test_table_of_an_earlier_version_gets_the_run_default(pg_server, pg_conn, tmp_path):
-    pg_conn.execute("CREATE TABLE t_legacy (run text NOT NULL, cell_id bigint, value real, "
-                    "label text)")
-    pg_conn.execute("INSERT INTO t_legacy VALUES ('old', 1, 0.5, 'x')")
-    Loader("rule", pg_server, tmp_path, "t_legacy", "new", 9).finish()
-    assert _count(pg_conn, "t_legacy", "new") == 9 and _count(pg_conn, "t_legacy", "old") == 1
+def test_reader_does_not_queue_behind_a_swap(pg_server, pg_conn, tmp_path):
+    """A long query holds the table; a rerun's swap must wait, new readers must not.
+
+    PostgreSQL queues a lock request behind a waiting stronger one, so a swap that simply
+    waited for ACCESS EXCLUSIVE would stall every later reader until the long query ends.
+    """
+    table = "t_queue"
+    Loader("rule", pg_server, tmp_path / "0", table, "other", 50).finish()
+    Loader("rule", pg_server, tmp_path / "0", table, "run_a", 30).finish()
+    with psycopg.connect(pg_server["conninfo"]) as long_reader:
+        assert _count(long_reader, table, "other") == 50  # its transaction stays open
+        load = Loader("rule", pg_server, tmp_path / "1", table, "run_a", 40)
+        load.hold.set()  # the COPY ends at once; then the swap tries for its lock
+        end = time.monotonic() + 15
+        while not pg_conn.execute("SELECT count(*) FROM pg_stat_activity WHERE query LIKE "
+                                  "'DO %ATTACH PARTITION%'").fetchone()[0]:
+            assert time.monotonic() < end, "the swap never started"
+            time.sleep(0.01)
+        waits = []
+        with psycopg.connect(pg_server["conninfo"], autocommit=True) as reader:
+            reader.execute("SET lock_timeout = '5s'")
+            for _ in range(20):
+                t = time.perf_counter()
+                assert _count(reader, table, "other") == 50
+                assert _count(reader, table, "run_a") == 30  # not swapped yet
+                waits.append(time.perf_counter() - t)
+                time.sleep(0.01)
+        long_reader.rollback()  # the long query ends: now the swap goes through
+        load.finish()
+    print(f"readers waited at most {max(waits) * 1000:.1f} ms while a swap waited")
+    assert max(waits) < 0.2
+    assert _count(pg_conn, table, "run_a") == 40
 
 
 _KILLABLE = """
@@ -220,13 +246,18 @@ def test_kill_midway_then_rerun_leaves_one_copy(pg_server, pg_conn, tmp_path, jo
     stuck.set()  # close the old writer: the rerun's pipe must start empty
     fifo.thread.join(30)
     assert _count(pg_conn, table, "r") == 300  # old rows only: nothing partial visible
+    # The old partition is still the run's one and only partition: nothing half-attached.
+    parts = pg_conn.execute("SELECT c.relname FROM pg_inherits i JOIN pg_class c ON "
+                            "c.oid = i.inhrelid WHERE i.inhparent = %s::regclass",
+                            (table,)).fetchall()
+    assert parts == [(f"{table}_r",)]
 
     fifo.feed(data3)
     proc = _start_load(pg_server, [*files, fifo.path], table, jobs)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     summary = json.loads(out.strip().splitlines()[-1])
-    assert summary["rows"] == 400 and summary["deleted"] == 300
+    assert summary["rows"] == 400 and summary["replaced"] == 300
     assert summary["resumed"] == (3 if jobs > 1 else 0)  # staged files were not reloaded
     ids = [r[0] for r in pg_conn.execute(psycopg.sql.SQL("SELECT cell_id FROM {} ORDER BY 1")
                                          .format(psycopg.sql.Identifier(table)))]

@@ -304,12 +304,9 @@ def _copy(src: BinaryIO, dst: BinaryIO, size: int, chunk_bytes: int) -> int:
 #: cell models' column names follow it so users can type them unquoted.
 IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
-#: Custom setting (PostgreSQL "Customized Options") holding the run being loaded; the
-#: table's ``run`` column defaults to it, so COPY needs no ``run`` column and the load
-#: transaction needs no DDL.
-RUN_SETTING = "ncreel.run"
-#: The ``run`` column's default as ``pg_get_expr`` prints it.
-RUN_DEFAULT = f"current_setting('{RUN_SETTING}'::text)"
+#: Name of the CHECK constraint a run's new table gets before its COPY: the partition
+#: bound written as a constraint, so ``ATTACH PARTITION`` needs no validation scan.
+BOUND_CHECK = "ncreel_run_bound"
 
 
 def table_name(name: str) -> tuple[str, ...]:
@@ -347,6 +344,29 @@ def _table(table: str):
     return identifier(*table_name(table))
 
 
+def run_tables(table: str, run: str) -> dict[str, tuple[str, ...]]:
+    """Names of the tables one run of `table` uses, each in `table`'s schema.
+
+    Returns
+    -------
+    dict
+        ``partition``: the run's partition once attached, ``<table>_<run>`` (shortened
+        with a hash of both when longer than 63 bytes); ``stage``: the run's new table
+        while it loads (``ncreel_stage_<hash>``); ``staged``: the files a parallel load
+        has committed into ``stage`` (``ncreel_staged_<hash>``).
+    """
+    import hashlib
+
+    parts = table_name(table)
+    h = hashlib.sha1(f"{table}\0{_run_name(run)}".encode()).hexdigest()[:16]
+    name = f"{parts[-1]}_{run}"
+    if len(name.encode()) > 63:
+        name = f"{parts[-1].encode()[:46].decode(errors='ignore')}_{h}"
+    schema = parts[:-1]
+    return {"partition": (*schema, name), "stage": (*schema, f"ncreel_stage_{h}"),
+            "staged": (*schema, f"ncreel_staged_{h}")}
+
+
 def advisory_key(table: str, run: str | None = None):
     """Arguments of ``pg_advisory_(xact_)lock(int, int)``: one key per table, one per run.
 
@@ -365,7 +385,7 @@ def advisory_key(table: str, run: str | None = None):
                                                         sql.Literal(run))
 
 
-def _do(body) -> str:
+def _do(body, declare: str = "") -> str:
     """Wrap `body` in a ``DO`` block (composed SQL), dollar-quoted with a tag not in it."""
     text = body.as_string(None)
     tag = "$ncreel$"
@@ -373,17 +393,27 @@ def _do(body) -> str:
     while tag in text:
         n += 1
         tag = f"$ncreel{n}$"
-    return f"DO {tag}\nBEGIN\n{text}\nEND\n{tag}"
+    head = f"DECLARE {declare}\n" if declare else ""
+    return f"DO {tag}\n{head}BEGIN\n{text}\nEND\n{tag}"
+
+
+def older_table_message(table: str) -> str:
+    """Return the one-line error for a `table` made by an ncreel keeping runs in one table."""
+    return (f"table {table} exists but is not partitioned by run (it was made by an older "
+            "ncreel, which kept every run in one table): rename it (ALTER TABLE ... RENAME "
+            "TO ...) and rerun, or set config key 'table' to a new name; docs/cells.md, "
+            "'Tables made by an older ncreel', shows how to move its runs over")
 
 
 def create_statement(table: str, columns: Sequence[tuple[str, str]]) -> str:
     """Return the SQL creating `table` if missing, serialised, in its own short transaction.
 
-    Concurrent ``CREATE TABLE IF NOT EXISTS`` of one name race in the catalog (``duplicate
-    key value violates unique constraint "pg_type_typname_nsp_index"``), so creation runs
-    under a transaction-level advisory lock per table name. A table made before the ``run``
-    default existed gets it here, once: the only exclusive lock, and it is taken outside
-    any load transaction.
+    `table` is partitioned by ``LIST (run)``: each run is one partition (see
+    :func:`load_statements`). Concurrent ``CREATE TABLE IF NOT EXISTS`` of one name race
+    in the catalog (``duplicate key value violates unique constraint
+    "pg_type_typname_nsp_index"``), so creation runs under a transaction-level advisory
+    lock per table name. An existing table that is not partitioned (made by an older
+    ncreel) raises :func:`older_table_message`.
 
     Parameters
     ----------
@@ -401,40 +431,37 @@ def create_statement(table: str, columns: Sequence[tuple[str, str]]) -> str:
 
     t = _table(table)
     body = sql.SQL(",\n    ").join(
-        [sql.SQL("{} text NOT NULL DEFAULT current_setting({})").format(
-            identifier("run"), sql.Literal(RUN_SETTING))]
+        [sql.SQL("{} text NOT NULL").format(identifier("run"))]
         + [sql.SQL("{} {}").format(identifier(n), sql.SQL(pgtype)) for n, pgtype in columns])
     stmt = sql.SQL(
         "PERFORM pg_advisory_xact_lock({key});\n"
-        "CREATE TABLE IF NOT EXISTS {t} (\n    {body}\n);\n"
-        "IF (SELECT pg_get_expr(d.adbin, d.adrelid) FROM pg_attribute a\n"
-        "    LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum\n"
-        "    WHERE a.attrelid = {reg}::regclass AND a.attname = 'run')\n"
-        "    IS DISTINCT FROM {default} THEN\n"
-        "  ALTER TABLE {t} ALTER COLUMN {run} SET DEFAULT current_setting({setting});\n"
-        "END IF;").format(key=advisory_key(table), t=t, body=body,
-                          reg=sql.Literal(t.as_string(None)), default=sql.Literal(RUN_DEFAULT),
-                          run=identifier("run"), setting=sql.Literal(RUN_SETTING))
+        "CREATE TABLE IF NOT EXISTS {t} (\n    {body}\n) PARTITION BY LIST ({run});\n"
+        "IF (SELECT relkind FROM pg_class WHERE oid = {reg}::regclass) <> 'p' THEN\n"
+        "  RAISE EXCEPTION USING MESSAGE = {message}, ERRCODE = 'wrong_object_type';\n"
+        "END IF;").format(key=advisory_key(table), t=t, body=body, run=identifier("run"),
+                          reg=sql.Literal(t.as_string(None)),
+                          message=sql.Literal(older_table_message(table)))
     return _do(stmt)
 
 
 def load_statements(table: str, columns: Sequence[tuple[str, str]], run: str) -> list[str]:
     """Return the SQL that starts loading `run` into `table`, inside the load transaction.
 
-    The table holds rows of any number of runs, told apart by its first column ``run``,
-    which defaults to the setting ``ncreel.run``: set it for this transaction, take the
-    run's advisory lock (two loads of one run queue; loads of other runs do not), and
-    delete the run's earlier rows (a rerun replaces them, never duplicates). No DDL, so
-    only row locks are held: readers are never blocked and loads of different runs never
-    deadlock. Run :func:`create_statement` first, in its own transaction.
+    Take the run's advisory lock (two loads of one run queue; loads of other runs do not),
+    drop what a killed parallel load of the run left, and create the run's new table
+    (:func:`run_tables` ``stage``): `columns` after ``run text NOT NULL DEFAULT '<run>'``
+    with ``CHECK (run = '<run>')``, the partition bound, so the later ``ATTACH PARTITION``
+    skips its validation scan. Nothing here touches `table` itself: loads hold no lock on
+    it until :func:`swap_statement`. The COPY follows (:func:`copy_statement` with
+    ``freeze=True``: the table was created in this transaction). Run
+    :func:`create_statement` first, in its own transaction.
 
     Parameters
     ----------
     table : str
         Table name, see :func:`table_name`.
     columns : sequence of (str, str)
-        Column names and PostgreSQL types, in COPY file order (unused; kept for symmetry
-        with :func:`create_statement`).
+        Column names and PostgreSQL types, in COPY file order.
     run : str
         Run name (letters, digits, ``_.-``).
 
@@ -445,34 +472,107 @@ def load_statements(table: str, columns: Sequence[tuple[str, str]], run: str) ->
     """
     from psycopg import sql
 
-    lit = sql.Literal(_run_name(run))
+    names = run_tables(table, run)
     lock = sql.SQL("PERFORM pg_advisory_xact_lock({});").format(advisory_key(table, run))
-    return [sql.SQL("SET LOCAL {} = {}").format(sql.SQL(RUN_SETTING), lit).as_string(None),
-            _do(lock),
-            sql.SQL("DELETE FROM {} WHERE {} = {}").format(
-                _table(table), identifier("run"), lit).as_string(None)]
+    return [_do(lock),
+            sql.SQL("DROP TABLE IF EXISTS {}, {}").format(
+                identifier(*names["stage"]), identifier(*names["staged"])).as_string(None),
+            stage_statement(table, columns, run)]
 
 
-def copy_statement(table: str, columns: Sequence[tuple[str, str]], source: str = "STDIN") -> str:
-    """Return ``COPY "table" ("col", …) FROM source WITH (FORMAT text)`` (``run``: default)."""
+def stage_statement(table: str, columns: Sequence[tuple[str, str]], run: str,
+                    if_not_exists: bool = False) -> str:
+    """``CREATE TABLE`` of the run's new table, shaped as a partition of `table` for `run`.
+
+    The columns are spelled out rather than ``LIKE table``: ``LIKE`` would hold a lock on
+    `table` for the whole load, and two reruns would then deadlock at their swaps.
+    """
     from psycopg import sql
 
-    return sql.SQL("COPY {} ({}) FROM {} WITH (FORMAT text)").format(
-        _table(table), sql.SQL(", ").join(identifier(n) for n, _ in columns),
-        sql.SQL(source)).as_string(None)
+    lit = sql.Literal(_run_name(run))
+    body = sql.SQL(",\n    ").join(
+        [sql.SQL("{} text NOT NULL DEFAULT {} CONSTRAINT {} CHECK ({} = {})").format(
+            identifier("run"), lit, identifier(BOUND_CHECK), identifier("run"), lit)]
+        + [sql.SQL("{} {}").format(identifier(n), sql.SQL(pgtype)) for n, pgtype in columns])
+    return sql.SQL("CREATE TABLE {}{} (\n    {}\n)").format(
+        sql.SQL("IF NOT EXISTS " if if_not_exists else ""),
+        identifier(*run_tables(table, run)["stage"]), body).as_string(None)
+
+
+def old_partition_query(table: str, run: str) -> str:
+    """``SELECT`` of the run's attached partition (a ``regclass``; no row when none)."""
+    from psycopg import sql
+
+    return sql.SQL(
+        "SELECT c.oid::regclass FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+        "WHERE i.inhparent = {reg}::regclass "
+        "AND pg_get_expr(c.relpartbound, c.oid) = format('FOR VALUES IN (%L)', {run}::text)"
+    ).format(reg=sql.Literal(_table(table).as_string(None)),
+             run=sql.Literal(_run_name(run))).as_string(None)
+
+
+def swap_statement(table: str, run: str) -> str:
+    """Return the SQL replacing the run's partition of `table` with its new table.
+
+    ``DETACH`` and ``DROP`` the run's earlier partition, if any, then ``ATTACH`` the new
+    table (validated by its ``CHECK``, no scan) and rename it to the run's partition name
+    (:func:`run_tables`). Run it last in the load transaction: the only lock on `table`
+    itself is taken here, held until the commit: ``SHARE UPDATE EXCLUSIVE`` for a run's
+    first load (readers go on), ``ACCESS EXCLUSIVE`` for milliseconds when a partition is
+    replaced (PostgreSQL's ``DETACH`` in a transaction needs it). Every load takes this one
+    lock on `table` and no other, so loads never deadlock with each other.
+
+    Returns
+    -------
+    str
+        One ``DO`` statement, without the trailing ``;``.
+    """
+    from psycopg import sql
+
+    names = run_tables(table, run)
+    reg = sql.Literal(_table(table).as_string(None))
+    stmt = sql.SQL(
+        "old := ({query});\n"
+        "IF old IS NOT NULL THEN\n"
+        "  EXECUTE format('ALTER TABLE %s DETACH PARTITION %s', {reg}::regclass, old);\n"
+        "  EXECUTE format('DROP TABLE %s', old);\n"
+        "END IF;\n"
+        "ALTER TABLE {t} ATTACH PARTITION {stage} FOR VALUES IN ({run});\n"
+        "ALTER TABLE {stage} RENAME TO {part};").format(
+            query=sql.SQL(old_partition_query(table, run)), reg=reg, t=_table(table),
+            stage=identifier(*names["stage"]), run=sql.Literal(run),
+            part=identifier(names["partition"][-1]))
+    return _do(stmt, declare="old regclass;")
+
+
+def copy_statement(table: str | tuple[str, ...], columns: Sequence[tuple[str, str]],
+                   source: str = "STDIN", freeze: bool = False) -> str:
+    """Return ``COPY "table" ("col", …) FROM source WITH (FORMAT text)`` (``run``: default).
+
+    `table` is a name (:func:`table_name`) or its parts. ``freeze=True`` adds ``FREEZE``
+    (rows written frozen, so no later VACUUM rewrites them): only for a table created or
+    truncated in the same transaction.
+    """
+    from psycopg import sql
+
+    target = identifier(*table) if isinstance(table, tuple) else _table(table)
+    return sql.SQL("COPY {} ({}) FROM {} WITH (FORMAT text{})").format(
+        target, sql.SQL(", ").join(identifier(n) for n, _ in columns),
+        sql.SQL(source), sql.SQL(", FREEZE" if freeze else "")).as_string(None)
 
 
 def load_script(table: str, columns: Sequence[tuple[str, str]], copy_file: str,
                 *, run: str, comment: str = "") -> str:
     r"""Return the psql script loading `copy_file` into `table` as run `run`.
 
-    Run it from the directory holding `copy_file`: ``psql -f cells.sql DBNAME``. It makes
-    the same guarantees as the ``load_database`` rule: the table is created if missing
-    (serialised, :func:`create_statement`), then one transaction deletes the run's earlier
-    rows and ``\copy``-loads the file (:func:`load_statements`), so other sessions see the
-    old rows or all the new ones, readers of other runs are never blocked, and concurrent
-    loads of other runs never deadlock. ``ON_ERROR_STOP`` makes psql stop, and roll back,
-    at the first error.
+    Run it from the directory holding `copy_file`: ``psql -f cells.sql DBNAME``. It runs
+    the same SQL as the ``load_database`` rule and makes the same guarantees: the table is
+    created if missing (serialised, :func:`create_statement`), then one transaction
+    creates the run's new table (:func:`load_statements`), ``\copy``-loads the file into
+    it with ``FREEZE`` and swaps it in as the run's partition (:func:`swap_statement`), so
+    other sessions see the run's old rows or all the new ones, readers of other runs are
+    never blocked by the COPY, and concurrent loads of other runs never deadlock.
+    ``ON_ERROR_STOP`` makes psql stop, and roll back, at the first error.
 
     Parameters
     ----------
@@ -494,13 +594,15 @@ def load_script(table: str, columns: Sequence[tuple[str, str]], copy_file: str,
         source = f"PROGRAM 'zstd -dc {_sql_quote_path(copy_file)}'"
     else:
         source = f"'{_sql_quote_path(copy_file)}'"
+    stage = run_tables(table, run)["stage"]
     lines = [f"-- {line}" for line in comment.splitlines()]
     lines += ["\\set ON_ERROR_STOP on", "SET client_min_messages = warning;",
               f"{create_statement(table, columns)};", "BEGIN;"]
     lines += [f"{stmt};" for stmt in load_statements(table, columns, run)]
     # psql's \copy must be on one line.
-    lines.append("\\" + copy_statement(table, columns, source).replace("COPY", "copy", 1))
-    lines += ["COMMIT;", ""]
+    lines.append("\\" + copy_statement(stage, columns, source, freeze=True)
+                 .replace("COPY", "copy", 1))
+    lines += [f"{swap_statement(table, run)};", "COMMIT;", ""]
     return "\n".join(lines)
 
 

@@ -1,16 +1,17 @@
 """The load step: stream the run's COPY file into PostgreSQL with psycopg 3.
 
-Create the table if missing (serialised), then one transaction per run: delete the run's
-earlier rows, ``COPY … FROM STDIN`` the file in fixed-size blocks, commit; or, with several
-connections, stage the shard files and replace the run's rows in one transaction. A rerun
-therefore replaces the run's rows and never duplicates them, and a failed load leaves the
-table untouched. See :func:`load_copy`.
+The table is partitioned by run, one partition per run. Create the table if missing
+(serialised), then one transaction per run: create the run's new table, ``COPY … FROM
+STDIN`` the file into it in fixed-size blocks (``FREEZE``), swap it in as the run's
+partition, commit; or, with several connections, COPY the shard files into the new table
+one committed transaction each, then swap. A rerun therefore replaces the run's rows and
+never duplicates them, leaves no dead rows, and a failed load leaves the table untouched.
+See :func:`load_copy`.
 The password is never logged: connection strings are logged through :func:`safe_conninfo`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import time
@@ -23,7 +24,12 @@ from ncreel.pg.copytext import (
     create_statement,
     identifier,
     load_statements,
+    old_partition_query,
+    older_table_message,
     open_copy_reader,
+    run_tables,
+    stage_statement,
+    swap_statement,
     table_name,
 )
 
@@ -126,16 +132,21 @@ def safe_conninfo(conninfo: str) -> str:
 def load_copy(copy_path: str | os.PathLike | Sequence[str | os.PathLike], *, conninfo: str,
               table: str, run: str, columns: Sequence[Sequence[str]], jobs: int = 1,
               block_bytes: int = BLOCK_BYTES) -> dict:
-    """Load one run's COPY file(s) into `table`, replacing the run's earlier rows.
+    """Load one run's COPY file(s) into `table` as the run's partition, replacing its earlier one.
 
-    The table is created if missing (serialised by an advisory lock, in its own short
-    transaction). With ``jobs=1`` one transaction deletes the run's earlier rows and
-    COPYs the files; with ``jobs > 1`` the files are COPYed over `jobs` connections into an
-    unlogged staging table, one committed transaction per file (a killed load resumes
-    with the files not yet staged), then one transaction replaces the run's rows with the
-    staged ones. Either way other sessions see the run's old rows or all its new ones,
-    never a part or two copies; only row locks are taken on `table`, so readers are never
-    blocked and loads of other runs never deadlock with this one.
+    `table` is partitioned by ``LIST (run)``, one partition per run, and created if missing
+    (serialised by an advisory lock, in its own short transaction). The rows go into a new
+    table shaped as the run's partition (``CHECK (run = …)`` matching the bound), which
+    then replaces the run's earlier partition in one transaction (``DETACH`` + ``DROP``,
+    ``ATTACH``: no validation scan, no ``DELETE``, no dead rows). With ``jobs=1`` that
+    transaction also creates the new table and COPYs the file(s) into it with ``FREEZE``;
+    with ``jobs > 1`` the files are COPYed over `jobs` connections into the new table, one
+    committed transaction per file (a killed load resumes with the files not yet staged),
+    before the swap. Either way other sessions see the run's old rows or all its new ones,
+    never a part or two copies; `table` is locked only at the swap (see
+    :func:`ncreel.pg.copytext.swap_statement`), which waits at most
+    :data:`SWAP_LOCK_TIMEOUT_MS` at a time for other sessions' locks and retries, so a long
+    query on `table` delays the swap, never the queries queued behind it.
 
     Parameters
     ----------
@@ -148,7 +159,7 @@ def load_copy(copy_path: str | os.PathLike | Sequence[str | os.PathLike], *, con
     table : str
         Target table (``schema.table`` allowed, any name PostgreSQL can hold: it is
         always quoted); created if missing with a leading ``run text NOT NULL`` column
-        followed by `columns`.
+        followed by `columns`, ``PARTITION BY LIST (run)``.
     run : str
         Run name stored in the ``run`` column.
     columns : sequence of (str, str)
@@ -161,17 +172,20 @@ def load_copy(copy_path: str | os.PathLike | Sequence[str | os.PathLike], *, con
     Returns
     -------
     dict
-        ``table``, ``run``, ``rows`` (loaded, from the server's row counts), ``deleted``
-        (earlier rows of the run), ``bytes`` (uncompressed, read in this call), ``jobs``,
-        ``files``, ``resumed`` (files found already staged), ``seconds``.
+        ``table``, ``run``, ``partition`` (its name), ``rows`` (loaded, from the server's
+        row counts), ``replaced`` (rows of the run's earlier partition, dropped), ``bytes``
+        (uncompressed, read in this call), ``jobs``, ``files``, ``resumed`` (files found
+        already staged), ``seconds``, ``swap_seconds`` (the swap transaction's end: from
+        asking for the lock on `table` to the commit).
 
     Raises
     ------
     NcreelError
         Cannot connect, the connection is lost (server shut down: the message says what was
-        committed and to rerun), the existing table's columns differ from `columns`, or the
-        COPY fails (message has the server's reason and line). Nothing of the run becomes
-        visible unless the whole load succeeds.
+        committed and to rerun), `table` exists but is not partitioned by run (made by an
+        older ncreel) or its columns differ from `columns`, or the COPY fails (message has
+        the server's reason and line). Nothing of the run becomes visible unless the whole
+        load succeeds.
     """
     import psycopg
 
@@ -184,6 +198,7 @@ def load_copy(copy_path: str | os.PathLike | Sequence[str | os.PathLike], *, con
     started = time.perf_counter()
     conn = _connect(conninfo, where)
     try:
+        _check_table(conn, table, columns, exists_only=True)
         conn.execute(create_statement(table, columns))
         _check_table(conn, table, columns)
         if jobs <= 1 or len(paths) == 1:
@@ -196,11 +211,21 @@ def load_copy(copy_path: str | os.PathLike | Sequence[str | os.PathLike], *, con
     finally:
         conn.close()
     seconds = time.perf_counter() - started
-    log.info("loaded %d rows of run %s into %s (%s) in %.1f s over %d connection(s); "
-             "replaced %d earlier rows", summary["rows"], run, table, where, seconds,
-             summary["jobs"], summary["deleted"])
-    return {"table": table, "run": run, **summary, "files": len(paths),
-            "seconds": round(seconds, 3)}
+    partition = ".".join(run_tables(table, run)["partition"])
+    log.info("loaded %d rows of run %s into %s, partition %s (%s) in %.1f s over %d "
+             "connection(s); replaced %d earlier rows (swap %.3f s)", summary["rows"], run,
+             table, partition, where, seconds, summary["jobs"], summary["replaced"],
+             summary["swap_seconds"])
+    return {"table": table, "run": run, "partition": partition, **summary,
+            "files": len(paths), "seconds": round(seconds, 3)}
+
+
+#: Longest wait, in ms, for the lock on the table at each swap attempt. A session waiting
+#: for a lock makes later ones queue behind it, so the swap gives up quickly and retries
+#: rather than stall every reader of the table behind a long query.
+SWAP_LOCK_TIMEOUT_MS = 40
+#: After this many seconds of retries the swap waits for the lock as long as it takes.
+SWAP_PATIENCE_S = 600.0
 
 
 def _connect(conninfo: str, where: str, autocommit: bool = True):
@@ -232,12 +257,13 @@ def _load_error(err, conn, where: str, what: str, staged: str = "") -> NcreelErr
     return NcreelError(f"database ({where}): {what} failed, nothing changed: {reason}")
 
 
-def _copy_files(cur, paths: Sequence[str], target, columns, block_bytes: int) -> tuple[int, int]:
-    """COPY each file into `target` on cursor `cur`; return (rows, bytes)."""
+def _copy_files(cur, paths: Sequence[str], target, columns, block_bytes: int,
+                freeze: bool = False) -> tuple[int, int]:
+    """COPY each file into `target` (name parts) on cursor `cur`; return (rows, bytes)."""
     from psycopg import sql
 
     rows = n_bytes = 0
-    stmt = sql.SQL(copy_statement(target, columns))
+    stmt = sql.SQL(copy_statement(target, columns, freeze=freeze))
     for path in paths:
         with open_copy_reader(path) as src, cur.copy(stmt) as copy:
             while block := src.read(block_bytes):
@@ -247,28 +273,61 @@ def _copy_files(cur, paths: Sequence[str], target, columns, block_bytes: int) ->
     return rows, n_bytes
 
 
-def _load_one_transaction(conn, paths, table, run, columns, block_bytes) -> dict:
+def _swap(conn, cur, table: str, run: str) -> tuple[int, float]:
+    """Replace the run's partition by its new table (see :func:`swap_statement`).
+
+    Counts the earlier partition's rows first (a read, before any lock on `table`), then
+    tries the swap with a short lock timeout in a savepoint, again and again, so it never
+    heads a queue of sessions waiting on `table`.
+
+    Returns
+    -------
+    replaced : int
+        Rows of the run's earlier partition (0 when there was none).
+    started : float
+        ``time.perf_counter()`` at the first attempt at the swap.
+    """
+    import psycopg
     from psycopg import sql
 
-    stage, done = _stage_names(table, run)
+    old = cur.execute(old_partition_query(table, run)).fetchone()
+    replaced = 0
+    if old is not None:
+        replaced = cur.execute(sql.SQL("SELECT count(*) FROM {}").format(
+            sql.SQL(old[0]))).fetchone()[0]
+    swap = swap_statement(table, run)
+    started = time.perf_counter()
+    delay = 0.02
+    while True:
+        patient = time.perf_counter() - started > SWAP_PATIENCE_S
+        try:
+            with conn.transaction():  # a savepoint: a timed-out attempt keeps the COPY
+                cur.execute(f"SET LOCAL lock_timeout = {0 if patient else SWAP_LOCK_TIMEOUT_MS}")
+                cur.execute(swap)
+            break
+        except psycopg.errors.LockNotAvailable:
+            time.sleep(delay)
+            delay = min(2 * delay, 0.5)
+    return replaced, started
+
+
+def _load_one_transaction(conn, paths, table, run, columns, block_bytes) -> dict:
+    stage = run_tables(table, run)["stage"]
     with conn.transaction(), conn.cursor() as cur:
-        stmts = load_statements(table, columns, run)
-        for stmt in stmts[:2]:  # SET LOCAL ncreel.run, the run's advisory lock
+        # Advisory lock, leftovers of a killed parallel load dropped, the new table made.
+        for stmt in load_statements(table, columns, run):
             cur.execute(stmt)
-        # A staging table left by a killed parallel load of this run is obsolete now.
-        cur.execute(sql.SQL("DROP TABLE IF EXISTS {}, {}").format(identifier(*stage),
-                                                                  identifier(*done)))
-        cur.execute(stmts[2])  # DELETE the run's earlier rows
-        deleted = cur.rowcount
-        rows, n_bytes = _copy_files(cur, paths, table, columns, block_bytes)
-    return {"rows": rows, "deleted": deleted, "bytes": n_bytes, "jobs": 1, "resumed": 0}
+        rows, n_bytes = _copy_files(cur, paths, stage, columns, block_bytes, freeze=True)
+        replaced, swap_started = _swap(conn, cur, table, run)
+    swap_seconds = time.perf_counter() - swap_started
+    return {"rows": rows, "replaced": replaced, "bytes": n_bytes, "jobs": 1, "resumed": 0,
+            "swap_seconds": round(swap_seconds, 4)}
 
 
 def _stage_names(table: str, run: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Staging and bookkeeping table of (`table`, `run`), in `table`'s schema."""
-    parts = table_name(table)
-    h = hashlib.sha1(f"{table}\0{run}".encode()).hexdigest()[:16]
-    return (*parts[:-1], f"ncreel_stage_{h}"), (*parts[:-1], f"ncreel_staged_{h}")
+    """Return the run's new table and the parallel load's bookkeeping table (name parts)."""
+    names = run_tables(table, run)
+    return names["stage"], names["staged"]
 
 
 def _fingerprint(path: str) -> str:
@@ -277,36 +336,37 @@ def _fingerprint(path: str) -> str:
 
 
 def _load_staged(conn, conninfo, where, paths, table, run, columns, jobs, block_bytes) -> dict:
-    """Parallel load: files into an unlogged staging table, then one atomic replace."""
+    """Parallel load: files into the run's new table, committed one by one, then the swap."""
     from concurrent.futures import ThreadPoolExecutor
 
     import psycopg
     from psycopg import sql
 
     stage, done = _stage_names(table, run)
-    st, dn, t = identifier(*stage), identifier(*done), identifier(*table_name(table))
-    lit_run = sql.Literal(run)
+    st, dn = identifier(*stage), identifier(*done)
     # One load of this run at a time (session lock: held across the workers' commits).
     conn.execute(sql.SQL("SELECT pg_advisory_lock({})").format(advisory_key(table, run)))
-    conn.execute(sql.SQL("CREATE UNLOGGED TABLE IF NOT EXISTS {} (LIKE {} INCLUDING DEFAULTS)")
-                 .format(st, t))
-    conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} (file text PRIMARY KEY)").format(dn))
-    staged = {r[0] for r in conn.execute(sql.SQL("SELECT file FROM {}").format(dn))}
+    if conn.execute("SELECT relpersistence FROM pg_class WHERE oid = to_regclass(%s)",
+                    (st.as_string(conn),)).fetchone() == ("u",):
+        # An older ncreel's unlogged staging table: not a partition to be, start again.
+        conn.execute(sql.SQL("DROP TABLE IF EXISTS {}, {}").format(st, dn))
+    conn.execute(stage_statement(table, columns, run, if_not_exists=True))
+    conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} (file text PRIMARY KEY, "
+                         "rows bigint NOT NULL)").format(dn))
+    staged = dict(conn.execute(sql.SQL("SELECT file, rows FROM {}").format(dn)).fetchall())
     prints = {p: _fingerprint(p) for p in paths}
-    if staged - set(prints.values()):  # staged from other files: start again
+    if set(staged) - set(prints.values()):  # staged from other files: start again
         conn.execute(sql.SQL("TRUNCATE {}, {}").format(st, dn))
-        staged = set()
+        staged = {}
     todo = [p for p in paths if prints[p] not in staged]
-    stage_name = ".".join(stage)
 
     def load_file(path: str) -> tuple[int, int]:
         wconn = _connect(conninfo, where, autocommit=False)
         try:
             with wconn.cursor() as cur:
-                cur.execute(load_statements(table, columns, run)[0])  # SET LOCAL ncreel.run
-                counts = _copy_files(cur, [path], stage_name, columns, block_bytes)
-                cur.execute(sql.SQL("INSERT INTO {} VALUES ({})").format(dn, sql.Literal(
-                    prints[path])))
+                counts = _copy_files(cur, [path], stage, columns, block_bytes)
+                cur.execute(sql.SQL("INSERT INTO {} VALUES ({}, {})").format(
+                    dn, sql.Literal(prints[path]), sql.Literal(counts[0])))
             wconn.commit()
             return counts
         except psycopg.Error as err:
@@ -318,24 +378,36 @@ def _load_staged(conn, conninfo, where, paths, table, run, columns, jobs, block_
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         results = list(pool.map(load_file, todo))
+    rows = sum(r for r, _ in results) + sum(staged.values())
     n_bytes = sum(b for _, b in results)
     with conn.transaction(), conn.cursor() as cur:
-        cur.execute(sql.SQL("DELETE FROM {} WHERE {} = {}").format(t, identifier("run"), lit_run))
-        deleted = cur.rowcount
-        cols = sql.SQL(", ").join(identifier(n) for n in ["run", *(n for n, _ in columns)])
-        cur.execute(sql.SQL("INSERT INTO {} ({}) SELECT {} FROM {}").format(t, cols, cols, st))
-        rows = cur.rowcount
-        cur.execute(sql.SQL("DROP TABLE {}, {}").format(st, dn))
+        replaced, swap_started = _swap(conn, cur, table, run)
+        cur.execute(sql.SQL("DROP TABLE {}").format(dn))
+    swap_seconds = time.perf_counter() - swap_started
     conn.execute(sql.SQL("SELECT pg_advisory_unlock_all()"))
-    return {"rows": rows, "deleted": deleted, "bytes": n_bytes, "jobs": jobs,
-            "resumed": len(paths) - len(todo)}
+    return {"rows": rows, "replaced": replaced, "bytes": n_bytes, "jobs": jobs,
+            "resumed": len(paths) - len(todo), "swap_seconds": round(swap_seconds, 4)}
 
 
-def _check_table(conn, table: str, columns: Sequence[tuple[str, str]]) -> None:
-    """Raise if an existing `table` does not have exactly ``run`` + `columns` (by name)."""
+def _check_table(conn, table: str, columns: Sequence[tuple[str, str]],
+                 exists_only: bool = False) -> None:
+    """Raise unless `table` is partitioned by ``LIST (run)`` with ``run`` + `columns`.
+
+    With `exists_only`, a missing `table` passes (it is about to be created); the
+    columns are compared by name.
+    """
+    reg = identifier(*table_name(table)).as_string(conn)
+    found = conn.execute("SELECT relkind, CASE relkind WHEN 'p' THEN pg_get_partkeydef(oid) "
+                         "END FROM pg_class WHERE oid = to_regclass(%s)", (reg,)).fetchone()
+    if found is None and exists_only:
+        return
+    if found is None or found[0] != "p" or found[1] != "LIST (run)":
+        raise NcreelError(older_table_message(table) if found is None or found[0] == "r" else
+                          f"table {table} exists but is not a table partitioned by LIST "
+                          f"(run) (it is relkind '{found[0]}', {found[1] or 'not partitioned'})"
+                          ": set config key 'table' to a new name")
     cur = conn.execute("SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass "
-                       "AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
-                       (identifier(*table_name(table)).as_string(conn),))
+                       "AND attnum > 0 AND NOT attisdropped ORDER BY attnum", (reg,))
     have = [r[0] for r in cur.fetchall()]
     want = ["run", *(n for n, _ in columns)]
     if have != want:

@@ -29,8 +29,9 @@ def reduce_cells(parts: Sequence[str | os.PathLike], copy_path: str | os.PathLik
     copy_path : path
         Output COPY file (``cells.copy``, ``cells.copy.gz`` or ``cells.copy.zst``).
     sql_path : path
-        Output psql script: creates `table` if missing and ``\copy``-loads `copy_path` by
-        its base name as run `run`, so run it from the directory holding both files.
+        Output psql script: creates `table` (partitioned by run) if missing and
+        ``\copy``-loads `copy_path`, by its base name, as run `run`'s partition; run it
+        from the directory holding both files.
     columns : sequence of (str, str)
         The COPY file's column names and PostgreSQL types (the cell model's declaration,
         from :func:`ncreel.cells.series_columns` at parse time).
