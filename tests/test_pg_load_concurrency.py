@@ -156,6 +156,45 @@ def test_two_runs_load_at_once_first_time(pg_server, pg_conn, tmp_path, how, exi
         assert (_count(pg_conn, table, "a"), _count(pg_conn, table, "b")) == (100, 200)
 
 
+@pytest.mark.parametrize("how", ["psql", "rule"])
+def test_two_reruns_swap_at_once_without_deadlock(pg_server, pg_conn, tmp_path, how):
+    """Both swaps need ACCESS EXCLUSIVE on the table: they queue, never deadlock."""
+    table = f"t_reruns_{how}"
+    for run in ("a", "b", "c"):
+        Loader(how, pg_server, tmp_path / "0", table, run, 10).finish()
+    loads = [Loader(how, pg_server, tmp_path / "1", table, run, n)
+             for run, n in (("a", 100), ("b", 200))]
+    _wait_copies(pg_conn, 2)  # both mid-COPY; both swap as soon as their COPY ends
+    for load in loads:
+        load.hold.set()
+    for load in loads:
+        load.finish()
+    assert [_count(pg_conn, table, r) for r in "abc"] == [100, 200, 10]
+    parts = pg_conn.execute("SELECT c.relname FROM pg_inherits i JOIN pg_class c ON "
+                            "c.oid = i.inhrelid WHERE i.inhparent = %s::regclass ORDER BY 1",
+                            (table,)).fetchall()
+    assert parts == [(f"{table}_{r}",) for r in "abc"]
+
+
+def test_schema_table_and_long_run_names(pg_server, pg_conn, tmp_path):
+    """Partitions live in the table's schema; a name over 63 bytes is shortened, not cut."""
+    pg_conn.execute("CREATE SCHEMA IF NOT EXISTS climate")
+    long_run = "r" * 60
+    for how, run in (("psql", long_run), ("rule", "b.2-x")):
+        Loader(how, pg_server, tmp_path / how, "climate.Cells", run, 5).finish()
+    Loader("rule", pg_server, tmp_path / "again", "climate.Cells", long_run, 6).finish()
+    got = pg_conn.execute("SELECT n.nspname, c.relname, pg_get_expr(c.relpartbound, c.oid) "
+                          "FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid JOIN "
+                          "pg_namespace n ON n.oid = c.relnamespace WHERE i.inhparent = "
+                          "'climate.\"Cells\"'::regclass ORDER BY 2").fetchall()
+    assert [(g[0], g[2]) for g in got] == [("climate", "FOR VALUES IN ('b.2-x')"),
+                                           ("climate", f"FOR VALUES IN ('{long_run}')")]
+    assert got[0][1] == "Cells_b.2-x" and got[1][1].startswith("Cells_rrr")
+    assert len(got[1][1]) <= 63 and got[1][1] != f"Cells_{long_run}"[:63]
+    assert pg_conn.execute("SELECT count(*) FROM climate.\"Cells\" WHERE run = %s",
+                           (long_run,)).fetchone()[0] == 6
+
+
 @pytest.mark.parametrize("table", ["select", "MixedCase", 'we"ird name'])
 def test_reserved_and_mixed_case_names_load(pg_server, pg_conn, tmp_path, table):
     for how in ("psql", "rule"):

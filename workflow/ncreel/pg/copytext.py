@@ -350,18 +350,18 @@ def run_tables(table: str, run: str) -> dict[str, tuple[str, ...]]:
     Returns
     -------
     dict
-        ``partition``: the run's partition once attached, ``<table>_<run>`` (shortened
-        with a hash of both when longer than 63 bytes); ``stage``: the run's new table
-        while it loads (``ncreel_stage_<hash>``); ``staged``: the files a parallel load
-        has committed into ``stage`` (``ncreel_staged_<hash>``).
+        ``partition``: the run's partition once attached, ``<table>_<run>`` (cut to 54
+        bytes and ended with a hash of both when longer than 63 bytes); ``stage``: the
+        run's new table while it loads (``ncreel_stage_<hash>``); ``staged``: the files a
+        parallel load has committed into ``stage`` (``ncreel_staged_<hash>``).
     """
     import hashlib
 
     parts = table_name(table)
     h = hashlib.sha1(f"{table}\0{_run_name(run)}".encode()).hexdigest()[:16]
     name = f"{parts[-1]}_{run}"
-    if len(name.encode()) > 63:
-        name = f"{parts[-1].encode()[:46].decode(errors='ignore')}_{h}"
+    if len(name.encode()) > 63:  # PostgreSQL would cut it silently; keep it unique
+        name = f"{name.encode()[:54].decode(errors='ignore')}_{h[:8]}"
     schema = parts[:-1]
     return {"partition": (*schema, name), "stage": (*schema, f"ncreel_stage_{h}"),
             "staged": (*schema, f"ncreel_staged_{h}")}
