@@ -22,7 +22,7 @@ help:
 	@echo "make profiles - link profiles/* into your Snakemake config dir (--profile cheyenne ...)"
 	@echo "make bench  - bench-render + bench-cells (key=value lines)"
 	@echo "make bench-render - frames/s, end-to-end time and peak RSS vs xmovie and FFMpegWriter"
-	@echo "make bench-cells - COPY writer vs pandas and a per-cell loop, a big run, reduce and load"
+	@echo "make bench-cells - COPY writer vs pandas and a per-cell loop, a big run, reduce, load and replace"
 	@echo "make bench-scale - 10 000-shard dry run, PBS submissions and status calls per poll"
 	@echo "make venv   - only the virtualenv .venv/ (ncreel, Snakemake; PYTHON=/path/to/python3)"
 	@echo "make sysdeps - the system packages the tests need (apt: ffmpeg, PostgreSQL, graphviz...)"
@@ -121,8 +121,10 @@ bench: bench-render bench-cells
 
 # Per-cell table benchmark: COPY writer vs pandas vs per-cell loop, the
 # 1 000 000-cell x 100-step workflow run against declared mem_mb, reduce vs cat, load (1 and
-# 2 connections) vs psql \copy. Ends with key=value lines. BENCH_CELLS_ARGS="--big 0" skips
-# the big run; "--smoke" runs every phase at tiny sizes (tests/test_bench_cells_smoke.py).
+# 2 connections) vs psql \copy, replacing a run's partition beside a reader of another run.
+# Ends with key=value lines. BENCH_CELLS_ARGS="--big 0" skips the big run; "--replace-rows N"
+# sizes the replaced run; "--smoke" runs every phase at tiny sizes
+# (tests/test_bench_cells_smoke.py).
 BENCH_CELLS_ARGS ?=
 bench-cells: $(VENV)/.test sysdeps
 	$(PY) bench/cells_bench.py $(BENCH_CELLS_ARGS)

@@ -386,6 +386,8 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="keep the big run's results")
     ap.add_argument("--repeats", type=int, default=3,
                     help="load measurements per kind; the best counts (shared machines)")
+    ap.add_argument("--replace-rows", type=int, default=0,
+                    help="rows of the replaced run (phase 5); 0: the --rows file")
     ap.add_argument("--smoke", action="store_true",
                     help="tiny sizes, seconds: checks every phase runs (CI)")
     a = ap.parse_args()
@@ -466,7 +468,12 @@ def main() -> None:
     try:
         best = load_vs_psql(rows_file, a.rows, a.repeats)
         # 5. replacing a run: its partition swapped, beside a reader of another run.
-        figures.update(replace_run(rows_file, a.rows))
+        if a.replace_rows:
+            rows_file.unlink()
+            r, _ = child("writer", a.replace_rows, rows_file)
+            figures.update(replace_run(rows_file, r["rows"]))
+        else:
+            figures.update(replace_run(rows_file, a.rows))
     finally:
         rows_file.unlink(missing_ok=True)
     figures["load_rows_per_s"] = round(a.rows / best["load1"])

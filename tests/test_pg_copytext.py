@@ -81,7 +81,7 @@ def test_concatenate_keeps_order(tmp_path):
 def test_load_script_and_table_names():
     sql = load_script("ncreel_demo", [("a", "integer"), ("b", "text")], "cells.copy", run="demo")
     assert "\\set ON_ERROR_STOP on" in sql
-    stage = run_tables("ncreel_demo", "demo")["stage"][-1]
+    stage, old = (run_tables("ncreel_demo", "demo")[k][-1] for k in ("stage", "old"))
     assert f"\\copy \"{stage}\" (\"a\", \"b\") FROM 'cells.copy' WITH (FORMAT text, FREEZE)" \
         in sql
     # The new table is made in the load transaction (FREEZE), the shared one locked last.
@@ -89,7 +89,7 @@ def test_load_script_and_table_names():
         < sql.index(f"CREATE TABLE \"{stage}\"") < sql.index("CHECK (\"run\" = 'demo')") \
         < sql.index("\\copy") < sql.index("DETACH PARTITION") \
         < sql.index("ATTACH PARTITION") < sql.index("RENAME TO \"ncreel_demo_demo\"") \
-        < sql.index("COMMIT;")
+        < sql.index("COMMIT;") < sql.index(f"DROP TABLE IF EXISTS \"{old}\";\n")
     assert "DELETE" not in sql and "LIKE" not in sql
     assert run_tables("c", "r" * 60)["partition"][-1].startswith("c_")  # hashed, <= 63 bytes
     assert len(run_tables("x" * 63, "r")["partition"][-1].encode()) <= 63

@@ -81,6 +81,11 @@ def test_rerun_replaces_the_partition_without_dead_rows(pg_server, pg_conn, tmp_
     assert new != old  # a new table, the old one dropped
     assert pg_conn.execute("SELECT count(*) FROM pg_class WHERE oid = %s", (old,)
                            ).fetchone()[0] == 0
+    from ncreel.pg.copytext import run_tables
+
+    left = [n[-1] for k, n in run_tables("t_dead", "a").items() if k != "partition"]
+    assert pg_conn.execute("SELECT count(*) FROM pg_class WHERE relname = ANY(%s)", (left,)
+                           ).fetchone()[0] == 0  # no new, old or staging table left
     # The loading backends have exited, so their statistics are flushed.
     assert _dead_and_deleted(pg_conn, "t_dead") == (0, 0)
     # COPY FREEZE: every page of the one-connection load is all-frozen already.
@@ -117,6 +122,36 @@ def test_attach_needs_no_validation_scan(pg_server, pg_conn, tmp_path):
     assert _count(pg_conn, "t_scan", "r") == 50
 
 
+def test_old_partition_left_by_a_kill_after_the_swap_is_dropped_next_time(pg_server, pg_conn,
+                                                                           tmp_path):
+    """Killed after the swap's commit, before the DROP: the run is whole; the next load
+    drops the detached table."""
+    from ncreel.pg.copytext import (
+        copy_statement,
+        load_statements,
+        run_tables,
+        swap_statement,
+    )
+
+    f = _write(tmp_path / "c.copy", 30)
+    load_copy(f, conninfo=pg_server["conninfo"], table="t_after", run="r", columns=COLS)
+    with psycopg_connect(pg_server) as conn:
+        with conn.transaction(), conn.cursor() as cur:
+            for stmt in load_statements("t_after", COLS, "r"):
+                cur.execute(stmt)
+            with cur.copy(copy_statement(run_tables("t_after", "r")["stage"], COLS)) as copy:
+                copy.write(f.read_bytes()[: f.read_bytes().index(b"\n", 100) + 1])
+            cur.execute(swap_statement("t_after", "r"))
+    old = run_tables("t_after", "r")["old"][-1]
+    assert pg_conn.execute("SELECT relispartition FROM pg_class WHERE relname = %s",
+                           (old,)).fetchone() == (False,)
+    assert _count(pg_conn, "t_after", "r") < 30 and _count(pg_conn, old) == 30
+    load_copy(f, conninfo=pg_server["conninfo"], table="t_after", run="r", columns=COLS)
+    assert pg_conn.execute("SELECT count(*) FROM pg_class WHERE relname = %s", (old,)
+                           ).fetchone()[0] == 0
+    assert _count(pg_conn, "t_after", "r") == 30
+
+
 def psycopg_connect(pg_server):
     import psycopg
 
@@ -151,6 +186,35 @@ def test_existing_table_with_other_columns_is_refused(pg_server, pg_conn, tmp_pa
     with pytest.raises(NcreelError, match="exists with columns \\(run, x\\)"):
         load_copy(_write(tmp_path / "c.copy", 3), conninfo=pg_server["conninfo"],
                   table="t_other", run="r", columns=COLS)
+
+
+def test_members_of_the_owning_role_replace_each_others_runs(pg_server, pg_conn, tmp_path):
+    """Partitions belong to the table's owner: alice can replace the run bob loaded."""
+    for role in ("cells_owner", "alice", "bob", "eve"):
+        pg_conn.execute(f"CREATE ROLE {role} {'NOLOGIN' if role == 'cells_owner' else 'LOGIN'}")
+    pg_conn.execute("CREATE SCHEMA shared AUTHORIZATION cells_owner")
+    pg_conn.execute("GRANT cells_owner TO alice, bob")
+    pg_conn.execute("GRANT USAGE, CREATE ON SCHEMA shared TO eve")
+    f = _write(tmp_path / "c.copy", 4)
+
+    def load(role, run):
+        return load_copy(f, conninfo=pg_server["conninfo"].replace("user=postgres",
+                                                                   f"user={role}"),
+                         table="shared.cells", run=run, columns=COLS)
+    from ncreel.pg.copytext import create_statement
+
+    pg_conn.execute(create_statement("shared.cells", COLS))  # made once, by an admin
+    pg_conn.execute("ALTER TABLE shared.cells OWNER TO cells_owner")
+    assert load("bob", "x")["replaced"] == 0
+    assert load("alice", "x")["replaced"] == 4
+    assert load("bob", "x")["replaced"] == 4
+    owners = pg_conn.execute("SELECT DISTINCT relowner::regrole::text FROM pg_class WHERE oid "
+                             "IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = "
+                             "'shared.cells'::regclass)").fetchall()
+    assert owners == [("cells_owner",)]
+    with pytest.raises(NcreelError, match='nothing changed: must be member of role "cells_owner"'):
+        load("eve", "y")
+    assert _count(pg_conn, "shared.cells") == 4
 
 
 def test_table_of_an_older_ncreel_is_refused_with_what_to_do(pg_server, pg_conn, tmp_path):

@@ -353,7 +353,9 @@ def run_tables(table: str, run: str) -> dict[str, tuple[str, ...]]:
         ``partition``: the run's partition once attached, ``<table>_<run>`` (cut to 54
         bytes and ended with a hash of both when longer than 63 bytes); ``stage``: the
         run's new table while it loads (``ncreel_stage_<hash>``); ``staged``: the files a
-        parallel load has committed into ``stage`` (``ncreel_staged_<hash>``).
+        parallel load has committed into ``stage`` (``ncreel_staged_<hash>``); ``old``:
+        the run's earlier partition between the swap and its ``DROP``
+        (``ncreel_old_<hash>``).
     """
     import hashlib
 
@@ -364,7 +366,7 @@ def run_tables(table: str, run: str) -> dict[str, tuple[str, ...]]:
         name = f"{name.encode()[:54].decode(errors='ignore')}_{h[:8]}"
     schema = parts[:-1]
     return {"partition": (*schema, name), "stage": (*schema, f"ncreel_stage_{h}"),
-            "staged": (*schema, f"ncreel_staged_{h}")}
+            "staged": (*schema, f"ncreel_staged_{h}"), "old": (*schema, f"ncreel_old_{h}")}
 
 
 def advisory_key(table: str, run: str | None = None):
@@ -448,7 +450,7 @@ def load_statements(table: str, columns: Sequence[tuple[str, str]], run: str) ->
     """Return the SQL that starts loading `run` into `table`, inside the load transaction.
 
     Take the run's advisory lock (two loads of one run queue; loads of other runs do not),
-    drop what a killed parallel load of the run left, and create the run's new table
+    drop what a killed load of the run left, and create the run's new table
     (:func:`run_tables` ``stage``): `columns` after ``run text NOT NULL DEFAULT '<run>'``
     with ``CHECK (run = '<run>')``, the partition bound, so the later ``ATTACH PARTITION``
     skips its validation scan. Nothing here touches `table` itself: loads hold no lock on
@@ -475,8 +477,9 @@ def load_statements(table: str, columns: Sequence[tuple[str, str]], run: str) ->
     names = run_tables(table, run)
     lock = sql.SQL("PERFORM pg_advisory_xact_lock({});").format(advisory_key(table, run))
     return [_do(lock),
-            sql.SQL("DROP TABLE IF EXISTS {}, {}").format(
-                identifier(*names["stage"]), identifier(*names["staged"])).as_string(None),
+            sql.SQL("DROP TABLE IF EXISTS {}, {}, {}").format(
+                identifier(*names["stage"]), identifier(*names["staged"]),
+                identifier(*names["old"])).as_string(None),
             stage_statement(table, columns, run)]
 
 
@@ -514,9 +517,12 @@ def old_partition_query(table: str, run: str) -> str:
 def swap_statement(table: str, run: str) -> str:
     """Return the SQL replacing the run's partition of `table` with its new table.
 
-    ``DETACH`` and ``DROP`` the run's earlier partition, if any, then ``ATTACH`` the new
+    ``DETACH`` the run's earlier partition, if any, and rename it to :func:`run_tables`
+    ``old`` (:func:`drop_old_statement` drops it after the commit, so the time its files
+    take to delete is spent outside any lock on `table`), then ``ATTACH`` the new
     table (validated by its ``CHECK``, no scan) and rename it to the run's partition name
-    (:func:`run_tables`). Run it last in the load transaction: the only lock on `table`
+    (:func:`run_tables`), owned by `table`'s owner, so that any member of that role can
+    replace it later. Run it last in the load transaction: the only lock on `table`
     itself is taken here, held until the commit: ``SHARE UPDATE EXCLUSIVE`` for a run's
     first load (readers go on), ``ACCESS EXCLUSIVE`` for milliseconds when a partition is
     replaced (PostgreSQL's ``DETACH`` in a transaction needs it). Every load takes this one
@@ -535,14 +541,30 @@ def swap_statement(table: str, run: str) -> str:
         "old := ({query});\n"
         "IF old IS NOT NULL THEN\n"
         "  EXECUTE format('ALTER TABLE %s DETACH PARTITION %s', {reg}::regclass, old);\n"
-        "  EXECUTE format('DROP TABLE %s', old);\n"
+        "  EXECUTE format('ALTER TABLE %s RENAME TO %I', old, {old_name});\n"
         "END IF;\n"
+        "EXECUTE format('ALTER TABLE %s OWNER TO %s', {stage_reg}::regclass,\n"
+        "  (SELECT relowner::regrole FROM pg_class WHERE oid = {reg}::regclass));\n"
         "ALTER TABLE {t} ATTACH PARTITION {stage} FOR VALUES IN ({run});\n"
         "ALTER TABLE {stage} RENAME TO {part};").format(
             query=sql.SQL(old_partition_query(table, run)), reg=reg, t=_table(table),
             stage=identifier(*names["stage"]), run=sql.Literal(run),
+            stage_reg=sql.Literal(identifier(*names["stage"]).as_string(None)),
+            old_name=sql.Literal(names["old"][-1]),
             part=identifier(names["partition"][-1]))
     return _do(stmt, declare="old regclass;")
+
+
+def drop_old_statement(table: str, run: str) -> str:
+    """``DROP`` the run's earlier partition, detached by :func:`swap_statement`; run after it.
+
+    A load killed between the two leaves it; the run's next load drops it
+    (:func:`load_statements`).
+    """
+    from psycopg import sql
+
+    return sql.SQL("DROP TABLE IF EXISTS {}").format(
+        identifier(*run_tables(table, run)["old"])).as_string(None)
 
 
 def copy_statement(table: str | tuple[str, ...], columns: Sequence[tuple[str, str]],
@@ -569,7 +591,8 @@ def load_script(table: str, columns: Sequence[tuple[str, str]], copy_file: str,
     the same SQL as the ``load_database`` rule and makes the same guarantees: the table is
     created if missing (serialised, :func:`create_statement`), then one transaction
     creates the run's new table (:func:`load_statements`), ``\copy``-loads the file into
-    it with ``FREEZE`` and swaps it in as the run's partition (:func:`swap_statement`), so
+    it with ``FREEZE`` and swaps it in as the run's partition (:func:`swap_statement`),
+    then drops the earlier partition (:func:`drop_old_statement`), so
     other sessions see the run's old rows or all the new ones, readers of other runs are
     never blocked by the COPY, and concurrent loads of other runs never deadlock.
     ``ON_ERROR_STOP`` makes psql stop, and roll back, at the first error.
@@ -602,7 +625,8 @@ def load_script(table: str, columns: Sequence[tuple[str, str]], copy_file: str,
     # psql's \copy must be on one line.
     lines.append("\\" + copy_statement(stage, columns, source, freeze=True)
                  .replace("COPY", "copy", 1))
-    lines += [f"{swap_statement(table, run)};", "COMMIT;", ""]
+    lines += [f"{swap_statement(table, run)};", "COMMIT;", f"{drop_old_statement(table, run)};",
+              ""]
     return "\n".join(lines)
 
 

@@ -22,6 +22,7 @@ from ncreel.pg.copytext import (
     advisory_key,
     copy_statement,
     create_statement,
+    drop_old_statement,
     identifier,
     load_statements,
     old_partition_query,
@@ -175,8 +176,10 @@ def load_copy(copy_path: str | os.PathLike | Sequence[str | os.PathLike], *, con
         ``table``, ``run``, ``partition`` (its name), ``rows`` (loaded, from the server's
         row counts), ``replaced`` (rows of the run's earlier partition, dropped), ``bytes``
         (uncompressed, read in this call), ``jobs``, ``files``, ``resumed`` (files found
-        already staged), ``seconds``, ``swap_seconds`` (the swap transaction's end: from
-        asking for the lock on `table` to the commit).
+        already staged), ``seconds``, ``swap_seconds`` (from the swap attempt that got the
+        lock on `table` to the commit: the longest that readers of `table` can have waited
+        for the swap), ``swap_wait_seconds`` (earlier attempts that gave way to other
+        sessions' locks).
 
     Raises
     ------
@@ -206,6 +209,14 @@ def load_copy(copy_path: str | os.PathLike | Sequence[str | os.PathLike], *, con
         else:
             summary = _load_staged(conn, conninfo, where, paths, table, run, columns, jobs,
                                    block_bytes)
+        try:
+            # The run's earlier partition, detached by the swap: its files are deleted
+            # here, after the commit, with no lock on the table.
+            conn.execute(drop_old_statement(table, run))
+        except psycopg.Error as err:  # the run is loaded; the next load drops it
+            log.warning("run %s is loaded, but its earlier partition, now %s, was not "
+                        "dropped (%s); the run's next load drops it", run,
+                        ".".join(run_tables(table, run)["old"]), " ".join(str(err).split()))
     except psycopg.Error as err:
         raise _load_error(err, conn, where, what) from None
     finally:
@@ -284,8 +295,11 @@ def _swap(conn, cur, table: str, run: str) -> tuple[int, float]:
     -------
     replaced : int
         Rows of the run's earlier partition (0 when there was none).
-    started : float
-        ``time.perf_counter()`` at the first attempt at the swap.
+    attempt : float
+        ``time.perf_counter()`` at the start of the attempt that got the lock: from then
+        to the commit the lock on `table` is asked for or held.
+    waited : float
+        Seconds of earlier attempts that timed out, and the pauses between them.
     """
     import psycopg
     from psycopg import sql
@@ -296,10 +310,10 @@ def _swap(conn, cur, table: str, run: str) -> tuple[int, float]:
         replaced = cur.execute(sql.SQL("SELECT count(*) FROM {}").format(
             sql.SQL(old[0]))).fetchone()[0]
     swap = swap_statement(table, run)
-    started = time.perf_counter()
+    started = attempt = time.perf_counter()
     delay = 0.02
     while True:
-        patient = time.perf_counter() - started > SWAP_PATIENCE_S
+        patient = attempt - started > SWAP_PATIENCE_S
         try:
             with conn.transaction():  # a savepoint: a timed-out attempt keeps the COPY
                 cur.execute(f"SET LOCAL lock_timeout = {0 if patient else SWAP_LOCK_TIMEOUT_MS}")
@@ -308,7 +322,8 @@ def _swap(conn, cur, table: str, run: str) -> tuple[int, float]:
         except psycopg.errors.LockNotAvailable:
             time.sleep(delay)
             delay = min(2 * delay, 0.5)
-    return replaced, started
+            attempt = time.perf_counter()
+    return replaced, attempt, attempt - started
 
 
 def _load_one_transaction(conn, paths, table, run, columns, block_bytes) -> dict:
@@ -318,10 +333,10 @@ def _load_one_transaction(conn, paths, table, run, columns, block_bytes) -> dict
         for stmt in load_statements(table, columns, run):
             cur.execute(stmt)
         rows, n_bytes = _copy_files(cur, paths, stage, columns, block_bytes, freeze=True)
-        replaced, swap_started = _swap(conn, cur, table, run)
+        replaced, swap_started, waited = _swap(conn, cur, table, run)
     swap_seconds = time.perf_counter() - swap_started
     return {"rows": rows, "replaced": replaced, "bytes": n_bytes, "jobs": 1, "resumed": 0,
-            "swap_seconds": round(swap_seconds, 4)}
+            "swap_seconds": round(swap_seconds, 4), "swap_wait_seconds": round(waited, 4)}
 
 
 def _stage_names(table: str, run: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -381,12 +396,13 @@ def _load_staged(conn, conninfo, where, paths, table, run, columns, jobs, block_
     rows = sum(r for r, _ in results) + sum(staged.values())
     n_bytes = sum(b for _, b in results)
     with conn.transaction(), conn.cursor() as cur:
-        replaced, swap_started = _swap(conn, cur, table, run)
+        replaced, swap_started, waited = _swap(conn, cur, table, run)
         cur.execute(sql.SQL("DROP TABLE {}").format(dn))
     swap_seconds = time.perf_counter() - swap_started
     conn.execute(sql.SQL("SELECT pg_advisory_unlock_all()"))
     return {"rows": rows, "replaced": replaced, "bytes": n_bytes, "jobs": jobs,
-            "resumed": len(paths) - len(todo), "swap_seconds": round(swap_seconds, 4)}
+            "resumed": len(paths) - len(todo), "swap_seconds": round(swap_seconds, 4),
+            "swap_wait_seconds": round(waited, 4)}
 
 
 def _check_table(conn, table: str, columns: Sequence[tuple[str, str]],
