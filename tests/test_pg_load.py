@@ -96,6 +96,30 @@ def test_rerun_replaces_the_partition_without_dead_rows(pg_server, pg_conn, tmp_
     assert pages > 1 and frozen == pages
 
 
+def test_parallel_load_resumes_only_from_the_same_files(pg_server, pg_conn, tmp_path):
+    """jobs > 1: a failed load keeps the files it staged (not attached); a rerun with the
+    same files resumes after them, with changed files it starts again."""
+    info = pg_server["conninfo"]
+    files = [_write(tmp_path / f"{i}.copy", 10, 10 * i) for i in range(3)]
+    good = files[2].read_bytes()
+    files[2].write_bytes(good + b"x\t1\ty\n")
+    with pytest.raises(NcreelError, match="staging .*2.copy for t_resume failed, nothing changed"):
+        load_copy(files, conninfo=info, table="t_resume", run="r", columns=COLS, jobs=2)
+    assert _partitions(pg_conn, "t_resume") == {}  # nothing attached
+    files[2].write_bytes(good)
+    s = load_copy(files, conninfo=info, table="t_resume", run="r", columns=COLS, jobs=2)
+    assert (s["rows"], s["resumed"]) == (30, 2) and _count(pg_conn, "t_resume", "r") == 30
+    files[2].write_bytes(good + b"x\t1\ty\n")
+    with pytest.raises(NcreelError):
+        load_copy(files, conninfo=info, table="t_resume", run="r", columns=COLS, jobs=2)
+    _write(files[0], 5, 100)  # a changed shard file: what was staged is obsolete
+    files[2].write_bytes(good)
+    s = load_copy(files, conninfo=info, table="t_resume", run="r", columns=COLS, jobs=2)
+    assert (s["rows"], s["resumed"], s["replaced"]) == (25, 0, 30)
+    ids = [r[0] for r in pg_conn.execute("SELECT cell_id FROM t_resume ORDER BY 1")]
+    assert ids == [*range(10, 30), *range(100, 105)]
+
+
 def test_attach_needs_no_validation_scan(pg_server, pg_conn, tmp_path):
     """The new table's CHECK matches the bound: PostgreSQL says the scan is skipped."""
     from ncreel.pg.copytext import (

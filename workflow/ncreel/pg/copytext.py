@@ -483,8 +483,7 @@ def load_statements(table: str, columns: Sequence[tuple[str, str]], run: str) ->
             stage_statement(table, columns, run)]
 
 
-def stage_statement(table: str, columns: Sequence[tuple[str, str]], run: str,
-                    if_not_exists: bool = False) -> str:
+def stage_statement(table: str, columns: Sequence[tuple[str, str]], run: str) -> str:
     """``CREATE TABLE`` of the run's new table, shaped as a partition of `table` for `run`.
 
     The columns are spelled out rather than ``LIKE table``: ``LIKE`` would hold a lock on
@@ -497,8 +496,7 @@ def stage_statement(table: str, columns: Sequence[tuple[str, str]], run: str,
         [sql.SQL("{} text NOT NULL DEFAULT {} CONSTRAINT {} CHECK ({} = {})").format(
             identifier("run"), lit, identifier(BOUND_CHECK), identifier("run"), lit)]
         + [sql.SQL("{} {}").format(identifier(n), sql.SQL(pgtype)) for n, pgtype in columns])
-    return sql.SQL("CREATE TABLE {}{} (\n    {}\n)").format(
-        sql.SQL("IF NOT EXISTS " if if_not_exists else ""),
+    return sql.SQL("CREATE TABLE {} (\n    {}\n)").format(
         identifier(*run_tables(table, run)["stage"]), body).as_string(None)
 
 

@@ -138,8 +138,9 @@ def load_copy(copy_path: str | os.PathLike | Sequence[str | os.PathLike], *, con
     `table` is partitioned by ``LIST (run)``, one partition per run, and created if missing
     (serialised by an advisory lock, in its own short transaction). The rows go into a new
     table shaped as the run's partition (``CHECK (run = …)`` matching the bound), which
-    then replaces the run's earlier partition in one transaction (``DETACH`` + ``DROP``,
-    ``ATTACH``: no validation scan, no ``DELETE``, no dead rows). With ``jobs=1`` that
+    then replaces the run's earlier partition in one transaction (``DETACH``, ``ATTACH``:
+    no validation scan, no ``DELETE``, no dead rows; the earlier partition is dropped after
+    the commit). With ``jobs=1`` that
     transaction also creates the new table and COPYs the file(s) into it with ``FREEZE``;
     with ``jobs > 1`` the files are COPYed over `jobs` connections into the new table, one
     committed transaction per file (a killed load resumes with the files not yet staged),
@@ -284,7 +285,7 @@ def _copy_files(cur, paths: Sequence[str], target, columns, block_bytes: int,
     return rows, n_bytes
 
 
-def _swap(conn, cur, table: str, run: str) -> tuple[int, float]:
+def _swap(conn, cur, table: str, run: str) -> tuple[int, float, float]:
     """Replace the run's partition by its new table (see :func:`swap_statement`).
 
     Counts the earlier partition's rows first (a read, before any lock on `table`), then
@@ -361,17 +362,19 @@ def _load_staged(conn, conninfo, where, paths, table, run, columns, jobs, block_
     st, dn = identifier(*stage), identifier(*done)
     # One load of this run at a time (session lock: held across the workers' commits).
     conn.execute(sql.SQL("SELECT pg_advisory_lock({})").format(advisory_key(table, run)))
-    if conn.execute("SELECT relpersistence FROM pg_class WHERE oid = to_regclass(%s)",
-                    (st.as_string(conn),)).fetchone() == ("u",):
-        # An older ncreel's unlogged staging table: not a partition to be, start again.
-        conn.execute(sql.SQL("DROP TABLE IF EXISTS {}, {}").format(st, dn))
-    conn.execute(stage_statement(table, columns, run, if_not_exists=True))
-    conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} (file text PRIMARY KEY, "
-                         "rows bigint NOT NULL)").format(dn))
-    staged = dict(conn.execute(sql.SQL("SELECT file, rows FROM {}").format(dn)).fetchall())
     prints = {p: _fingerprint(p) for p in paths}
-    if set(staged) - set(prints.values()):  # staged from other files: start again
-        conn.execute(sql.SQL("TRUNCATE {}, {}").format(st, dn))
+    staged = {}
+    if conn.execute("SELECT relpersistence FROM pg_class WHERE oid = to_regclass(%s)",
+                    (st.as_string(conn),)).fetchone() == ("p",) and conn.execute(
+            "SELECT to_regclass(%s) IS NOT NULL", (dn.as_string(conn),)).fetchone()[0]:
+        staged = dict(conn.execute(sql.SQL("SELECT file, rows FROM {}").format(dn)).fetchall())
+    if not staged or set(staged) - set(prints.values()):
+        # Nothing staged, or staged from other files (or by an older ncreel into an
+        # unlogged table): start again, in a new table of this run's columns.
+        conn.execute(sql.SQL("DROP TABLE IF EXISTS {}, {}").format(st, dn))
+        conn.execute(stage_statement(table, columns, run))
+        conn.execute(sql.SQL("CREATE TABLE {} (file text PRIMARY KEY, rows bigint NOT NULL)")
+                     .format(dn))
         staged = {}
     todo = [p for p in paths if prints[p] not in staged]
 
