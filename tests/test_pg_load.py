@@ -278,6 +278,15 @@ def test_documented_migration_moves_an_older_table(pg_server, pg_conn, tmp_path)
     assert s["replaced"] == 20 and _count(pg_conn, "cells", "a") == 7
 
 
+def test_server_older_than_postgresql_12_is_refused(pg_conn):
+    from ncreel.pg.load import check_server_version
+
+    check_server_version(pg_conn.info.server_version, "here")  # the test server passes
+    with pytest.raises(NcreelError, match=r"^database \(here\): PostgreSQL 11.22 is too old: "
+                       r".*needs PostgreSQL 12 or newer"):
+        check_server_version(110022, "here")
+
+
 def test_password_is_never_shown(pg_server, tmp_path, monkeypatch):
     url = "postgresql://bob:s3cr3t-pw@127.0.0.1:1/db"
     assert "s3cr3t" not in safe_conninfo(conninfo_for(url=url))

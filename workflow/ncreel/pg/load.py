@@ -202,6 +202,7 @@ def load_copy(copy_path: str | os.PathLike | Sequence[str | os.PathLike], *, con
     started = time.perf_counter()
     conn = _connect(conninfo, where)
     try:
+        check_server_version(conn.info.server_version, where)
         _check_table(conn, table, columns, exists_only=True)
         conn.execute(create_statement(table, columns))
         _check_table(conn, table, columns)
@@ -238,6 +239,26 @@ def load_copy(copy_path: str | os.PathLike | Sequence[str | os.PathLike], *, con
 SWAP_LOCK_TIMEOUT_MS = 40
 #: After this many seconds of retries the swap waits for the lock as long as it takes.
 SWAP_PATIENCE_S = 600.0
+
+
+#: Oldest PostgreSQL the load supports (``server_version_num``): 12 attaches a partition
+#: with a SHARE UPDATE EXCLUSIVE lock, so readers of the table go on meanwhile.
+MIN_SERVER_VERSION = 120000
+
+
+def check_server_version(version: int, where: str) -> None:
+    """Raise if the server (``server_version_num``, e.g. 150004) is older than PostgreSQL 12.
+
+    Raises
+    ------
+    NcreelError
+        One line naming the server's version and the oldest supported.
+    """
+    if version < MIN_SERVER_VERSION:
+        raise NcreelError(f"database ({where}): PostgreSQL {version // 10000}.{version % 10000}"
+                          f" is too old: ncreel's load needs PostgreSQL "
+                          f"{MIN_SERVER_VERSION // 10000} or newer (ATTACH PARTITION without "
+                          "blocking readers); load into a newer server")
 
 
 def _connect(conninfo: str, where: str, autocommit: bool = True):
