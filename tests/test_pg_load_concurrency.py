@@ -176,6 +176,26 @@ def test_two_reruns_swap_at_once_without_deadlock(pg_server, pg_conn, tmp_path, 
     assert parts == [(f"{table}_{r}",) for r in "abc"]
 
 
+def test_two_loads_of_one_run_queue_and_leave_one_copy(pg_server, pg_conn, tmp_path):
+    """psql and the rule load the same run at once: the second waits for the first (the
+    run's advisory lock), then replaces its partition; never two copies, never an error."""
+    table = "t_same_run"
+    Loader("rule", pg_server, tmp_path / "0", table, "a", 10).finish()
+    first = Loader("psql", pg_server, tmp_path / "1", table, "a", 100)
+    _wait_copies(pg_conn, 1)
+    second = Loader("rule", pg_server, tmp_path / "2", table, "a", 200)
+    end = time.monotonic() + 15
+    while not pg_conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                              "AND NOT granted").fetchone()[0]:
+        assert time.monotonic() < end, "the second load never waited for the first"
+        time.sleep(0.02)
+    assert _count(pg_conn, table, "a") == 10
+    first.finish()
+    second.finish()
+    assert second.result["summary"]["replaced"] == 100
+    assert _count(pg_conn, table, "a") == 200
+
+
 def test_schema_table_and_long_run_names(pg_server, pg_conn, tmp_path):
     """Partitions live in the table's schema; a name over 63 bytes is shortened, not cut."""
     pg_conn.execute("CREATE SCHEMA IF NOT EXISTS climate")
