@@ -512,6 +512,17 @@ def old_partition_query(table: str, run: str) -> str:
              run=sql.Literal(_run_name(run))).as_string(None)
 
 
+#: Longest wait, in ms, for the lock on the table at each swap attempt. A session waiting
+#: for a lock makes later ones queue behind it, so the swap gives up quickly and tries
+#: again rather than stall every reader of the table behind a long query.
+SWAP_LOCK_TIMEOUT_MS = 40
+#: After this many seconds of attempts the swap waits for the lock as long as it takes.
+SWAP_PATIENCE_S = 600
+#: Setting (for the rest of the load transaction) in which the swap leaves the seconds
+#: its earlier attempts took.
+SWAP_WAITED_SETTING = "ncreel.swap_waited"
+
+
 def swap_statement(table: str, run: str) -> str:
     """Return the SQL replacing the run's partition of `table` with its new table.
 
@@ -524,7 +535,12 @@ def swap_statement(table: str, run: str) -> str:
     itself is taken here, held until the commit: ``SHARE UPDATE EXCLUSIVE`` for a run's
     first load (readers go on), ``ACCESS EXCLUSIVE`` for milliseconds when a partition is
     replaced (PostgreSQL's ``DETACH`` in a transaction needs it). Every load takes this one
-    lock on `table` and no other, so loads never deadlock with each other.
+    lock on `table` and no other, so loads never deadlock with each other. The lock is
+    asked for with a :data:`SWAP_LOCK_TIMEOUT_MS` ``lock_timeout`` and asked again after a
+    pause when that runs out (after :data:`SWAP_PATIENCE_S`, without a timeout): a query
+    already running on `table` delays the swap, but the swap never heads a queue that new
+    readers of `table` would wait in. The seconds lost so are left in the transaction's
+    setting :data:`SWAP_WAITED_SETTING`.
 
     Returns
     -------
@@ -535,22 +551,43 @@ def swap_statement(table: str, run: str) -> str:
 
     names = run_tables(table, run)
     reg = sql.Literal(_table(table).as_string(None))
+    # Each attempt is a block with an EXCEPTION clause, i.e. a subtransaction: one that
+    # times out on its lock is rolled back alone, keeping the COPY.
     stmt = sql.SQL(
-        "old := ({query});\n"
-        "IF old IS NOT NULL THEN\n"
-        "  EXECUTE format('ALTER TABLE %s DETACH PARTITION %s', {reg}::regclass, old);\n"
-        "  EXECUTE format('ALTER TABLE %s RENAME TO %I', old, {old_name});\n"
-        "END IF;\n"
-        "EXECUTE format('ALTER TABLE %s OWNER TO %s', {stage_reg}::regclass,\n"
-        "  (SELECT relowner::regrole FROM pg_class WHERE oid = {reg}::regclass));\n"
-        "ALTER TABLE {t} ATTACH PARTITION {stage} FOR VALUES IN ({run});\n"
-        "ALTER TABLE {stage} RENAME TO {part};").format(
+        "LOOP\n"
+        "  BEGIN\n"
+        "    attempt := clock_timestamp();\n"
+        "    PERFORM set_config('lock_timeout', CASE WHEN attempt - started > {patience}\n"
+        "      THEN '0' ELSE {timeout} END, true);\n"
+        "    old := ({query});\n"
+        "    IF old IS NOT NULL THEN\n"
+        "      EXECUTE format('ALTER TABLE %s DETACH PARTITION %s', {reg}::regclass, old);\n"
+        "      EXECUTE format('ALTER TABLE %s RENAME TO %I', old, {old_name});\n"
+        "    END IF;\n"
+        "    EXECUTE format('ALTER TABLE %s OWNER TO %s', {stage_reg}::regclass,\n"
+        "      (SELECT relowner::regrole FROM pg_class WHERE oid = {reg}::regclass));\n"
+        "    ALTER TABLE {t} ATTACH PARTITION {stage} FOR VALUES IN ({run});\n"
+        "    ALTER TABLE {stage} RENAME TO {part};\n"
+        "    EXIT;\n"
+        "  EXCEPTION WHEN lock_not_available THEN\n"
+        "    PERFORM pg_sleep(pause);\n"
+        "    pause := least(2 * pause, 0.5);\n"
+        "  END;\n"
+        "END LOOP;\n"
+        "PERFORM set_config('lock_timeout', saved, true);\n"
+        "PERFORM set_config({waited}, extract(epoch FROM attempt - started)::text, true);"
+    ).format(
+            patience=sql.Literal(f"{SWAP_PATIENCE_S} seconds"),
+            timeout=sql.Literal(f"{SWAP_LOCK_TIMEOUT_MS}ms"),
             query=sql.SQL(old_partition_query(table, run)), reg=reg, t=_table(table),
             stage=identifier(*names["stage"]), run=sql.Literal(run),
             stage_reg=sql.Literal(identifier(*names["stage"]).as_string(None)),
             old_name=sql.Literal(names["old"][-1]),
-            part=identifier(names["partition"][-1]))
-    return _do(stmt, declare="old regclass;")
+            part=identifier(names["partition"][-1]),
+            waited=sql.Literal(SWAP_WAITED_SETTING))
+    return _do(stmt, declare="old regclass; started timestamptz := clock_timestamp(); "
+               "attempt timestamptz; pause float8 := 0.02; "
+               "saved text := current_setting('lock_timeout');")
 
 
 def drop_old_statement(table: str, run: str) -> str:

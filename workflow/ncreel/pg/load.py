@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 from ncreel.errors import NcreelError
 from ncreel.pg.copytext import (
+    SWAP_WAITED_SETTING,
     advisory_key,
     copy_statement,
     create_statement,
@@ -147,8 +148,9 @@ def load_copy(copy_path: str | os.PathLike | Sequence[str | os.PathLike], *, con
     before the swap. Either way other sessions see the run's old rows or all its new ones,
     never a part or two copies; `table` is locked only at the swap (see
     :func:`ncreel.pg.copytext.swap_statement`), which waits at most
-    :data:`SWAP_LOCK_TIMEOUT_MS` at a time for other sessions' locks and retries, so a long
-    query on `table` delays the swap, never the queries queued behind it.
+    :data:`ncreel.pg.copytext.SWAP_LOCK_TIMEOUT_MS` at a time for other sessions' locks
+    and tries again, so a long query on `table` delays the swap, never the queries queued
+    behind it.
 
     Parameters
     ----------
@@ -233,14 +235,6 @@ def load_copy(copy_path: str | os.PathLike | Sequence[str | os.PathLike], *, con
             "files": len(paths), "seconds": round(seconds, 3)}
 
 
-#: Longest wait, in ms, for the lock on the table at each swap attempt. A session waiting
-#: for a lock makes later ones queue behind it, so the swap gives up quickly and retries
-#: rather than stall every reader of the table behind a long query.
-SWAP_LOCK_TIMEOUT_MS = 40
-#: After this many seconds of retries the swap waits for the lock as long as it takes.
-SWAP_PATIENCE_S = 600.0
-
-
 #: Oldest PostgreSQL the load supports (``server_version_num``): 12 attaches a partition
 #: with a SHARE UPDATE EXCLUSIVE lock, so readers of the table go on meanwhile.
 MIN_SERVER_VERSION = 120000
@@ -306,24 +300,22 @@ def _copy_files(cur, paths: Sequence[str], target, columns, block_bytes: int,
     return rows, n_bytes
 
 
-def _swap(conn, cur, table: str, run: str) -> tuple[int, float, float]:
-    """Replace the run's partition by its new table (see :func:`swap_statement`).
+def _swap(cur, table: str, run: str) -> tuple[int, float, float]:
+    """Replace the run's partition by its new table (:func:`swap_statement`).
 
-    Counts the earlier partition's rows first (a read, before any lock on `table`), then
-    tries the swap with a short lock timeout in a savepoint, again and again, so it never
-    heads a queue of sessions waiting on `table`.
+    Counts the earlier partition's rows first (a read, before any lock on `table`).
 
     Returns
     -------
     replaced : int
         Rows of the run's earlier partition (0 when there was none).
     attempt : float
-        ``time.perf_counter()`` at the start of the attempt that got the lock: from then
-        to the commit the lock on `table` is asked for or held.
+        ``time.perf_counter()`` at the start of the swap's attempt that got the lock (by
+        the server's count of the earlier attempts): from then to the commit the lock on
+        `table` is asked for or held.
     waited : float
-        Seconds of earlier attempts that timed out, and the pauses between them.
+        Seconds of earlier attempts that gave way to other sessions' locks.
     """
-    import psycopg
     from psycopg import sql
 
     old = cur.execute(old_partition_query(table, run)).fetchone()
@@ -331,21 +323,11 @@ def _swap(conn, cur, table: str, run: str) -> tuple[int, float, float]:
     if old is not None:
         replaced = cur.execute(sql.SQL("SELECT count(*) FROM {}").format(
             sql.SQL(old[0]))).fetchone()[0]
-    swap = swap_statement(table, run)
-    started = attempt = time.perf_counter()
-    delay = 0.02
-    while True:
-        patient = attempt - started > SWAP_PATIENCE_S
-        try:
-            with conn.transaction():  # a savepoint: a timed-out attempt keeps the COPY
-                cur.execute(f"SET LOCAL lock_timeout = {0 if patient else SWAP_LOCK_TIMEOUT_MS}")
-                cur.execute(swap)
-            break
-        except psycopg.errors.LockNotAvailable:
-            time.sleep(delay)
-            delay = min(2 * delay, 0.5)
-            attempt = time.perf_counter()
-    return replaced, attempt, attempt - started
+    started = time.perf_counter()
+    cur.execute(swap_statement(table, run))
+    waited = cur.execute("SELECT current_setting(%s)::float8", (SWAP_WAITED_SETTING,)
+                         ).fetchone()[0]
+    return replaced, started + waited, waited
 
 
 def _load_one_transaction(conn, paths, table, run, columns, block_bytes) -> dict:
@@ -355,7 +337,7 @@ def _load_one_transaction(conn, paths, table, run, columns, block_bytes) -> dict
         for stmt in load_statements(table, columns, run):
             cur.execute(stmt)
         rows, n_bytes = _copy_files(cur, paths, stage, columns, block_bytes, freeze=True)
-        replaced, swap_started, waited = _swap(conn, cur, table, run)
+        replaced, swap_started, waited = _swap(cur, table, run)
     swap_seconds = time.perf_counter() - swap_started
     return {"rows": rows, "replaced": replaced, "bytes": n_bytes, "jobs": 1, "resumed": 0,
             "swap_seconds": round(swap_seconds, 4), "swap_wait_seconds": round(waited, 4)}
@@ -420,7 +402,7 @@ def _load_staged(conn, conninfo, where, paths, table, run, columns, jobs, block_
     rows = sum(r for r, _ in results) + sum(staged.values())
     n_bytes = sum(b for _, b in results)
     with conn.transaction(), conn.cursor() as cur:
-        replaced, swap_started, waited = _swap(conn, cur, table, run)
+        replaced, swap_started, waited = _swap(cur, table, run)
         cur.execute(sql.SQL("DROP TABLE {}").format(dn))
     swap_seconds = time.perf_counter() - swap_started
     conn.execute(sql.SQL("SELECT pg_advisory_unlock_all()"))
