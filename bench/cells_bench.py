@@ -238,13 +238,25 @@ def _field_columns():
     return field_columns(ctx)
 
 
-def _dead_tuples(conn, table: str) -> int:
-    """Dead tuples over `table` and its partitions, from ``pg_stat_user_tables``."""
-    conn.execute("SELECT pg_stat_clear_snapshot()")
-    return int(conn.execute(
-        "SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_user_tables WHERE relid = "
-        "%s::regclass OR relid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = "
-        "%s::regclass)", (table, table)).fetchone()[0])
+def _dead_tuples(conn, table: str, inserted: int) -> int:
+    """Dead tuples over `table` and its partitions, from ``pg_stat_user_tables``.
+
+    Backends report their counts to the statistics a little after their transactions end:
+    wait (up to 20 s) until the table's counts include `inserted` rows inserted, so that a
+    0 is a measurement, not counts still unreported.
+    """
+    end = time.monotonic() + 20
+    while True:
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        ins, dead = conn.execute(
+            "SELECT coalesce(sum(n_tup_ins), 0), coalesce(sum(n_dead_tup), 0) FROM "
+            "pg_stat_user_tables WHERE relid = %s::regclass OR relid IN (SELECT inhrelid FROM "
+            "pg_inherits WHERE inhparent = %s::regclass)", (table, table)).fetchone()
+        if ins >= inserted:
+            return int(dead)
+        if time.monotonic() > end:
+            raise SystemExit(f"statistics of {table} not reported within 20 s")
+        time.sleep(0.2)
 
 
 def replace_run(rows_file: Path, n_rows: int) -> dict:
@@ -291,16 +303,15 @@ def replace_run(rows_file: Path, n_rows: int) -> dict:
                 out.seek(0)
                 summary = json.loads(out.read().strip().splitlines()[-1])
             assert summary["replaced"] == n_rows == summary["rows"]
-            dead = _dead_tuples(conn, "shared")
+            dead = _dead_tuples(conn, "shared", n_rows + 1000)  # the new partition + other
             # The earlier way: DELETE the run's rows from a plain table, then COPY.
             conn.execute("CREATE TABLE plain (LIKE shared)")
             conn.execute("INSERT INTO plain SELECT * FROM shared")
-            t = time.perf_counter()
-            with conn.transaction():
-                conn.execute("DELETE FROM plain WHERE run = 'big'")
-            delete_s = time.perf_counter() - t
-            time.sleep(0.6)  # pending statistics are flushed within a second
-            delete_dead = _dead_tuples(conn, "plain")
+            with psycopg.connect(info["conninfo"], autocommit=True) as other_conn:
+                t = time.perf_counter()  # its own session: exiting, it reports its counts
+                other_conn.execute("DELETE FROM plain WHERE run = 'big'")
+                delete_s = time.perf_counter() - t
+            delete_dead = _dead_tuples(conn, "plain", n_rows + 1000)
     finally:
         stop()
         other.unlink(missing_ok=True)

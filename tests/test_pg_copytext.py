@@ -89,7 +89,7 @@ def test_load_script_and_table_names():
         < sql.index(f"CREATE TABLE \"{stage}\"") < sql.index("CHECK (\"run\" = 'demo')") \
         < sql.index("\\copy") < sql.index("DETACH PARTITION") \
         < sql.index("ATTACH PARTITION") < sql.index("RENAME TO \"ncreel_demo_demo\"") \
-        < sql.index("COMMIT;") < sql.index(f"DROP TABLE IF EXISTS \"{old}\";\n")
+        < sql.index(f"COMMIT;\nDROP TABLE IF EXISTS \"{old}\";\n")
     assert "DELETE" not in sql and "LIKE" not in sql
     assert run_tables("c", "r" * 60)["partition"][-1].startswith("c_")  # hashed, <= 63 bytes
     assert len(run_tables("x" * 63, "r")["partition"][-1].encode()) <= 63

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -40,14 +41,24 @@ def _partitions(conn, table):
         "JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = %s::regclass", (table,))}
 
 
-def _dead_and_deleted(conn, table):
-    """Dead tuples and deleted rows over `table` and its partitions (server statistics)."""
-    conn.execute("SELECT pg_stat_clear_snapshot()")
-    return conn.execute(
-        "SELECT coalesce(sum(n_dead_tup), 0), coalesce(sum(n_tup_del), 0) "
-        "FROM pg_stat_user_tables WHERE relid = %s::regclass OR relid IN "
-        "(SELECT inhrelid FROM pg_inherits WHERE inhparent = %s::regclass)",
-        (table, table)).fetchone()
+def _dead_and_deleted(conn, table, inserted):
+    """Dead tuples and deleted rows over `table` and its partitions (server statistics).
+
+    Waits until the counts include `inserted` rows inserted: loading backends report
+    their counts a little after their transactions end.
+    """
+    end = time.monotonic() + 20
+    while True:
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        ins, dead, deleted = conn.execute(
+            "SELECT coalesce(sum(n_tup_ins), 0), coalesce(sum(n_dead_tup), 0), "
+            "coalesce(sum(n_tup_del), 0) FROM pg_stat_user_tables WHERE relid = %s::regclass "
+            "OR relid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = %s::regclass)",
+            (table, table)).fetchone()
+        if ins >= inserted:
+            return dead, deleted
+        assert time.monotonic() < end, f"{table}: {ins} of {inserted} inserts reported"
+        time.sleep(0.1)
 
 
 def test_load_is_idempotent_per_run(pg_server, pg_conn, tmp_path):
@@ -87,7 +98,7 @@ def test_rerun_replaces_the_partition_without_dead_rows(pg_server, pg_conn, tmp_
     assert pg_conn.execute("SELECT count(*) FROM pg_class WHERE relname = ANY(%s)", (left,)
                            ).fetchone()[0] == 0  # no new, old or staging table left
     # The loading backends have exited, so their statistics are flushed.
-    assert _dead_and_deleted(pg_conn, "t_dead") == (0, 0)
+    assert _dead_and_deleted(pg_conn, "t_dead", 5010) == (0, 0)
     # COPY FREEZE: every page of the one-connection load is all-frozen already.
     pg_conn.execute("CREATE EXTENSION IF NOT EXISTS pg_visibility")
     frozen, pages = pg_conn.execute(
@@ -316,7 +327,7 @@ def test_cells_sql_script_loads_with_psql(pg_server, pg_conn, tmp_path):
         subprocess.run(cmd, cwd=tmp_path, check=True, capture_output=True)
     assert _count(pg_conn, "t_psql", "x") == 20
     assert _partitions(pg_conn, "t_psql") == {"x": "t_psql_x"}
-    assert _dead_and_deleted(pg_conn, "t_psql") == (0, 0)
+    assert _dead_and_deleted(pg_conn, "t_psql", 20) == (0, 0)
 
 
 @pytest.mark.integration

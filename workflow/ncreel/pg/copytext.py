@@ -450,7 +450,7 @@ def load_statements(table: str, columns: Sequence[tuple[str, str]], run: str) ->
     """Return the SQL that starts loading `run` into `table`, inside the load transaction.
 
     Take the run's advisory lock (two loads of one run queue; loads of other runs do not),
-    drop what a killed load of the run left, and create the run's new table
+    drop what a killed parallel load of the run left, and create the run's new table
     (:func:`run_tables` ``stage``): `columns` after ``run text NOT NULL DEFAULT '<run>'``
     with ``CHECK (run = '<run>')``, the partition bound, so the later ``ATTACH PARTITION``
     skips its validation scan. Nothing here touches `table` itself: loads hold no lock on
@@ -477,9 +477,8 @@ def load_statements(table: str, columns: Sequence[tuple[str, str]], run: str) ->
     names = run_tables(table, run)
     lock = sql.SQL("PERFORM pg_advisory_xact_lock({});").format(advisory_key(table, run))
     return [_do(lock),
-            sql.SQL("DROP TABLE IF EXISTS {}, {}, {}").format(
-                identifier(*names["stage"]), identifier(*names["staged"]),
-                identifier(*names["old"])).as_string(None),
+            sql.SQL("DROP TABLE IF EXISTS {}, {}").format(
+                identifier(*names["stage"]), identifier(*names["staged"])).as_string(None),
             stage_statement(table, columns, run)]
 
 
@@ -562,6 +561,7 @@ def swap_statement(table: str, run: str) -> str:
         "    old := ({query});\n"
         "    IF old IS NOT NULL THEN\n"
         "      EXECUTE format('ALTER TABLE %s DETACH PARTITION %s', {reg}::regclass, old);\n"
+        "      DROP TABLE IF EXISTS {old_table};\n"
         "      EXECUTE format('ALTER TABLE %s RENAME TO %I', old, {old_name});\n"
         "    END IF;\n"
         "    EXECUTE format('ALTER TABLE %s OWNER TO %s', {stage_reg}::regclass,\n"
@@ -582,7 +582,7 @@ def swap_statement(table: str, run: str) -> str:
             query=sql.SQL(old_partition_query(table, run)), reg=reg, t=_table(table),
             stage=identifier(*names["stage"]), run=sql.Literal(run),
             stage_reg=sql.Literal(identifier(*names["stage"]).as_string(None)),
-            old_name=sql.Literal(names["old"][-1]),
+            old_name=sql.Literal(names["old"][-1]), old_table=identifier(*names["old"]),
             part=identifier(names["partition"][-1]),
             waited=sql.Literal(SWAP_WAITED_SETTING))
     return _do(stmt, declare="old regclass; started timestamptz := clock_timestamp(); "
@@ -593,8 +593,9 @@ def swap_statement(table: str, run: str) -> str:
 def drop_old_statement(table: str, run: str) -> str:
     """``DROP`` the run's earlier partition, detached by :func:`swap_statement`; run after it.
 
-    A load killed between the two leaves it; the run's next load drops it
-    (:func:`load_statements`).
+    A load killed between the two leaves it; the run's next swap drops it. (Not the next
+    load's first statements: they would hold its lock for the whole COPY, and a load of
+    the run that has just swapped would wait that long to drop it here.)
     """
     from psycopg import sql
 
