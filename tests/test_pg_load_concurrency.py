@@ -237,8 +237,9 @@ def test_reader_does_not_queue_behind_a_swap(pg_server, pg_conn, tmp_path, how):
         load = Loader(how, pg_server, tmp_path / "1", table, "run_a", 40)
         load.hold.set()  # the COPY ends at once; then the swap tries for its lock
         end = time.monotonic() + 15
+        # The swap's DO block (its start: the activity view keeps 1024 bytes of a query).
         while not pg_conn.execute("SELECT count(*) FROM pg_stat_activity WHERE query LIKE "
-                                  "'DO %ATTACH PARTITION%' AND pid <> pg_backend_pid()"
+                                  "'DO %DECLARE old regclass;%' AND pid <> pg_backend_pid()"
                                   ).fetchone()[0]:
             assert time.monotonic() < end, "the swap never started"
             time.sleep(0.01)
