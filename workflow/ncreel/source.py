@@ -566,6 +566,10 @@ def _open(path: str, group: str | None = None) -> xr.Dataset:
                               f"{', '.join(_groups(path)) or 'none'})") from err
         raise NcreelError(f"input '{path}': not a readable NetCDF file ({err}): it may be "
                           "truncated or corrupt; copy it again completely") from err
+    except UnicodeDecodeError:  # a ValueError: netCDF4 decodes names strictly
+        from ncreel.inputcheck import not_utf8_error
+
+        raise not_utf8_error(path) from None
     except ValueError as err:  # xarray: no backend recognises the file's first bytes
         raise NcreelError(f"input '{path}': not a readable NetCDF file (neither NetCDF-4/HDF5 "
                           "nor classic NetCDF): check the path, or re-download the file") from err
