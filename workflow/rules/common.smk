@@ -227,7 +227,7 @@ if workflow.is_main_process:
     # finishing removes them all): taken before Snakemake builds the DAG, which removes
     # incomplete outputs. Dry runs, --unlock and --report of a running run are refused too.
     try:
-        hold_run_lock(f"{OUT}/.ncreel-run.lock", RUN)
+        hold_run_lock(f"{OUT}/.ncreel-run.lock", RUN, places={LOGS: "log directory"})
     except NcreelError as err:
         fail(err)
     # A run killed with kill -9 leaves Snakemake's lock behind; remove it only when that

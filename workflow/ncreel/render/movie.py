@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ncreel.errors import NcreelError, ProgramKilled
+from ncreel.errors import DiskFull, NcreelError, ProgramKilled
 from ncreel.io import atomic_path
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,8 @@ def ffmpeg_error(returncode: int, doing: str, stderr: str) -> NcreelError:
 
     A negative `returncode` (killed by a signal) gives a
     :class:`ncreel.errors.ProgramKilled`, so a memory kill of ffmpeg is retried with more
-    memory and an interruption is not.
+    memory and an interruption is not; a full disk gives :class:`ncreel.errors.DiskFull`
+    (not retried with more memory either).
     """
     text = stderr.strip()[-2000:]
     if returncode < 0:
@@ -60,6 +61,10 @@ def ffmpeg_error(returncode: int, doing: str, stderr: str) -> NcreelError:
         return ProgramKilled(f"ffmpeg was killed by {name} {doing}"
                              + (" (out of memory?)" if name == "SIGKILL" else "")
                              + (f": {text}" if text else ""), -returncode)
+    for full in ("No space left on device", "Disk quota exceeded"):
+        if full in text:
+            return DiskFull(f"ffmpeg could not finish {doing}: {full.lower()} (the disk is "
+                            "full): free space there, then run the same command again")
     return NcreelError(f"ffmpeg failed (exit {returncode}) {doing}: {text}")
 
 
