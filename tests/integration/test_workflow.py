@@ -124,6 +124,22 @@ def test_dag_and_report(demo_run):
     assert "movie.mp4" in html and "preview.png" in html
 
 
+def test_report_is_the_runs_own(demo_run):
+    """The run's settings are recorded by its controller: ``--report`` given no run file
+    reports the last run made here with them; given other settings, it warns."""
+    work, _ = demo_run
+    proc = snakemake(work, "--report", "own.html")  # no --config: not the defaults
+    assert "ncreel: note: no run file given: reporting the last run made here, 'demo' " \
+           "(--config " in proc.stderr
+    html = (work / "own.html").read_text(errors="replace")
+    assert "movie.mp4" in html
+    proc = snakemake(work, "--report", "other.html", "--config", *SMALL[:-1],
+                     "preset=veryfast")
+    warning = next(ln for ln in proc.stderr.splitlines() if "ncreel: warning:" in ln)
+    assert "run 'demo' last ran with other settings than these (" in warning
+    assert "preset" in warning and "--config width=... height=..." in warning
+
+
 @pytest.mark.parametrize("case", ["sst_missing_values", "hgt_select_level", "months_since"])
 def test_other_real_files(case, tmp_path, eofs_data, sample_nc, pg_server, pg_conn):
     work = make_workdir(tmp_path)
