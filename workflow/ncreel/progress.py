@@ -327,6 +327,8 @@ class RunWatch:
             c = run_counts(self.read_rows(), self.log_of)
         except FileNotFoundError:
             return None
+        except Exception as err:  # a progress line must never turn an ending into a crash
+            return self._say(f"ncreel: note: no last progress line ({err})")
         now = self.clock()
         return self._say(final_line(c, now - self.t0, self.frames_per_s(c, now), ok))
 
