@@ -63,13 +63,18 @@ def record_run(config: Mapping, configfiles: Sequence, overrides: Mapping | None
         The ``--config`` values.
     directory : path
         Where the records go.
+
+    Raises
+    ------
+    OSError
+        If the record cannot be written.
     """
     directory = Path(directory)
     own = Path(RUN_CONFIG_DIR).resolve()
     files = [str(Path(f).resolve()) for f in configfiles if Path(f).resolve().parent != own]
     doc = {"run": config["run"], "configfiles": files, "overrides": _plain(overrides or {}),
            "config": _plain(config), "time": time.time()}
-    text = json.dumps(doc, indent=1) + "\n"
+    text = json.dumps(doc, indent=1, default=str) + "\n"
     path = directory / f"{config['run']}.json"
     for target in (path, directory / LAST):
         with atomic_path(target) as tmp:

@@ -16,9 +16,14 @@ PROGRESS = watch_run(".", RUN, logger.info)
 
 def controller_started():
     """Record the run's settings and start its progress lines (called by onstart)."""
-    record_run(
-        config, workflow.config_settings.configfiles, workflow.config_settings.config
-    )
+    _given = workflow.config_settings
+    try:
+        record_run(config, _given.configfiles, _given.config)
+    except OSError as err:
+        logger.warning(
+            f"ncreel: note: the run's settings were not recorded ({err}): "
+            "give its run file to --report"
+        )
     PROGRESS.start()
 
 
