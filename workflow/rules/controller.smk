@@ -21,7 +21,7 @@ def controller_started():
         record_run(config, _given.configfiles, _given.config)
     except OSError as err:
         logger.warning(
-            f"ncreel: note: the run's settings were not recorded ({err}): "
+            f"ncreel: warning: the run's settings were not recorded ({err}): "
             "give its run file to --report"
         )
     PROGRESS.start()
