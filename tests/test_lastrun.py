@@ -3,13 +3,8 @@
 import json
 
 from ncreel.cli import main as ncreel_main
-from ncreel.lastrun import (
-    LAST,
-    read_record,
-    record_run,
-    report_config,
-    reporting_only,
-)
+from ncreel.configcheck import reporting_only
+from ncreel.lastrun import LAST, read_record, record_run, report_config
 
 DEMO = {"run": "demo", "input": "resources/A1B_north_america.nc", "width": 640,
         "map": {"projection": "PlateCarree", "projection_params": {}}}

@@ -43,10 +43,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, missing_program_reason
+from conftest import ROOT
 from PIL import Image
-from test_pbs import PBS_BIN, QSTAT, frame_count, pbs  # noqa: F401  (pbs: a fixture)
-from test_report import _PLAY_PROBE, _report_files
+from test_pbs import PBS_BIN, frame_count, pbs, wait_finished  # noqa: F401 (pbs: fixture)
+from test_report import _report_files, assert_plays_in_chromium
 from test_slurm import ROWS, count_rows
 
 pytestmark = [pytest.mark.pbs, pytest.mark.integration]
@@ -137,17 +137,12 @@ def two_derecho_nodes(pbs):  # noqa: F811
 
 
 def wait_job(jobid: str, timeout: float) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
-        out = subprocess.run([QSTAT, "-x", "-f", "-F", "json", jobid], capture_output=True,
-                             text=True, timeout=60).stdout
-        job = json.loads(out)["Jobs"][jobid] if out.strip() else {}
-        if job.get("job_state") == "F":
-            return job
-        if time.monotonic() > deadline:
-            subprocess.run([str(PBS_BIN / "qdel"), "-W", "force", jobid], check=False)
-            raise AssertionError(f"controller job {jobid} not finished: {job.get('job_state')}")
-        time.sleep(2)
+    """The finished job's ``qstat -x`` record; deleted if it has not finished in time."""
+    try:
+        return wait_finished(jobid, timeout=timeout)[jobid]
+    except AssertionError:
+        subprocess.run([str(PBS_BIN / "qdel"), "-W", "force", jobid], check=False)
+        raise
 
 
 def test_derecho_quickstart_as_written(two_derecho_nodes, tmp_path):
@@ -183,7 +178,7 @@ def test_derecho_quickstart_as_written(two_derecho_nodes, tmp_path):
     assert count_rows(results / "cells.copy") == ROWS
     assert frame_count(results / "movie.mp4") == 240
     page = _report_files((results / "report.html").read_text())["summary.html"].decode()
-    _plays_in_chromium(page, tmp_path)
+    assert_plays_in_chromium(page, tmp_path)
     shot = _summary_screenshot(page, tmp_path)
     if os.environ.get("NCREEL_UPDATE_DOCS") == "1":
         shutil.copy(shot, SCREENSHOT)
@@ -224,22 +219,3 @@ def _summary_screenshot(page: str, tmp_path: Path) -> Path:
     with Image.open(png) as shot:
         assert len(shot.convert("RGB").getcolors(1 << 20) or []) > 200, "a blank page"
     return png
-
-
-def _plays_in_chromium(page: str, tmp_path: Path) -> None:
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        pytest.skip(missing_program_reason("chromium"))
-    probe = page.replace("<video id='movie' controls", "<video id='movie' controls muted "
-                         "autoplay").replace("</body>", _PLAY_PROBE + "</body>")
-    (tmp_path / "probe.html").write_text(probe)
-    dom = subprocess.run([chromium, "--headless=new", "--no-sandbox", "--disable-gpu",
-                          "--autoplay-policy=no-user-gesture-required",
-                          f"--user-data-dir={tmp_path / 'profile'}",
-                          "--virtual-time-budget=8000", "--dump-dom",
-                          (tmp_path / "probe.html").as_uri()],
-                         capture_output=True, text=True, timeout=120).stdout
-    played = dict(kv.split("=") for kv in
-                  re.search(r'data-probe="([^"]*)"', dom).group(1).split())
-    assert played["err"] == "0" and played["ready"] == "4", played
-    assert float(played["time"]) > 1.0, played  # it played, not only showed the poster

@@ -23,28 +23,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ncreel.io import atomic_path
-from ncreel.jobtext import RUN_CONFIG_DIR
+from ncreel.jobtext import RUN_CONFIG_DIR, _plain
 
 #: Where the records go (relative to the working directory).
 RECORD_DIR = Path(".snakemake") / "ncreel" / "runs"
 LAST = "last-run.json"
-
-
-def reporting_only(argv: Sequence[str]) -> bool:
-    """Return whether a Snakemake command line asks for a report only.
-
-    That is ``--report``, without ``--report-after-run`` (which runs the workflow first).
-    """
-    report = any(a == "--report" or a.startswith("--report=") for a in argv[1:])
-    return report and "--report-after-run" not in argv
-
-
-def _plain(value):
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
 
 
 def record_run(config: Mapping, configfiles: Sequence, overrides: Mapping | None = None,

@@ -23,6 +23,7 @@ from ncreel.configcheck import (  # noqa: E402
     coerce_cli_values,
     load_schema,
     report_before_results,
+    reporting_only,
     schema_error_message,
     schema_path,
     unknown_key_message,
@@ -31,7 +32,7 @@ from ncreel.configcheck import (  # noqa: E402
 from ncreel.errors import NcreelError  # noqa: E402
 from ncreel.identity import input_stamps  # noqa: E402
 from ncreel.jobrecord import attempts_path, read_attempts  # noqa: E402
-from ncreel.lastrun import report_config, reporting_only  # noqa: E402
+from ncreel.lastrun import report_config  # noqa: E402
 from ncreel.inputcheck import (  # noqa: E402
     check_input_sizes,
     check_series_size,
