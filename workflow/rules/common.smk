@@ -23,6 +23,7 @@ from ncreel.configcheck import (  # noqa: E402
     coerce_cli_values,
     load_schema,
     report_before_results,
+    reporting_only,
     schema_error_message,
     schema_path,
     unknown_key_message,
@@ -31,6 +32,7 @@ from ncreel.configcheck import (  # noqa: E402
 from ncreel.errors import NcreelError  # noqa: E402
 from ncreel.identity import input_stamps  # noqa: E402
 from ncreel.jobrecord import attempts_path, read_attempts  # noqa: E402
+from ncreel.lastrun import report_config  # noqa: E402
 from ncreel.inputcheck import (  # noqa: E402
     check_input_sizes,
     check_series_size,
@@ -59,6 +61,10 @@ if workflow.is_main_process and signal.getsignal(signal.SIGINT) is signal.SIG_IG
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+if workflow.is_main_process and reporting_only(sys.argv):  # the run's own settings
+    _given = workflow.config_settings
+    for _note in report_config(config, _given.configfiles, _given.config):
+        print(f"ncreel: {_note}", file=sys.stderr)
 try:
     for _note in upgrade_renamed_keys(config):
         if workflow.is_main_process:
