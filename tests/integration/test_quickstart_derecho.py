@@ -25,9 +25,9 @@ worth of cores and memory, so that the controller's core and a whole-node job fi
 side (MoM still enforces each job's own mem). The report's summary page is opened in
 headless Chromium: the movie plays (currentTime > 1 s); a screenshot is taken
 (``NCREEL_UPDATE_DOCS=1`` copies it to ``docs/clusters/derecho-report.png``). The same
-page shown inside the report (as a reader clicks Movie -> summary.html) is checked too; it
-is an expected failure only while the page is over Chromium's 2 MiB data-URL limit, under
-which Snakemake's report cannot show it (a blank frame).
+page shown inside the report (as a reader clicks Movie -> summary.html) is checked too:
+Snakemake's report shows it from a data: URL, which Chromium loads only up to 2 MiB, so the
+page embeds a smaller copy of a movie that would not fit.
 """
 
 from __future__ import annotations
@@ -183,15 +183,13 @@ def test_derecho_quickstart_as_written(two_derecho_nodes, tmp_path):
     if os.environ.get("NCREEL_UPDATE_DOCS") == "1":
         shutil.copy(shot, SCREENSHOT)
     # Inside the report, Snakemake shows the page from a data: URL, which Chromium does not
-    # load beyond 2 MiB (its URL length limit): a longer movie leaves the page blank there.
+    # load beyond 2 MiB (its URL length limit): the page must stay under it.
     from ncreel.report.screenshot import screenshot
 
     in_report = screenshot(results / "report.html", tmp_path / "in_report.png",
                            result="summary.html", category="Movie")
     data_url_chars = 4 * -(-len(page.encode()) // 3) + 40
-    if _blank(in_report, left=320) and data_url_chars > 2 * 1024 * 1024:
-        pytest.xfail(f"the summary page ({len(page.encode()) / 1e6:.1f} MB, the movie in "
-                     "it) is over Chromium's 2 MiB data-URL limit: blank inside the report")
+    assert data_url_chars <= 2 * 1024 * 1024, len(page.encode())
     assert not _blank(in_report, left=320), "the summary page is blank inside the report"
 
 
