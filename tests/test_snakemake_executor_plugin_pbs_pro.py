@@ -85,6 +85,39 @@ def test_array_qsub_line():
         pbs.build_qsub(props(), "a.sh", queue=None, account=None, log_dir="l", array_size=1)
 
 
+def test_mem_request_is_declared_mem_plus_the_jobs_own_snakemake():
+    """A rule declaring mem="5MB" (Snakemake's harness, rule c) gets 5 MB plus the job's
+    own Snakemake process, and the job learns what was added; a whole-node request and a
+    zero overhead are left as they are."""
+    assert pbs.request_mem_mb(5, pbs.DEFAULT_JOB_OVERHEAD_MB) == 205
+    assert pbs.request_mem_mb(4.2, 0) == 5
+    with pytest.raises(ValueError, match="0 or more"):
+        pbs.request_mem_mb(5, -1)
+    cmd = pbs.build_qsub(props(resources={"mem_mb": 5, "runtime": 1}), "/w/a.sh",
+                         queue=None, account=None, log_dir="l", job_overhead_mb=200)
+    assert cmd[cmd.index("-l") + 1] == "select=1:ncpus=2:mem=205MB,walltime=00:01:00"
+    assert cmd[cmd.index("-v") + 1] == "SNAKEMAKE_PBS_PRO_JOB_OVERHEAD_MB=200"
+    # No mem_mb declared: the default plus the overhead.
+    cmd = pbs.build_qsub(props(resources={}), "/w/a.sh", queue=None, account=None,
+                         log_dir="l", job_overhead_mb=150)
+    assert "mem=1150MB" in cmd[cmd.index("-l") + 1]
+    node = pbs.build_qsub(props(), "/w/a.sh", queue=None, account=None, log_dir="l",
+                          node_cores=128, node_mem_gb=235, job_overhead_mb=200)
+    assert node[node.index("-l") + 1].startswith("select=1:ncpus=128:mem=235GB,")
+    assert "-v" not in pbs.build_qsub(props(), "/w/a.sh", queue=None, account=None,
+                                      log_dir="l", job_overhead_mb=0)
+
+
+def test_job_overhead_setting_and_the_workflows_side_agree():
+    """The executor's setting defaults to the measured overhead, and ncreel's resources
+    module recognises the variable the executor sets in each job (so it adds nothing)."""
+    from ncreel import resources
+    from snakemake_executor_plugin_pbs_pro import ExecutorSettings
+
+    assert ExecutorSettings().job_overhead_mb == pbs.DEFAULT_JOB_OVERHEAD_MB
+    assert resources.PBS_PRO_JOB_OVERHEAD_ENV == pbs.JOB_OVERHEAD_ENV
+
+
 # ----------------------------------------------------------------------------- sub-jobs
 
 

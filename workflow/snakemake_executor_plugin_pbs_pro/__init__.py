@@ -3,9 +3,11 @@
 Every job is submitted with ``qsub`` (an argument list, never a shell string); its
 command holds no ``--config`` value and no environment value (they reach the job in a
 file, :mod:`ncreel.jobtext`, and through ``qsub -V``):
-``-l select=1:ncpus={threads}:mem={mem_mb}MB,walltime=...`` from the job's ``threads``,
-``mem_mb`` and ``runtime``, ``-A $PBS_ACCOUNT``, ``-q queue[@server]``, a sanitised job
-name and a joined log under ``logs/pbs/`` (:func:`ncreel.cluster.pbs.build_qsub`).
+``-l select=1:ncpus={threads}:mem={mem_mb + overhead}MB,walltime=...`` from the job's
+``threads``, ``mem_mb`` and ``runtime`` (``overhead``: the job's own Snakemake process,
+``--pbs-pro-job-overhead-mb``, :func:`ncreel.cluster.pbs.request_mem_mb`),
+``-A $PBS_ACCOUNT``, ``-q queue[@server]``, a sanitised job name and a joined log under
+``logs/pbs/`` (:func:`ncreel.cluster.pbs.build_qsub`).
 
 Ready jobs of the rules named in ``--pbs-pro-array-rules`` that ask for the same
 resources go out as ONE job array per batch (``qsub -J 0-(N-1)``, at most
@@ -98,6 +100,13 @@ class ExecutorSettings(ExecutorSettingsBase):
     array_limit: int = field(
         default=500,
         metadata={"help": "Most sub-jobs in one job array (site limit: max_array_size).",
+                  "env_var": False, "required": False})
+    job_overhead_mb: int = field(
+        default=pbs.DEFAULT_JOB_OVERHEAD_MB,
+        metadata={"help": "MB added to each job's mem_mb in its PBS mem request: the "
+                  "memory of the job's own Snakemake process, which PBS counts against "
+                  f"the job (default {pbs.DEFAULT_JOB_OVERHEAD_MB}, measured for a "
+                  "Snakefile importing nothing heavy).",
                   "env_var": False, "required": False})
     qstat_attempts: int = field(
         default=4,
@@ -211,6 +220,9 @@ class Executor(RemoteExecutor):
         except pbs.MissingAccount as err:
             self.account, self.account_problem = None, f"ncreel-pbs: error: {err}"
         self.array_rules = {r.strip() for r in (s.array_rules or "").split(",") if r.strip()}
+        if s.job_overhead_mb is None or s.job_overhead_mb < 0:
+            raise WorkflowError("pbs-pro-job-overhead-mb must be 0 or more (MB added to "
+                                f"each job's mem request), got {s.job_overhead_mb}")
         if s.array_limit < 2:
             raise WorkflowError("pbs-pro-array-limit must be at least 2 (OpenPBS arrays "
                                 "have 2 or more sub-jobs)")
@@ -244,7 +256,7 @@ class Executor(RemoteExecutor):
         s = self.settings
         return dict(queue=self.queue, account=self.account, log_dir=s.log_dir,
                     max_walltime=s.max_walltime, node_cores=s.node_cores,
-                    node_mem_gb=s.node_mem_gb,
+                    node_mem_gb=s.node_mem_gb, job_overhead_mb=s.job_overhead_mb,
                     extra_l=[x for x in (s.extra_l or "").split(",") if x])
 
     def _qsub(self, cmd: list[str]) -> str:

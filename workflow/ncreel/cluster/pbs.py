@@ -568,12 +568,56 @@ def job_name(props: dict, prefix: str = "nc") -> str:
     return name if name[0].isalpha() else f"j{name}"[:64]
 
 
+#: Resident memory of the Snakemake process that runs a job inside its PBS job (with the
+#: job's shells), in MB; PBS's MoM counts it against the job's ``mem`` as it counts the
+#: rule's own processes. Measured on OpenPBS 23.06 with Snakemake 9.27 (Python 3.11): a
+#: rule that only sleeps used ``resources_used.mem`` = 173 MB, of which the job's
+#: ``python -m snakemake`` process had a peak (``VmHWM``) of 160 MB. Rounded up; a
+#: Snakefile that imports large packages at parse time needs more (the setting
+#: ``pbs-pro-job-overhead-mb``).
+DEFAULT_JOB_OVERHEAD_MB = 200
+
+#: Environment variable that tells a job's own Snakemake how many MB the executor added
+#: to its ``mem`` request (so a workflow that adds such an overhead itself can leave it out).
+JOB_OVERHEAD_ENV = "SNAKEMAKE_PBS_PRO_JOB_OVERHEAD_MB"
+
+
+def request_mem_mb(mem_mb: float, job_overhead_mb: int = DEFAULT_JOB_OVERHEAD_MB) -> int:
+    """Return the ``mem`` (MB) to ask PBS for: the rule's `mem_mb` plus Snakemake's own.
+
+    A PBS job runs the rule inside a ``snakemake`` process of its own, and MoM kills the
+    job (``Exit_status`` −27, JOB_EXEC_KILL_MEM) when all its processes together exceed
+    ``mem``: a rule declaring ``mem="5MB"`` would be killed at once. So the request is the
+    rule's own declared memory (what its commands need) plus `job_overhead_mb`.
+
+    Parameters
+    ----------
+    mem_mb : float
+        The job's ``mem_mb`` resource, MB (Snakemake derives it from ``mem`` too).
+    job_overhead_mb : int
+        Memory of the job's own Snakemake process, MB (:data:`DEFAULT_JOB_OVERHEAD_MB`).
+
+    Returns
+    -------
+    int
+        MB, rounded up.
+
+    Raises
+    ------
+    ValueError
+        When `job_overhead_mb` is negative.
+    """
+    if job_overhead_mb < 0:
+        raise ValueError(f"pbs-pro-job-overhead-mb must be 0 or more, got {job_overhead_mb}")
+    return int(math.ceil(float(mem_mb))) + int(job_overhead_mb)
+
+
 def build_qsub(props: dict, jobscript: str, *, queue: str | None, account: str | None,
                log_dir: str, max_walltime: str | None = None, node_cores: int | None = None,
                node_mem_gb: int | None = None, default_mem_mb: int = 1000,
                default_runtime: int = 30, extra_l: list[str] | None = None,
                prefix: str = "nc", array_size: int | None = None,
-               log_tag: str | None = None) -> list[str]:
+               log_tag: str | None = None, job_overhead_mb: int = 0) -> list[str]:
     """Return the ``qsub`` argument list for one Snakemake job (no shell involved).
 
     One ``-l select=1:ncpus=N:mem=XMB,walltime=HH:MM:SS`` (Slurm's Torque wrapper keeps
@@ -581,11 +625,13 @@ def build_qsub(props: dict, jobscript: str, *, queue: str | None, account: str |
     asks for a whole node (``ncpus=node_cores:mem=node_mem_gbGB``): for queues that
     charge whole nodes anyway (Derecho ``main``). With `array_size` N (>= 2, OpenPBS
     refuses smaller ranges) the job is an array ``-J 0-(N-1)`` whose sub-jobs all get
-    these resources, each its own log ``<name>.<log_tag>.<index>.log``.
+    these resources, each its own log ``<name>.<log_tag>.<index>.log``. The ``mem`` asked
+    for is :func:`request_mem_mb` of the job's ``mem_mb`` and `job_overhead_mb`, which the
+    job's own Snakemake learns from ``$SNAKEMAKE_PBS_PRO_JOB_OVERHEAD_MB`` (``qsub -v``).
     """
     res = props.get("resources") or {}
     threads = max(1, int(props.get("threads") or 1))
-    mem_mb = int(math.ceil(float(res.get("mem_mb") or default_mem_mb)))
+    mem_mb = request_mem_mb(res.get("mem_mb") or default_mem_mb, job_overhead_mb)
     minutes = float(res.get("runtime") or default_runtime)
     if max_walltime:
         minutes = min(minutes, parse_walltime(max_walltime))
@@ -606,6 +652,8 @@ def build_qsub(props: dict, jobscript: str, *, queue: str | None, account: str |
     else:
         log = Path(log_dir) / f"{name}.{tag}.log"
     cmd = ["qsub", "-N", name, "-j", "oe", "-o", str(log), "-V", "-l", limits]
+    if job_overhead_mb:
+        cmd += ["-v", f"{JOB_OVERHEAD_ENV}={int(job_overhead_mb)}"]
     if array_size is not None:
         cmd += ["-J", f"0-{array_size - 1}"]
     if account:
