@@ -89,7 +89,7 @@ def test_mem_request_is_declared_mem_plus_the_jobs_own_snakemake():
     """A rule declaring mem="5MB" (Snakemake's harness, rule c) gets 5 MB plus the job's
     own Snakemake process, and the job learns what was added; a whole-node request and a
     zero overhead are left as they are."""
-    assert pbs.request_mem_mb(5, pbs.DEFAULT_JOB_OVERHEAD_MB) == 205
+    assert pbs.request_mem_mb(5, 200) == 205
     assert pbs.request_mem_mb(4.2, 0) == 5
     with pytest.raises(ValueError, match="0 or more"):
         pbs.request_mem_mb(5, -1)

@@ -105,8 +105,7 @@ class ExecutorSettings(ExecutorSettingsBase):
         default=pbs.DEFAULT_JOB_OVERHEAD_MB,
         metadata={"help": "MB added to each job's mem_mb in its PBS mem request: the "
                   "memory of the job's own Snakemake process, which PBS counts against "
-                  f"the job (default {pbs.DEFAULT_JOB_OVERHEAD_MB}, measured for a "
-                  "Snakefile importing nothing heavy).",
+                  f"the job (default {pbs.DEFAULT_JOB_OVERHEAD_MB}, measured).",
                   "env_var": False, "required": False})
     qstat_attempts: int = field(
         default=4,

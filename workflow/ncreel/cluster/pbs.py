@@ -570,12 +570,14 @@ def job_name(props: dict, prefix: str = "nc") -> str:
 
 #: Resident memory of the Snakemake process that runs a job inside its PBS job (with the
 #: job's shells), in MB; PBS's MoM counts it against the job's ``mem`` as it counts the
-#: rule's own processes. Measured on OpenPBS 23.06 with Snakemake 9.27 (Python 3.11): a
-#: rule that only sleeps used ``resources_used.mem`` = 173 MB, of which the job's
-#: ``python -m snakemake`` process had a peak (``VmHWM``) of 160 MB. Rounded up; a
-#: Snakefile that imports large packages at parse time needs more (the setting
-#: ``pbs-pro-job-overhead-mb``).
-DEFAULT_JOB_OVERHEAD_MB = 200
+#: rule's own processes. Measured on OpenPBS 23.06 with Snakemake 9.27 (Python 3.11): for
+#: a Snakefile that imports nothing, a rule that only sleeps used ``resources_used.mem`` =
+#: 173 MB, of which the job's ``python -m snakemake`` process had a peak (``VmHWM``) of
+#: 160 MB; a Snakefile that imports the scientific stack at parse time (ncreel's: numpy,
+#: xarray, matplotlib) adds about 70 MB to that (226 MB peak for ``snakemake -n``), and its
+#: shard jobs used 515-545 MB for a rule process declared at 300 MB. 300 covers both; the
+#: setting ``pbs-pro-job-overhead-mb`` changes it.
+DEFAULT_JOB_OVERHEAD_MB = 300
 
 #: Environment variable that tells a job's own Snakemake how many MB the executor added
 #: to its ``mem`` request (so a workflow that adds such an overhead itself can leave it out).
