@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
-from ncreel.cluster.pbs import DEFAULT_JOB_OVERHEAD_MB
+from snakemake_executor_plugin_pbs_pro.submit_string import DEFAULT_JOB_OVERHEAD_MB
 from test_slurm import ROWS, _incomplete, count_rows, declared_jobs, workdir
 from workflow_run import SMALL, make_workdir
 

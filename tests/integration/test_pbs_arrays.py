@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
-from ncreel.cluster import pbs as ncpbs
-from ncreel.cluster.pbs import DEFAULT_JOB_OVERHEAD_MB
+from snakemake_executor_plugin_pbs_pro.job_status_query import parse_torque
+from snakemake_executor_plugin_pbs_pro.submit_string import DEFAULT_JOB_OVERHEAD_MB
 from test_pbs import ACCOUNT, FAST, QSTAT, job_overhead_mb, pbs_env, snakemake
 from test_pbs import pbs as pbs_server  # noqa: F401  (its `pbs` fixture)
 from test_slurm import ROWS, count_rows, declared_jobs, workdir
@@ -35,7 +35,7 @@ def qstat_text(*ids: str) -> dict[str, dict]:
     """``qstat -x -f -t`` records of `ids` (arrays with their sub-jobs), one call."""
     proc = subprocess.run([QSTAT, "-x", "-f", "-t", *ids], capture_output=True, text=True,
                           timeout=60)
-    return ncpbs.parse_torque(proc.stdout)
+    return parse_torque(proc.stdout)
 
 
 def qsub_lines(work: Path) -> list[str]:

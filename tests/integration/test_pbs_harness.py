@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 import snakemake.common.tests
-from snakemake_executor_plugin_pbs_pro import ARRAY_DIR, ExecutorSettings
+from snakemake_executor_plugin_pbs_pro import ExecutorSettings
+from snakemake_executor_plugin_pbs_pro.arrays import ARRAY_DIR
 from test_pbs import pbs as pbs_server  # noqa: F401  (its `pbs` fixture)
 from test_pbs import pbs_env
 

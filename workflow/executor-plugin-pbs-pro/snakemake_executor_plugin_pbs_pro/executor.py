@@ -1,32 +1,9 @@
-"""Snakemake executor plugin for PBS Pro (``--executor pbs-pro``), shipped with ncreel.
+"""The ``pbs-pro`` executor: submission, status polls, arrays, cancellation, re-attach.
 
-Every job is submitted with ``qsub`` (an argument list, never a shell string); its
-command holds no ``--config`` value and no environment value (they reach the job in a
-file, :mod:`ncreel.jobtext`, and through ``qsub -V``):
-``-l select=1:ncpus={threads}:mem={mem_mb + overhead}MB,walltime=...`` from the job's
-``threads``, ``mem_mb`` and ``runtime`` (``overhead``: the job's own Snakemake process,
-``--pbs-pro-job-overhead-mb``, :func:`ncreel.cluster.pbs.request_mem_mb`),
-``-A $PBS_ACCOUNT``, ``-q queue[@server]``, a sanitised job name and a joined log under
-``logs/pbs/`` (:func:`ncreel.cluster.pbs.build_qsub`).
-
-Ready jobs of the rules named in ``--pbs-pro-array-rules`` that ask for the same
-resources go out as ONE job array per batch (``qsub -J 0-(N-1)``, at most
-``--pbs-pro-array-limit`` sub-jobs). Each sub-job runs :mod:`.subjob`, which reads the
-entry of its own ``PBS_ARRAY_INDEX`` from the batch's manifest and refuses anything else.
-A batch of one job is a plain job (OpenPBS refuses ``-J`` ranges of one sub-job).
-
-All active jobs are checked with ONE ``qstat -x -f -t <ids>`` per poll
-(:func:`ncreel.cluster.pbs.statuses`; the text form, because OpenPBS 23.06 prints only the first
-of several jobs with ``-F json``: ``Exit_status`` 0 is success; −27 memory, −29 walltime,
-265/271 signals and any other value are failures; ``qstat`` hiccups are retried; purged
-jobs are decided by the exit status their wrapper recorded). Sub-jobs are mapped back
-to their Snakemake job, so a failed shard is retried alone. Ctrl-C deletes the run's
-jobs and arrays (``qdel``). A run started again after a killed one re-attaches to the
-killed run's jobs that are still queued, running, or finished successfully, instead of
-submitting them twice.
+See the package's README for what each setting does. The PBS logic is in the sibling
+modules (standard library only); this module is the Snakemake side.
 """
 
-import hashlib
 import json
 import os
 import shlex
@@ -38,9 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from ncreel.cluster import pbs
-from ncreel.errors import NcreelError
-from ncreel.jobtext import pass_config_by_file
 from snakemake_interface_common.exceptions import WorkflowError
 from snakemake_interface_executor_plugins.executors.base import SubmittedJobInfo
 from snakemake_interface_executor_plugins.executors.remote import RemoteExecutor
@@ -50,8 +24,21 @@ from snakemake_interface_executor_plugins.settings import (
     ExecutorSettingsBase,
 )
 
-#: Where manifests of job arrays are written (relative to the working directory).
-ARRAY_DIR = f"{pbs.STATE_DIR}/arrays"
+from snakemake_executor_plugin_pbs_pro import checks, job_status_query, submit_string
+from snakemake_executor_plugin_pbs_pro.arrays import (
+    ARRAY_DIR,
+    batch_key,
+    sha256,
+    write_manifest,
+)
+from snakemake_executor_plugin_pbs_pro.cancel import cancel_jobs
+from snakemake_executor_plugin_pbs_pro.configfile import ConfigFileError, pass_config_by_file
+from snakemake_executor_plugin_pbs_pro.journal import Journal, outputs_of
+from snakemake_executor_plugin_pbs_pro.state import STATE_DIR, marker_statuses
+
+
+def _runner(cmd: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 
 # Settings keep typing.Optional: Snakemake's settings parser recognises typing.Union
@@ -102,10 +89,10 @@ class ExecutorSettings(ExecutorSettingsBase):
         metadata={"help": "Most sub-jobs in one job array (site limit: max_array_size).",
                   "env_var": False, "required": False})
     job_overhead_mb: int = field(
-        default=pbs.DEFAULT_JOB_OVERHEAD_MB,
+        default=submit_string.DEFAULT_JOB_OVERHEAD_MB,
         metadata={"help": "MB added to each job's mem_mb in its PBS mem request: the "
                   "memory of the job's own Snakemake process, which PBS counts against "
-                  f"the job (default {pbs.DEFAULT_JOB_OVERHEAD_MB}, measured).",
+                  f"the job (default {submit_string.DEFAULT_JOB_OVERHEAD_MB}, measured).",
                   "env_var": False, "required": False})
     qstat_attempts: int = field(
         default=4,
@@ -132,78 +119,16 @@ common_settings = CommonSettings(
 )
 
 
-def _runner(cmd: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 
-def batch_key(props: dict) -> tuple:
-    """Jobs with equal keys can share one job array (same rule and resource request)."""
-    res = props.get("resources") or {}
-    return (props.get("rule"), props.get("threads"), res.get("mem_mb"), res.get("runtime"))
 
 
-def sha256(path: str | os.PathLike) -> str:
-    """Hex SHA-256 of a file's bytes."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def write_manifest(path: str | os.PathLike, entries: list[dict]) -> Path:
-    """Write an array batch's manifest: entry ``i`` is what sub-job ``i`` runs.
-
-    Each entry holds ``index``, the Snakemake ``jobid``, ``rule``, ``wildcards``, the
-    absolute ``jobscript`` and its ``sha256`` (:mod:`.subjob` checks all of them).
-    Written under a temporary name and renamed, so a sub-job never reads half of it.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps({"version": 1, "jobs": entries}, indent=1))
-    tmp.replace(path)
-    return path
 
 
-class Journal:
-    """Which PBS job produces which outputs, kept across runs (``journal.jsonl``).
-
-    One JSON line per event: ``{"submit": id, "outputs": [...]}`` when a job is
-    submitted, ``{"end": id}`` when this executor saw it end (or gave it up). Entries
-    submitted but never ended belong to a run that was killed: :meth:`open_jobs`.
-    Snakemake's own record of a job's id cannot serve here: the job's own Snakemake
-    process overwrites it (with none) when it starts.
-    """
-
-    def __init__(self, path: str | os.PathLike):
-        self.path = Path(path)
-
-    def open_jobs(self) -> dict[tuple, str]:
-        """Sorted outputs -> PBS id, for every job submitted and never ended."""
-        opened: dict[str, tuple] = {}
-        try:
-            lines = self.path.read_text().splitlines()
-        except OSError:
-            return {}
-        for line in lines:
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue  # a line cut short by a kill
-            if "submit" in rec:
-                opened[rec["submit"]] = tuple(sorted(rec.get("outputs") or []))
-            elif "end" in rec:
-                opened.pop(rec["end"], None)
-        return {outputs: jobid for jobid, outputs in opened.items()}
-
-    def write(self, records: list[dict]) -> None:
-        """Append `records` (one line each)."""
-        if records:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.path, "a", encoding="utf-8") as fh:
-                fh.write("".join(json.dumps(r) + "\n" for r in records))
 
 
-def outputs_of(job: JobExecutorInterface) -> tuple:
-    """Return the job's output paths, sorted (the key of :class:`Journal`)."""
-    return tuple(sorted(str(f) for f in job.output))
 
 
 class Executor(RemoteExecutor):
@@ -214,9 +139,9 @@ class Executor(RemoteExecutor):
         self.settings = s
         self.queue = os.environ.get("NCREEL_PBS_QUEUE") or s.queue
         try:
-            self.account = pbs.project_account(s.account_env, no_account=s.no_account)
+            self.account = checks.project_account(s.account_env, no_account=s.no_account)
             self.account_problem = None
-        except pbs.MissingAccount as err:
+        except checks.MissingAccount as err:
             self.account, self.account_problem = None, f"ncreel-pbs: error: {err}"
         self.array_rules = {r.strip() for r in (s.array_rules or "").split(",") if r.strip()}
         if s.job_overhead_mb is None or s.job_overhead_mb < 0:
@@ -225,13 +150,13 @@ class Executor(RemoteExecutor):
         if s.array_limit < 2:
             raise WorkflowError("pbs-pro-array-limit must be at least 2 (OpenPBS arrays "
                                 "have 2 or more sub-jobs)")
-        problem = pbs.log_dir_problem(s.log_dir)
+        problem = checks.log_dir_problem(s.log_dir)
         if problem:
             raise WorkflowError(f"ncreel-pbs: error: {problem}")
         self._runner = _runner
         # Before any job: a qsub or qstat that is missing or not PBS Pro's would leave
         # jobs that this executor can never see finish.
-        problem = pbs.pbs_pro_problem(runner=self._runner, attempts=s.qstat_attempts)
+        problem = job_status_query.pbs_pro_problem(runner=self._runner, attempts=s.qstat_attempts)
         if problem:
             raise WorkflowError(f"ncreel-pbs: error: {problem}")
         # Jobs load the --config values from a file instead of a command line that
@@ -239,10 +164,10 @@ class Executor(RemoteExecutor):
         # at parse time; here for any other workflow).
         try:
             pass_config_by_file(self.workflow.config_settings)
-        except NcreelError as err:
+        except ConfigFileError as err:
             raise WorkflowError(f"ncreel-pbs: error: {err}") from None
         self._failed_polls = 0
-        self.journal = Journal(Path(pbs.STATE_DIR) / "journal.jsonl")
+        self.journal = Journal(Path(STATE_DIR) / "journal.jsonl")
         self._killed_runs_jobs = self.journal.open_jobs()
 
     # ----------------------------------------------------------------- submission
@@ -260,7 +185,7 @@ class Executor(RemoteExecutor):
 
     def _qsub(self, cmd: list[str]) -> str:
         Path(self.settings.log_dir).mkdir(parents=True, exist_ok=True)
-        return pbs.run_qsub(cmd, runner=self._runner)
+        return submit_string.run_qsub(cmd, runner=self._runner)
 
     def run_jobs(self, jobs: list[JobExecutorInterface]):
         """Submit the jobs Snakemake found ready: arrays for array rules, else one each."""
@@ -293,12 +218,12 @@ class Executor(RemoteExecutor):
         """Submit one job (or group job) as a plain PBS job."""
         jobscript = self.get_jobscript(job)
         self.write_jobscript(job, jobscript)
-        wrapper = pbs.write_wrapper(jobscript, pbs.STATE_DIR)
+        wrapper = submit_string.write_wrapper(jobscript, STATE_DIR)
         props = json.loads(job.properties())
         try:
-            cmd = pbs.build_qsub(props, str(wrapper), **self._qsub_kw())
+            cmd = submit_string.build_qsub(props, str(wrapper), **self._qsub_kw())
             jobid = self._qsub(cmd)
-        except (pbs.QsubError, ValueError) as err:
+        except (submit_string.QsubError, ValueError) as err:
             self.report_job_error(SubmittedJobInfo(job), msg=f"ncreel-pbs: error: {err}")
             return
         self.journal.write([{"submit": jobid, "outputs": list(outputs_of(job))}])
@@ -330,10 +255,10 @@ class Executor(RemoteExecutor):
         props = json.loads(jobs[0].properties())
         props["wildcards"] = {}
         try:
-            cmd = pbs.build_qsub(props, str(script), array_size=len(jobs), log_tag=tag,
+            cmd = submit_string.build_qsub(props, str(script), array_size=len(jobs), log_tag=tag,
                                  **self._qsub_kw())
             array_id = self._qsub(cmd)
-        except (pbs.QsubError, ValueError) as err:
+        except (submit_string.QsubError, ValueError) as err:
             for job in jobs:
                 self.report_job_error(SubmittedJobInfo(job), msg=f"ncreel-pbs: error: {err}")
             return
@@ -361,7 +286,7 @@ class Executor(RemoteExecutor):
                     if outputs_of(job) in self._killed_runs_jobs}
         if not recorded:
             return jobs
-        verdicts = pbs.statuses(list(recorded.values()), state_dir=pbs.STATE_DIR,
+        verdicts = job_status_query.statuses(list(recorded.values()), state_dir=STATE_DIR,
                                 attempts=self.settings.qstat_attempts, runner=self._runner,
                                 log=self.logger.debug)
         rest, given_up = [], []
@@ -393,14 +318,14 @@ class Executor(RemoteExecutor):
         ids = [j.external_jobid for j in active_jobs]
         async with self.status_rate_limiter:
             try:
-                verdicts = pbs.statuses(ids, state_dir=pbs.STATE_DIR,
+                verdicts = job_status_query.statuses(ids, state_dir=STATE_DIR,
                                         attempts=self.settings.qstat_attempts,
                                         runner=self._runner, log=self.logger.warning,
                                         strict=True)
                 self._failed_polls = 0
-            except pbs.QstatUnusable as err:
+            except job_status_query.QstatUnusable as err:
                 raise WorkflowError(self._qstat_gave_up(err, ids)) from None
-            except pbs.QstatError as err:
+            except job_status_query.QstatError as err:
                 self._failed_polls += 1
                 if self._failed_polls >= self.settings.qstat_failed_polls:
                     raise WorkflowError(self._qstat_gave_up(
@@ -409,7 +334,7 @@ class Executor(RemoteExecutor):
                     f"qstat keeps failing ({err}); poll {self._failed_polls} of "
                     f"{self.settings.qstat_failed_polls} before the run stops; jobs without "
                     "a recorded exit status stay running")
-                verdicts = pbs.marker_statuses(ids, pbs.STATE_DIR)
+                verdicts = marker_statuses(ids, STATE_DIR)
         self.journal.write([{"end": j.external_jobid} for j in active_jobs
                             if verdicts[j.external_jobid] != "running"])
         for job_info in active_jobs:
@@ -432,12 +357,6 @@ class Executor(RemoteExecutor):
 
     def cancel_jobs(self, active_jobs: list[SubmittedJobInfo]):
         """``qdel`` every active job; a whole array once (``123[]``), not each sub-job."""
-        ids = list(dict.fromkeys(pbs.array_parent(j.external_jobid) for j in active_jobs
-                                 if j.external_jobid))
-        self.journal.write([{"end": j.external_jobid} for j in active_jobs if j.external_jobid])
-        for start in range(0, len(ids), 100):
-            try:
-                subprocess.run(["qdel", *ids[start:start + 100]],
-                               capture_output=True, text=True, timeout=60)
-            except (subprocess.TimeoutExpired, OSError) as err:
-                self.logger.warning(f"qdel failed: {err}")
+        ids = [j.external_jobid for j in active_jobs if j.external_jobid]
+        self.journal.write([{"end": j} for j in ids])
+        cancel_jobs(ids, runner=self._runner, log=self.logger.warning)
