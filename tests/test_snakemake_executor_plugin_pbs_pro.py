@@ -233,30 +233,13 @@ def test_start_up_check_of_the_pbs_commands(torque_qstat, tmp_path):
         status_query.statuses(["7.vm"], qstat=str(tmp_path / "qstat"), state_dir=tmp_path)
 
 
-def _executor(tmp_path, **settings):
-    """The pbs-pro executor's status half, without a Snakemake run around it."""
-    import contextlib
-    import logging
+def _run(tmp_path, runner, **settings):
+    """The pbs-pro executor's run state, made as the executor makes it (no Snakemake)."""
+    from snakemake_executor_plugin_pbs_pro.executor import ExecutorSettings
+    from snakemake_executor_plugin_pbs_pro.run import PbsRun
 
-    from snakemake_executor_plugin_pbs_pro.executor import Executor, ExecutorSettings, Journal
-    ex = object.__new__(Executor)
-    ex.settings = ExecutorSettings(**settings)
-    ex._runner, ex._failed_polls = Counting(), 0
-    ex.journal = Journal(tmp_path / "journal.jsonl")
-    ex.logger = logging.getLogger("test-pbs-pro")
-    ex.status_rate_limiter = contextlib.nullcontext()
-    return ex
-
-
-def _poll(ex, ids):
-    import asyncio
-
-    from snakemake_executor_plugin_pbs_pro.executor import SubmittedJobInfo
-
-    async def run():
-        jobs = [SubmittedJobInfo(job=None, external_jobid=j) for j in ids]
-        return [j.external_jobid async for j in ex.check_active_jobs(jobs)]
-    return asyncio.run(run())
+    return PbsRun(ExecutorSettings(no_account=True, **settings), runner=runner,
+                  state_dir=tmp_path, check_commands=False)
 
 
 @pytest.mark.pbs
@@ -264,34 +247,37 @@ def test_executor_stops_when_qstat_keeps_failing(tmp_path, monkeypatch):
     """A server that never answers (PBS Pro's real qstat, a port nothing listens on):
     each poll keeps the jobs running, the third poll in a row stops the run with one
     line naming the error and the jobs left; a poll that works resets the count."""
+    from snakemake_executor_plugin_pbs_pro.run import RunStopped
+
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PATH", f"{PBS_BIN}:{os.environ['PATH']}")
-    ex = _executor(tmp_path, qstat_attempts=1, qstat_failed_polls=3)
+    run = _run(tmp_path, Counting(), qstat_attempts=1, qstat_failed_polls=3)
     ids = ["5.localhost:15999"]
+    running = {ids[0]: "running"}
     monkeypatch.setenv("PBS_SERVER", "localhost:15999")
-    assert _poll(ex, ids) == ids and _poll(ex, ids) == ids
+    assert run.poll(ids) == running and run.poll(ids) == running
     monkeypatch.delenv("PBS_SERVER")
-    ex.report_job_error = lambda *a, **kw: None
-    assert _poll(ex, ["999999.vm"]) == [] and ex._failed_polls == 0  # answered: purged
+    assert run.poll(["999999.vm"]) == {"999999.vm": "failed"}  # answered: purged
+    assert run.failed_polls == 0
     monkeypatch.setenv("PBS_SERVER", "localhost:15999")
-    _poll(ex, ids), _poll(ex, ids)
-    from snakemake_interface_common.exceptions import WorkflowError
-    with pytest.raises(WorkflowError) as err:
-        _poll(ex, ids)
+    run.poll(ids), run.poll(ids)
+    with pytest.raises(RunStopped) as err:
+        run.poll(ids)
     msg = str(err.value)
     assert msg.startswith("ncreel-pbs: error: cannot follow the run's PBS jobs: qstat")
     assert "(3 polls in a row)" in msg and "5.localhost:15999" in msg and "\n" not in msg
-    assert len(ex._runner.calls) == 6
+    assert len(run.runner.calls) == 6
 
 
 @pytest.mark.pbs
 def test_executor_stops_at_once_on_a_torque_qstat(torque_qstat, tmp_path, monkeypatch):
+    from snakemake_executor_plugin_pbs_pro.run import RunStopped
+
     monkeypatch.chdir(tmp_path)
-    ex = _executor(tmp_path)
-    ex._runner = lambda cmd, timeout=60: status_query._run([torque_qstat, *cmd[1:]], timeout)
-    from snakemake_interface_common.exceptions import WorkflowError
-    with pytest.raises(WorkflowError, match=r"rejects `qstat -x -f -t` \('Unknown option"):
-        _poll(ex, ["7.vm"])
+    run = _run(tmp_path, lambda cmd, timeout=60: status_query._run([torque_qstat, *cmd[1:]],
+                                                                   timeout))
+    with pytest.raises(RunStopped, match=r"rejects `qstat -x -f -t` \('Unknown option"):
+        run.poll(["7.vm"])
 
 
 class BusyFirst(Counting):
