@@ -194,7 +194,7 @@ def torque_qstat():
 
 
 class Counting:
-    """Runs each command for real (ncreel.cluster.pbs's runner) and keeps the argument lists."""
+    """Runs each command for real (the plugin's runner) and keeps the argument lists."""
 
     def __init__(self):
         self.calls = []

@@ -549,6 +549,7 @@ def test_peer_server_submit_status_delete(pbs, peer_server, tmp_path, monkeypatc
     is found and deleted by the orphan clean-up (which asked only the default server)."""
     from ncreel.cluster import pbs as ncpbs
     from ncreel.cluster.pbs import cancel_orphan_pbs_jobs
+    from snakemake_executor_plugin_pbs_pro import job_status_query
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PATH", pbs_env()["PATH"])
@@ -566,16 +567,16 @@ def test_peer_server_submit_status_delete(pbs, peer_server, tmp_path, monkeypatc
 
     def counting(cmd, timeout=60):
         calls.append(cmd)
-        return ncpbs._run(cmd, timeout=timeout)
+        return job_status_query._run(cmd, timeout=timeout)
 
-    got = ncpbs.statuses([peer_job, home_job], runner=counting, state_dir=tmp_path)
+    got = job_status_query.statuses([peer_job, home_job], runner=counting, state_dir=tmp_path)
     assert got == {peer_job: "running", home_job: "running"} and len(calls) == 1
     rec = qstat_jobs(peer_job)[peer_job]
     assert rec["queue"] == "share" and rec["Account_Name"] == ACCOUNT
     assert rec["Resource_List"]["mem"] == "100mb" and rec["server"] == peer_server
     subprocess.run([QDEL, peer_job], check=True)
     assert wait_finished(peer_job)[peer_job]["job_state"] == "F"
-    assert ncpbs.statuses([peer_job], state_dir=tmp_path) == {peer_job: "failed"}
+    assert job_status_query.statuses([peer_job], state_dir=tmp_path) == {peer_job: "failed"}
 
     # A killed run's jobs, one per server, recorded in the executor's journal.
     orphan = ncpbs.run_qsub(ncpbs.build_qsub(props, str(script), queue=f"share@{peer_server}",
