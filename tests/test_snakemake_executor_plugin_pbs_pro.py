@@ -363,3 +363,37 @@ def test_odd_settings_reach_qsub_and_the_job_wrapper_verbatim(tmp_path):
     assert state.read_marker("42.vm", folder / "state") == 3
     assert (tmp_path / "ran.txt").read_text() == "ran\n"
     assert not list(tmp_path.rglob("PWNED*"))
+
+
+# ----------------------------------------------------------------------------- --config
+
+
+@pytest.mark.parametrize("value", ["x'$(touch PWNED)", "a\\b", "two\nlines", "{x}", ""])
+def test_config_values_reach_jobs_by_the_plugins_own_file_exactly(value, tmp_path):
+    """The plugin's own ``--config`` file (no ncreel): no value on the job's command line,
+    the job loads exactly the values the main process has, nothing is executed; the
+    same values share one file; none, no file; a directory that cannot be made is one
+    line."""
+    from snakemake.common.configfile import load_configfile
+    from snakemake.settings.types import ConfigSettings
+    from snakemake_executor_plugin_pbs_pro.configfile import (
+        ConfigFileError,
+        pass_config_by_file,
+    )
+    from snakemake_interface_executor_plugins.utils import format_cli_arg
+    from test_jobtext import settings, sh
+
+    values = {"table": value, "select": {"level": value}, "vmin": 1.5}
+    cs = settings(values)
+    path = pass_config_by_file(cs, tmp_path / "rc")
+    assert format_cli_arg("--config", cs.config_args) == "" and cs.configfiles == [path]
+    argv = sh(format_cli_arg("--configfiles", cs.configfiles), tmp_path)
+    assert argv == ["--configfiles", str(path)]
+    assert load_configfile(argv[1]) == values
+    assert pass_config_by_file(settings(values), tmp_path / "rc") == path
+    assert not list(tmp_path.rglob("PWNED*"))
+    assert pass_config_by_file(ConfigSettings(), tmp_path / "none") is None
+    assert not (tmp_path / "none").exists()
+    (tmp_path / "file").write_text("a file where a folder must be")
+    with pytest.raises(ConfigFileError, match="cannot write the run's config file"):
+        pass_config_by_file(settings(values), tmp_path / "file" / "rc")
