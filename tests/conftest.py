@@ -13,11 +13,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "workflow"))
-# Snakemake started by tests finds ncreel's executor plugin (workflow/
-# snakemake_executor_plugin_pbs_pro) here, as `pip install -e .` makes it findable.
+#: The PBS Pro executor plugin's own distribution (``make venv`` installs it editable).
+PLUGIN = ROOT / "workflow" / "executor-plugin-pbs-pro"
+sys.path[:0] = [str(ROOT / "workflow"), str(PLUGIN)]
+# Snakemake started by tests finds this checkout's ncreel and PBS Pro executor plugin
+# here first, as `make venv`'s editable installs make them findable.
 os.environ["PYTHONPATH"] = os.pathsep.join(
-    [str(ROOT / "workflow"), *filter(None, [os.environ.get("PYTHONPATH")])])
+    [str(ROOT / "workflow"), str(PLUGIN), *filter(None, [os.environ.get("PYTHONPATH")])])
 
 
 def _text(stream) -> str:

@@ -118,12 +118,15 @@ def mem_cap_mb():
 
 def separate_job(rule_name):
     """Whether jobs of `rule_name` run as their own scheduler job (Snakemake's processes around
-    the rule's own then count against the job's memory); False locally and for localrules.
+    the rule's own then count against the job's memory) and the executor does not add that
+    memory itself (pbs-pro does); False locally and for localrules.
     """
     plugin = workflow.executor_plugin
     remote = plugin is not None and plugin.common_settings.non_local_exec
+    if res.executor_adds_overhead(plugin.name if remote else None):
+        return False
     # Inside the scheduler job Snakemake evaluates resources again: the job must see (and
-    # record, see ncreel.jobrecord) the mem_mb the scheduler was asked for.
+    # record, see ncreel.jobrecord) the mem_mb the workflow declared.
     return (remote or workflow.remote_exec) and rule_name not in workflow._localrules
 
 
