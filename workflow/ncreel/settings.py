@@ -150,6 +150,36 @@ class SeriesSelection(_Settings):
     lon: str | None
     time: str | None
     steps: list | None = None
+    region: dict | None = None
+
+    @classmethod
+    def from_params(cls, params: Mapping):
+        """Build from a rule's params dict; ``region`` may be left out (no region).
+
+        Raises
+        ------
+        NcreelError
+            Naming the missing, unknown or bad setting.
+        """
+        if isinstance(params, Mapping) and "region" not in params:
+            params = {**params, "region": None}
+        return super().from_params(params)
+
+    def to_params(self) -> dict:
+        """Return the plain dict :meth:`from_params` reads; no ``region`` key without one."""
+        params = super().to_params()
+        if params["region"] is None:
+            del params["region"]
+        return params
+
+    def table_selection(self) -> SeriesSelection:
+        """Return the selection the per-cell table reads.
+
+        The whole grid when ``region.table`` is ``global``, else this selection.
+        """
+        if self.region is not None and self.region.get("table") == "global":
+            return dataclasses.replace(self, region=None)
+        return self
 
     def __post_init__(self):
         w = self.KEY
@@ -173,6 +203,8 @@ class SeriesSelection(_Settings):
                     for r in runs) for runs in self.steps)):
             raise _bad(w, "steps", "null or one list of [start, stop] runs per path",
                        self.steps)
+        if self.region is not None and not isinstance(self.region, Mapping):
+            raise _bad(w, "region", "null or a mapping of region parameters", self.region)
 
     def open(self):
         """Open the series lazily (:func:`ncreel.source.open_series`).
@@ -187,11 +219,19 @@ class SeriesSelection(_Settings):
         NcreelError
             As :func:`ncreel.source.open_series`.
         """
+        from ncreel.region import region_from_params, restrict
         from ncreel.source import open_series
 
-        return open_series(list(self.paths), self.variable, time_dim=self.time_dim,
-                           select=self.select, lat=self.lat, lon=self.lon, time=self.time,
-                           steps=self.steps)
+        series = open_series(list(self.paths), self.variable, time_dim=self.time_dim,
+                             select=self.select, lat=self.lat, lon=self.lon, time=self.time,
+                             steps=self.steps)
+        if self.region is None:
+            return series
+        try:
+            return restrict(series, region_from_params(self.region))
+        except BaseException:
+            series.close()
+            raise
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ rule statistics:
         mem_mb=rule_mem_mb(
             "statistics",
             lambda wc, attempt: res.statistics_mem_mb(
-                ny=GRID["ny"], nx=GRID["nx"], attempt=attempt
+                ny=TABLE_GRID["ny"], nx=TABLE_GRID["nx"], attempt=attempt
             ),
         ),
         runtime=lambda wc, attempt: res.series_pass_runtime(GRID["n_time"], attempt),

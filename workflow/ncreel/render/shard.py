@@ -320,6 +320,10 @@ def make_renderer(series, render: RenderSettings, *, vmin: float, vmax: float,
     geo = series.has_lat_lon
     projection, features = map_settings(render.map, lon=x if geo else None,
                                         lat=y if geo else None)
+    if getattr(series, "region", None) is not None:  # a named country's outline, drawn once
+        from ncreel.region import region_features
+
+        features = [*features, *region_features(series.region)]
     title = f"{series.long_name} [{series.units}]" if series.units else series.long_name
     if labels is None:
         labels = time_labels(series)
