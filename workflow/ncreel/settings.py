@@ -282,6 +282,10 @@ class RenderSettings(_Settings):
         Matplotlib colormap name.
     map : MapSettings
         Built from a mapping by :meth:`from_params`.
+    contours : dict or None
+        Config ``contours`` (contour lines of another variable), None: none.
+    vectors : dict or None
+        Config ``vectors`` (arrows of a u/v pair), None: none.
     """
 
     KEY: ClassVar[str] = "render"
@@ -290,6 +294,29 @@ class RenderSettings(_Settings):
     dpi: float
     cmap: str
     map: MapSettings
+    contours: dict | None = None
+    vectors: dict | None = None
+
+    @classmethod
+    def from_params(cls, params: Mapping):
+        """Build from a rule's params dict; ``contours`` and ``vectors`` may be left out.
+
+        Raises
+        ------
+        NcreelError
+            Naming the missing, unknown or bad setting.
+        """
+        if isinstance(params, Mapping):
+            params = {"contours": None, "vectors": None, **params}
+        return super().from_params(params)
+
+    def to_params(self) -> dict:
+        """Return the plain dict :meth:`from_params` reads; overlays only when set."""
+        params = super().to_params()
+        for key in ("contours", "vectors"):
+            if params[key] is None:
+                del params[key]
+        return params
 
     def __post_init__(self):
         w = self.KEY
@@ -301,6 +328,12 @@ class RenderSettings(_Settings):
             object.__setattr__(self, "map", MapSettings.from_params(self.map))
         elif not isinstance(self.map, MapSettings):
             raise _bad(w, "map", "a mapping of map settings", self.map)
+        for key in ("contours", "vectors"):
+            value = getattr(self, key)
+            if value is not None and not isinstance(value, Mapping):
+                raise _bad(w, key, "null or a mapping", value)
+            if value is not None:
+                object.__setattr__(self, key, dict(value))
 
 
 @dataclass(frozen=True)

@@ -87,6 +87,7 @@ def run_shard(selection: SeriesSelection, shard: Shard, *, stats_json: str | os.
         check_inputs(recorded, selection.paths)
     job = FrameJob(series=selection, render=render, encode=encode, vmin=stats["vmin"],
                    vmax=stats["vmax"], png_compress=png_compress,
+                   overlay_limits=stats.get("overlays"),
                    label=f"shard {shard.name} frames")
     with selection.open() as series, table_series(selection, series) as table:
         # Frames first: their encoder has exited before the rows pass starts, so the job's

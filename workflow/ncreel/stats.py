@@ -203,7 +203,8 @@ def nonsingular_range(vmin: float, vmax: float) -> tuple[float, float]:
 def write_statistics(series: Series, stats_json: str | os.PathLike,
                      cell_mean_npy: str | os.PathLike, *, vmin: float | None = None,
                      vmax: float | None = None, percentiles=(2.0, 98.0),
-                     limits_series: Series | None = None) -> dict:
+                     limits_series: Series | None = None,
+                     overlays: dict | None = None) -> dict:
     """Compute :func:`series_statistics` and write ``stats.json`` and ``cell_mean.npy``.
 
     Configured `vmin`/`vmax` override the computed percentiles (each independently). A
@@ -216,7 +217,8 @@ def write_statistics(series: Series, stats_json: str | os.PathLike,
 
     `limits_series`, when given, is what the movie shows (a region of `series`, whose
     cells the table has): the colour limits and value statistics are its, the cell means
-    `series`'.
+    `series`'. `overlays` (config ``contours`` and ``vectors``) adds their fixed levels
+    and scale as ``overlays`` (:func:`ncreel.render.overlays.overlay_limits`).
 
     Returns
     -------
@@ -268,6 +270,11 @@ def write_statistics(series: Series, stats_json: str | os.PathLike,
                         "range %.6g..%.6g (set both vmin and vmax to choose it)",
                         "vmin" if vmin is not None else "vmax", lo, hi)
     stats["vmin"], stats["vmax"], stats["widened"] = lo, hi, widened
+    if overlays and (overlays.get("contours") or overlays.get("vectors")):
+        from ncreel.render.overlays import overlay_limits
+
+        stats["overlays"] = overlay_limits(limits_series or series, overlays.get("contours"),
+                                           overlays.get("vectors"))
     check_inputs(inputs)  # a file replaced during the pass: these statistics mix versions
     stats["inputs"] = inputs
     with atomic_path(cell_mean_npy) as tmp, open(tmp, "wb") as fh:

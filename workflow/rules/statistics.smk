@@ -30,5 +30,7 @@ rule statistics:
         inputs=lambda wc: INPUT_STAMPS,
         vmin=config["vmin"],
         vmax=config["vmax"],
+        # contour levels and vector scale, fixed for the whole movie
+        overlays={"contours": config["contours"], "vectors": config["vectors"]},
     script:
         "../scripts/statistics.py"

@@ -21,7 +21,7 @@ stats = json.loads(Path(snakemake.input.stats).read_text())  # noqa: F821
 job = FrameJob(series=SeriesSelection.from_params(p.series),
                render=RenderSettings.from_params(p.render),
                encode=EncodeSettings.from_params(p.encode), vmin=stats["vmin"],
-               vmax=stats["vmax"])
+               vmax=stats["vmax"], overlay_limits=stats.get("overlays"))
 result = calibrate_render(job, n_time=p.n_time, probe_frames=p.probe_frames,
                           target_minutes=p.target_minutes, frames_per_shard=p.frames_per_shard,
                           workers=p.workers)

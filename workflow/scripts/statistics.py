@@ -18,4 +18,5 @@ selection = SeriesSelection.from_params(p.series)
 with selection.open() as shown, table_series(selection, shown) as table:
     write_statistics(table, snakemake.output.stats, snakemake.output.cell_mean,  # noqa: F821
                      vmin=p.vmin, vmax=p.vmax,
-                     limits_series=None if table is shown else shown)
+                     limits_series=None if table is shown else shown,
+                     overlays=p.overlays)

@@ -31,6 +31,7 @@ import numpy as np
 from ncreel.procmem import peak_rss_mb
 from ncreel.progress import Progress, current_log_file
 from ncreel.render.movie import SegmentEncoder, concat_segments
+from ncreel.render.overlays import make_overlays, read_overlay_fields
 from ncreel.settings import EncodeSettings, MapSettings, RenderSettings, SeriesSelection
 from ncreel.shards import Shard, frame_name, plan_shards
 
@@ -62,6 +63,9 @@ class FrameJob:
         Name of the frames in progress lines.
     log_file : str or None
         File the workers append their progress lines to.
+    overlay_limits : dict or None
+        Contour levels and vector speed of the whole movie
+        (:func:`ncreel.render.overlays.overlay_limits`, in ``stats.json``).
     """
 
     series: SeriesSelection
@@ -72,6 +76,7 @@ class FrameJob:
     png_compress: int = 6
     label: str = "frames"
     log_file: str | None = None
+    overlay_limits: dict | None = None
 
 
 def png_sample(start: int, stop: int, *, every: int = 0, extra: Iterable[int] = ()) -> list[int]:
@@ -149,14 +154,18 @@ def render_range(job: FrameJob, start: int, stop: int, *, segment: str | os.Path
     n = 0
     progress = Progress(stop - start, f"{job.label} {start}..{stop - 1}", log_file=job.log_file)
     labels = time_labels(series)
-    renderer = make_renderer(series, rend, vmin=job.vmin, vmax=job.vmax, labels=labels)
+    renderer = make_renderer(series, rend, vmin=job.vmin, vmax=job.vmax, labels=labels,
+                             overlay_limits=job.overlay_limits)
     with SegmentEncoder(segment, width=rend.width, height=rend.height, fps=enc.fps,
                         crf=enc.crf, preset=enc.preset, threads=encoder_threads) as encoder:
         for t0, block in series.iter_blocks(start, stop, RENDER_BLOCK_BYTES):
+            extra = read_overlay_fields(series, rend.contours, rend.vectors, t0,
+                                        t0 + block.shape[0])
             for i in range(block.shape[0]):
                 t = t0 + i
                 t1 = time.perf_counter()
-                rgba = renderer.draw(block[i], labels[t])
+                rgba = renderer.draw(block[i], labels[t],
+                                     [tuple(a[i] for a in group) for group in extra])
                 draw_s += time.perf_counter() - t1
                 encoder.write(rgba)
                 if t in pngs and frames_dir is not None:
@@ -302,7 +311,8 @@ def time_labels(series) -> list[str]:
 
 
 def make_renderer(series, render: RenderSettings, *, vmin: float, vmax: float,
-                  blit: bool = True, labels: list[str] | None = None):
+                  blit: bool = True, labels: list[str] | None = None,
+                  overlay_limits: dict | None = None):
     """Build the :class:`~ncreel.render.frame.FrameRenderer` for `series`.
 
     The renderer holds the axes, labels, title (``long_name [units]``), the colour bar
@@ -310,6 +320,8 @@ def make_renderer(series, render: RenderSettings, *, vmin: float, vmax: float,
     (:func:`time_labels`; computed here when None): room is kept for the widest.
 
     ``render.map`` applies to grids with latitude/longitude, see :func:`map_settings`.
+    ``render.contours`` / ``render.vectors`` are drawn at `overlay_limits`' levels and
+    scale (:func:`ncreel.render.overlays.make_overlays`).
     """
     from ncreel.render.frame import FrameRenderer
 
@@ -332,7 +344,9 @@ def make_renderer(series, render: RenderSettings, *, vmin: float, vmax: float,
                          vmin=vmin, vmax=vmax, x=x, y=y, title=title, xlabel=xlabel,
                          ylabel=ylabel, blit=blit, projection=projection, features=features,
                          units=series.units, time_labels=labels,
-                         mesh=getattr(series, "mesh", None))
+                         mesh=getattr(series, "mesh", None),
+                         overlays=make_overlays(render.contours, render.vectors,
+                                                overlay_limits))
 
 
 def map_settings(settings: MapSettings, *, lon=None, lat=None):
