@@ -166,3 +166,20 @@ def test_vector_arrows_are_subsampled_to_the_density(tmp_path):
                           overlay_limits={"vector_speed": 10.0})
         assert r.overlays[0].artist.N == 12 * 6  # every 6th of 72 x 36 cells
         r.close()
+
+
+def test_overlay_bench_smoke_prints_every_key():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parents[1] / "bench" / "overlay_bench.py"
+    proc = subprocess.run([sys.executable, str(bench), "--smoke"], capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    keys = dict(line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)
+    for key in ("render_fps_plain", "render_fps_contours", "render_fps_vectors",
+                "matplotlib_fps_contours", "matplotlib_fps_vectors",
+                "contours_speedup_vs_matplotlib", "vectors_speedup_vs_matplotlib"):
+        assert float(keys[key]) > 0, key
+    assert int(keys["vector_arrows"]) > 0

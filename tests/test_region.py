@@ -195,3 +195,18 @@ def test_region_values_are_netcdf_reads_not_a_copy_of_the_whole_field(tmp_path):
                coords={"time": [0, 1], "lat": lat, "lon": lon}).to_netcdf(path)
     with selection(path, BOX, "a").open() as s:
         np.testing.assert_array_equal(s.read_variable("b", 0, 2), 2 * s.read(0, 2))
+
+
+@pytest.mark.parametrize("extra", [
+    {}, {"region": None, "contours": None, "vectors": None}, {"region": "Fiji"},
+    {"region": {"lon": [170, -170], "lat": [-20, -10]}},
+    {"contours": {"variable": "psl"}, "vectors": {"u": "uas", "v": "vas"}}])
+def test_snakemake_validates_configs_with_and_without_region_and_overlays(extra):
+    # Snakemake sets the schema's nested defaults even where the value is null (and
+    # fails): region, contours and vectors must validate unset, null and set.
+    from ncreel.configcheck import schema_path
+    from snakemake.utils import validate
+
+    config = {"input": "a.nc", "variable": "tas", "run": "r", **extra}
+    validate(config, str(schema_path()))
+    assert config["region"] == extra.get("region")

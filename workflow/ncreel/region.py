@@ -28,6 +28,9 @@ from ncreel.source import Series
 
 #: Values of ``region.table``.
 TABLE_CHOICES = ("region", "global")
+#: ``region.table`` when not given: the table has the cells the movie shows, so both
+#: describe the same cells and every job reads only the region's slab of the files.
+DEFAULT_TABLE = "region"
 #: A named country's box is its outline's extent widened by this share of its span on
 #: each side (at least :data:`COUNTRY_MARGIN_MIN_DEG`), so the outline is not cut at the
 #: map's edge.
@@ -119,10 +122,8 @@ def region_from_config(value) -> Region | None:
     if unknown:
         raise NcreelError(f"config 'region.{unknown[0]}': unknown key (known: lon, lat, "
                           "name, table)")
-    from ncreel.configcheck import schema_defaults
-
-    value = {**schema_defaults("properties", "region"), **value}  # table
-    table = value["table"]
+    # The schema has no nested defaults (and the top-level `table` is another setting).
+    table = value["table"] if "table" in value else DEFAULT_TABLE
     if table not in TABLE_CHOICES:
         raise NcreelError(f"config 'region.table': must be region or global, got {table!r}")
     name = value.get("name")

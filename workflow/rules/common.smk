@@ -41,7 +41,7 @@ from ncreel.cluster.runlock import clear_stale_lock, hold_run_lock  # noqa: E402
 from ncreel.render.shard import png_sample  # noqa: E402
 from ncreel.jobtext import input_link, pass_config_by_file  # noqa: E402
 from ncreel.region import region_from_config, table_series  # noqa: E402
-from ncreel.render.overlays import check_overlays  # noqa: E402
+from ncreel.render.overlays import check_overlays, overlay_settings  # noqa: E402
 from ncreel.settings import Calibration, SeriesSelection  # noqa: E402
 from ncreel.shards import frame_name, plan_shards  # noqa: E402
 from ncreel.source import resolve_paths  # noqa: E402
@@ -189,7 +189,8 @@ try:
         # etr_risk's time course: dates, temperature variable and units, before any job.
         check_run(_table, CELLS)
         # Overlays' variables exist on the movie's grid (u with v: the schema).
-        check_overlays(_series, config["contours"], config["vectors"])
+        CONTOURS, VECTORS = overlay_settings(config["contours"], config["vectors"])
+        check_overlays(_series, CONTOURS, VECTORS)
         _time = _series.time_axis()
         CELL_NOTE = f"'{_series.variable}' from {', '.join(_series.paths)}" + (
             ""
@@ -256,7 +257,7 @@ if workflow.is_main_process:
 
 RENDER = {k: config[k] for k in ("width", "height", "dpi", "cmap", "map")}
 # Overlays only when set: the params of runs without them stay as they were.
-RENDER.update({k: config[k] for k in ("contours", "vectors") if config[k] is not None})
+RENDER.update({k: v for k, v in (("contours", CONTOURS), ("vectors", VECTORS)) if v})
 ENCODE = {k: config[k] for k in ("fps", "crf", "preset")}
 RENDER_PROCESSES = config["render_processes"]
 MID_T = GRID["n_time"] // 2

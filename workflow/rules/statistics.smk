@@ -31,6 +31,6 @@ rule statistics:
         vmin=config["vmin"],
         vmax=config["vmax"],
         # contour levels and vector scale, fixed for the whole movie
-        overlays={"contours": config["contours"], "vectors": config["vectors"]},
+        overlays={"contours": CONTOURS, "vectors": VECTORS},
     script:
         "../scripts/statistics.py"

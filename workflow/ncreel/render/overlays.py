@@ -203,6 +203,24 @@ class VectorOverlay(_GridOverlay):
         self.artist.set_UVC(np.ma.array(uu, mask=bad), np.ma.array(vv, mask=bad))
 
 
+#: Settings of ``contours`` / ``vectors`` not given (the schema holds no nested defaults
+#: under a null-able key: Snakemake would set them on null).
+CONTOUR_DEFAULTS = {"levels": 10, "colour": "black", "linewidth": 0.8}
+VECTOR_DEFAULTS = {"density": 20, "colour": "black"}
+
+
+def overlay_settings(contours, vectors) -> tuple[dict | None, dict | None]:
+    """Config ``contours`` and ``vectors`` with the settings not given filled in.
+
+    Returns
+    -------
+    contours, vectors : dict or None
+        None where the config has none.
+    """
+    return ({**CONTOUR_DEFAULTS, **contours} if contours else None,
+            {**VECTOR_DEFAULTS, **vectors} if vectors else None)
+
+
 def overlay_variables(contours, vectors) -> list[tuple[str, ...]]:
     """Variables each overlay reads, in drawing order: ``[(c,), (u, v)]``."""
     out = []
