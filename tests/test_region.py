@@ -186,15 +186,20 @@ def test_spec_reopens_the_region(tmp_path):
         assert whole.shape == (3, 18, 36)
 
 
-def test_region_values_are_netcdf_reads_not_a_copy_of_the_whole_field(tmp_path):
-    # A variable on the region's grid read through the cut dataset (read_variable).
+@pytest.mark.parametrize("lon", [LON_360, LON_180], ids=["0-360", "pm180"])
+def test_other_variables_are_read_on_the_region(tmp_path, lon):
+    # Overlays and cell models read other variables of the files: the region's cells too.
     path = tmp_path / "two.nc"
-    lat, lon = LAT, LON_360
-    a = np.random.default_rng(0).random((2, lat.size, lon.size))
-    xr.Dataset({"a": (("time", "lat", "lon"), a), "b": (("time", "lat", "lon"), 2 * a)},
-               coords={"time": [0, 1], "lat": lat, "lon": lon}).to_netcdf(path)
+    a = np.random.default_rng(0).random((2, LAT.size, lon.size))
+    xr.Dataset({"a": (("time", "lat", "lon"), a), "b": (("time", "lat", "lon"), 2 * a),
+                "c": (("lat", "lon"), 3 * a[0])},
+               coords={"time": [0, 1], "lat": LAT, "lon": lon}).to_netcdf(path)
     with selection(path, BOX, "a").open() as s:
         np.testing.assert_array_equal(s.read_variable("b", 0, 2), 2 * s.read(0, 2))
+        np.testing.assert_array_equal(s.read_variable("b", 1, 2), 2 * s.read(1, 2))
+        np.testing.assert_allclose(s.read_variable("c", 0, 2), 3 * s.read(0, 1)[0])
+        with pytest.raises(NcreelError, match="no variable 'd'"):
+            s.read_variable("d", 0, 1)
 
 
 @pytest.mark.parametrize("extra", [

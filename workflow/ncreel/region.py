@@ -326,6 +326,27 @@ class RegionSeries(Series):
             block = block.astype(np.float64)
         return block
 
+    def read_variable(self, name: str, start: int, stop: int) -> np.ndarray:
+        """Another variable on the region's cells (see :meth:`Series.read_variable`).
+
+        A variable with time is read as slabs, as :meth:`read` reads the series.
+        """
+        ds = super()._dataset(0)
+        da = ds[name] if name in ds.variables else None
+        sel = {} if da is None else {d: i for d, i in self.select.items() if d in da.dims}
+        if da is None or set(da.dims) - set(sel) != {self.time_dim, self.y_dim, self.x_dim}:
+            return super().read_variable(name, start, stop)  # its checks and messages
+        parts, offset = [], 0
+        for i, count in enumerate(self.counts):
+            lo, hi = max(start - offset, 0), min(stop - offset, count)
+            for run in self._file_slices(i, lo, hi) if lo < hi else ():
+                part = super()._dataset(i)[name].isel({self.time_dim: run, **sel})
+                parts.append(np.asarray(self._slab(part), np.float64))
+            offset += count
+        if not parts:
+            return np.empty((0, self.ny, self.nx))
+        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+
     def _slab(self, da) -> np.ndarray:
         rows = []
         for ys, flip_y in _runs(self.y_file):
