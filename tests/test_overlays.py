@@ -183,3 +183,39 @@ def test_overlay_bench_smoke_prints_every_key():
                 "contours_speedup_vs_matplotlib", "vectors_speedup_vs_matplotlib"):
         assert float(keys[key]) > 0, key
     assert int(keys["vector_arrows"]) > 0
+
+
+@pytest.mark.parametrize("setting, stats, want", [
+    (None, {"vmin": 1, "vmax": 2, "min": 0, "max": 3}, "both"),
+    ("auto", {"vmin": 1, "vmax": 2, "min": 1, "max": 3}, "max"),
+    ("auto", {"vmin": 1, "vmax": 2, "min": 0, "max": 2}, "min"),
+    ("auto", {"vmin": 1, "vmax": 2, "min": 1, "max": 2}, "neither"),
+    ("auto", {"vmin": 0, "vmax": 1}, "neither"),  # no data: limits 0..1
+    ("neither", {"vmin": 1, "vmax": 2, "min": 0, "max": 3}, "neither"),
+])
+def test_colorbar_extend_from_the_data(setting, stats, want):
+    from ncreel.render.shard import colorbar_extend
+
+    assert colorbar_extend(setting, stats) == want
+
+
+def test_colorbar_arrows_are_drawn_once_and_leave_the_map_alone(tmp_path):
+    with open_weather(tmp_path) as s:
+        field = s.read(0, 1)[0]
+        frames = {}
+        rs = render(map={"coastlines": False, "borders": False, "projection": "PlateCarree",
+                         "projection_params": {}})
+        for extend in ("neither", "both"):
+            fast = make_renderer(s, rs, vmin=285, vmax=295, extend=extend)
+            full = make_renderer(s, rs, vmin=285, vmax=295, extend=extend, blit=False)
+            a, b = fast.draw(field, "x").copy(), full.draw(field, "x").copy()
+            assert frame_difference(a, b, area=fast.interior())["max_difference"] == 0
+            assert frame_difference(a, b, area=~fast.map_area())["max_difference"] <= 2
+            frames[extend] = a
+            area = fast.map_area()
+            assert len(fast.colorbar._extend_patches) == (2 if extend == "both" else 0)
+            fast.close()
+            full.close()
+    plain, arrows = frames["neither"], frames["both"]
+    assert (plain[area] == arrows[area]).all()
+    assert (plain[~area] != arrows[~area]).any(axis=-1).sum() > 20

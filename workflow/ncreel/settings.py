@@ -286,6 +286,8 @@ class RenderSettings(_Settings):
         Config ``contours`` (contour lines of another variable), None: none.
     vectors : dict or None
         Config ``vectors`` (arrows of a u/v pair), None: none.
+    colorbar_extend : str or None
+        Config ``colorbar_extend``; None: ``auto``.
     """
 
     KEY: ClassVar[str] = "render"
@@ -296,10 +298,13 @@ class RenderSettings(_Settings):
     map: MapSettings
     contours: dict | None = None
     vectors: dict | None = None
+    colorbar_extend: str | None = None
 
     @classmethod
     def from_params(cls, params: Mapping):
-        """Build from a rule's params dict; ``contours`` and ``vectors`` may be left out.
+        """Build from a rule's params dict; the optional keys may be left out.
+
+        ``contours``, ``vectors`` and ``colorbar_extend`` are None when not given.
 
         Raises
         ------
@@ -307,13 +312,13 @@ class RenderSettings(_Settings):
             Naming the missing, unknown or bad setting.
         """
         if isinstance(params, Mapping):
-            params = {"contours": None, "vectors": None, **params}
+            params = {"contours": None, "vectors": None, "colorbar_extend": None, **params}
         return super().from_params(params)
 
     def to_params(self) -> dict:
-        """Return the plain dict :meth:`from_params` reads; overlays only when set."""
+        """Return the plain dict :meth:`from_params` reads; the keys above only when set."""
         params = super().to_params()
-        for key in ("contours", "vectors"):
+        for key in ("contours", "vectors", "colorbar_extend"):
             if params[key] is None:
                 del params[key]
         return params
@@ -328,6 +333,9 @@ class RenderSettings(_Settings):
             object.__setattr__(self, "map", MapSettings.from_params(self.map))
         elif not isinstance(self.map, MapSettings):
             raise _bad(w, "map", "a mapping of map settings", self.map)
+        if self.colorbar_extend is not None:
+            _check_str(w, "colorbar_extend", self.colorbar_extend,
+                       choices=("auto", "neither", "min", "max", "both"))
         for key in ("contours", "vectors"):
             value = getattr(self, key)
             if value is not None and not isinstance(value, Mapping):

@@ -16,7 +16,7 @@ from ncreel.io import atomic_path
 from ncreel.pg.copytext import open_copy_writer
 from ncreel.progress import Progress
 from ncreel.region import table_series
-from ncreel.render.shard import FrameJob, render_shard
+from ncreel.render.shard import FrameJob, colorbar_extend, render_shard
 from ncreel.settings import CellsSettings, EncodeSettings, RenderSettings, SeriesSelection
 from ncreel.shards import Shard
 from ncreel.source import MAX_BLOCK_CELLS
@@ -88,6 +88,7 @@ def run_shard(selection: SeriesSelection, shard: Shard, *, stats_json: str | os.
     job = FrameJob(series=selection, render=render, encode=encode, vmin=stats["vmin"],
                    vmax=stats["vmax"], png_compress=png_compress,
                    overlay_limits=stats.get("overlays"),
+                   extend=colorbar_extend(render.colorbar_extend, stats),
                    label=f"shard {shard.name} frames")
     with selection.open() as series, table_series(selection, series) as table:
         # Frames first: their encoder has exited before the rows pass starts, so the job's

@@ -87,7 +87,8 @@ def calibrate_render(job, *, n_time: int, probe_frames: int = PROBE_FRAMES,
         # The full layout: overlays' fields read and drawn as a shard job does.
         extra = read_overlay_fields(series, rend.contours, rend.vectors, 0, n_read)
         renderer = make_renderer(series, rend, vmin=job.vmin, vmax=job.vmax,
-                                 labels=labels, overlay_limits=job.overlay_limits)
+                                 labels=labels, overlay_limits=job.overlay_limits,
+                                 extend=job.extend)
         startup_s = time.perf_counter() - t_start
         with SegmentEncoder(Path(tdir) / "probe.mp4", width=rend.width,
                             height=rend.height, fps=enc.fps, crf=enc.crf,

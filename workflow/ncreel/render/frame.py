@@ -90,6 +90,9 @@ class FrameRenderer:
         The faces of an unstructured mesh (:mod:`ncreel.render.meshdraw`), in place of a
         grid: `shape` is then ``(1, n_face)``, `projection` is required and `x`, `y`
         are the face centres.
+    extend : {"neither", "min", "max", "both"}
+        Arrows at the colour bar's ends, for values below `vmin` / above `vmax` (drawn in
+        the colormap's under / over colours, as the cells are).
     overlays : sequence of ncreel.render.overlays.ContourOverlay or VectorOverlay
         Drawn per frame above the field (and the map lines); :meth:`draw` takes their
         fields. Needs `projection` and cell-centre `x`, `y`.
@@ -105,7 +108,7 @@ class FrameRenderer:
                  cmap: str, vmin: float, vmax: float, x=None, y=None, title: str = "",
                  xlabel: str = "", ylabel: str = "", blit: bool = True, projection=None,
                  features=(), units: str = "", time_labels: Sequence[str] = (),
-                 mesh=None, overlays: Sequence = ()) -> None:
+                 mesh=None, overlays: Sequence = (), extend: str = "neither") -> None:
         if width < 16 or height < 16:
             raise ValueError(f"frame size {width}x{height}: need at least 16x16 pixels")
         if cmap not in matplotlib.colormaps:
@@ -149,7 +152,8 @@ class FrameRenderer:
         for overlay in self.overlays:
             overlay.attach(ax, self._x, self._y, self.shape, projection,
                            (self.width, self.height))
-        self.colorbar = self.fig.colorbar(self.mesh, ax=ax, shrink=0.9, pad=0.02)
+        self.colorbar = self.fig.colorbar(self.mesh, ax=ax, shrink=0.9, pad=0.02,
+                                          extend=extend)
         style_colorbar(self.colorbar, vmin, vmax, units)
         set_labels(ax, xlabel=xlabel, ylabel=ylabel, projection=projection)
         # Title and time label in a band above the map and colour bar, which are laid out

@@ -66,6 +66,8 @@ class FrameJob:
     overlay_limits : dict or None
         Contour levels and vector speed of the whole movie
         (:func:`ncreel.render.overlays.overlay_limits`, in ``stats.json``).
+    extend : str
+        The colour bar's arrows (:func:`colorbar_extend`).
     """
 
     series: SeriesSelection
@@ -77,6 +79,7 @@ class FrameJob:
     label: str = "frames"
     log_file: str | None = None
     overlay_limits: dict | None = None
+    extend: str = "neither"
 
 
 def png_sample(start: int, stop: int, *, every: int = 0, extra: Iterable[int] = ()) -> list[int]:
@@ -155,7 +158,7 @@ def render_range(job: FrameJob, start: int, stop: int, *, segment: str | os.Path
     progress = Progress(stop - start, f"{job.label} {start}..{stop - 1}", log_file=job.log_file)
     labels = time_labels(series)
     renderer = make_renderer(series, rend, vmin=job.vmin, vmax=job.vmax, labels=labels,
-                             overlay_limits=job.overlay_limits)
+                             overlay_limits=job.overlay_limits, extend=job.extend)
     with SegmentEncoder(segment, width=rend.width, height=rend.height, fps=enc.fps,
                         crf=enc.crf, preset=enc.preset, threads=encoder_threads) as encoder:
         for t0, block in series.iter_blocks(start, stop, RENDER_BLOCK_BYTES):
@@ -312,7 +315,7 @@ def time_labels(series) -> list[str]:
 
 def make_renderer(series, render: RenderSettings, *, vmin: float, vmax: float,
                   blit: bool = True, labels: list[str] | None = None,
-                  overlay_limits: dict | None = None):
+                  overlay_limits: dict | None = None, extend: str = "neither"):
     """Build the :class:`~ncreel.render.frame.FrameRenderer` for `series`.
 
     The renderer holds the axes, labels, title (``long_name [units]``), the colour bar
@@ -346,7 +349,33 @@ def make_renderer(series, render: RenderSettings, *, vmin: float, vmax: float,
                          units=series.units, time_labels=labels,
                          mesh=getattr(series, "mesh", None),
                          overlays=make_overlays(render.contours, render.vectors,
-                                                overlay_limits))
+                                                overlay_limits), extend=extend)
+
+
+def colorbar_extend(setting: str | None, stats: dict) -> str:
+    """Decide the colour bar's arrows: `setting`, or from the data when None or ``auto``.
+
+    Parameters
+    ----------
+    setting : str or None
+        Config ``colorbar_extend``: ``auto`` (None) draws an arrow at each end beyond which
+        the run has values (``stats`` ``min`` below ``vmin``, ``max`` above ``vmax``);
+        ``neither``, ``min``, ``max`` or ``both`` as given.
+    stats : dict
+        ``stats.json``: ``vmin``, ``vmax`` and, when computed, ``min``, ``max``.
+
+    Returns
+    -------
+    str
+        ``neither``, ``min``, ``max`` or ``both`` (matplotlib's ``extend``).
+    """
+    if setting not in (None, "auto"):
+        return setting
+    lo, hi = stats.get("min"), stats.get("max")
+    below = lo is not None and np.isfinite(lo) and lo < stats["vmin"]
+    above = hi is not None and np.isfinite(hi) and hi > stats["vmax"]
+    return {(False, False): "neither", (True, False): "min", (False, True): "max",
+            (True, True): "both"}[(bool(below), bool(above))]
 
 
 def map_settings(settings: MapSettings, *, lon=None, lat=None):
