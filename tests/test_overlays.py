@@ -219,3 +219,40 @@ def test_colorbar_arrows_are_drawn_once_and_leave_the_map_alone(tmp_path):
     plain, arrows = frames["neither"], frames["both"]
     assert (plain[area] == arrows[area]).all()
     assert (plain[~area] != arrows[~area]).any(axis=-1).sum() > 20
+
+
+@pytest.mark.parametrize("projection", ["PlateCarree", "Robinson"])
+def test_gridlines_are_labelled_and_composited_like_coastlines(tmp_path, projection):
+    from ncreel.render.maps import degree_label
+
+    assert [degree_label(v, "lon") for v in (0, 30, -120, 180, 200)] == [
+        "0°", "30°E", "120°W", "180°", "160°W"]
+    assert [degree_label(v, "lat") for v in (0, 45, -15)] == ["0°", "45°N", "15°S"]
+    with open_weather(tmp_path) as s:
+        look = {"coastlines": False, "borders": False, "projection": projection,
+                "projection_params": {}}
+        field = s.read(0, 1)[0]
+        frames = {}
+        for grid in (False, True):
+            rs = render(map={**look, "gridlines": grid})
+            assert ("gridlines" in rs.to_params()["map"]) == grid
+            fast = make_renderer(s, rs, vmin=285, vmax=295)
+            full = make_renderer(s, rs, vmin=285, vmax=295, blit=False)
+            a, b = fast.draw(field, "x").copy(), full.draw(field, "x").copy()
+            # Gridlines are blended onto each frame as coastlines are: within 1 of 255.
+            assert frame_difference(a, b, area=fast.interior())["max_difference"] <= 1
+            frames[grid] = (a, fast.interior())
+            if grid:
+                ax = fast.ax
+                if projection == "PlateCarree":  # the axes' own tick labels
+                    texts = [t.get_text() for t in (*ax.get_xticklabels(),
+                                                    *ax.get_yticklabels())]
+                else:  # cartopy's gridliner, labelled at draw time
+                    (gl,) = [a for a in ax.artists if hasattr(a, "label_artists")]
+                    texts = [t.get_text() for t in gl.label_artists]
+                assert any(t.endswith("N") for t in texts) and any(
+                    t.endswith("E") for t in texts), texts
+            fast.close()
+            full.close()
+    (plain, area), (gridded, _) = frames[False], frames[True]
+    assert (plain[area] != gridded[area]).any(axis=-1).sum() > 50  # lines on the map

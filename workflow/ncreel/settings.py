@@ -248,6 +248,8 @@ class MapSettings(_Settings):
         Name of a ``cartopy.crs`` projection class.
     projection_params : dict
         Its keyword arguments.
+    gridlines : bool
+        Draw labelled gridlines.
     """
 
     KEY: ClassVar[str] = "render.map"
@@ -255,6 +257,27 @@ class MapSettings(_Settings):
     borders: bool
     projection: str
     projection_params: dict
+    gridlines: bool = False
+
+    @classmethod
+    def from_params(cls, params: Mapping):
+        """Build from a rule's params dict; ``gridlines`` may be left out (off).
+
+        Raises
+        ------
+        NcreelError
+            Naming the missing, unknown or bad setting.
+        """
+        if isinstance(params, Mapping) and "gridlines" not in params:
+            params = {**params, "gridlines": False}
+        return super().from_params(params)
+
+    def to_params(self) -> dict:
+        """Return the plain dict :meth:`from_params` reads; ``gridlines`` only when on."""
+        params = super().to_params()
+        if not params["gridlines"]:
+            del params["gridlines"]
+        return params
 
     def __post_init__(self):
         w = self.KEY
@@ -266,6 +289,8 @@ class MapSettings(_Settings):
         if not isinstance(self.projection_params, Mapping):
             raise _bad(w, "projection_params", "a mapping", self.projection_params)
         object.__setattr__(self, "projection_params", dict(self.projection_params))
+        if not isinstance(self.gridlines, bool):
+            raise _bad(w, "gridlines", "true or false", self.gridlines)
 
 
 @dataclass(frozen=True)

@@ -90,6 +90,9 @@ class FrameRenderer:
         The faces of an unstructured mesh (:mod:`ncreel.render.meshdraw`), in place of a
         grid: `shape` is then ``(1, n_face)``, `projection` is required and `x`, `y`
         are the face centres.
+    gridlines : bool
+        Dotted lines at round longitudes and latitudes, labelled on the map's left and
+        bottom edges (needs `projection`); drawn once, above the field, like coastlines.
     extend : {"neither", "min", "max", "both"}
         Arrows at the colour bar's ends, for values below `vmin` / above `vmax` (drawn in
         the colormap's under / over colours, as the cells are).
@@ -108,7 +111,8 @@ class FrameRenderer:
                  cmap: str, vmin: float, vmax: float, x=None, y=None, title: str = "",
                  xlabel: str = "", ylabel: str = "", blit: bool = True, projection=None,
                  features=(), units: str = "", time_labels: Sequence[str] = (),
-                 mesh=None, overlays: Sequence = (), extend: str = "neither") -> None:
+                 mesh=None, overlays: Sequence = (), extend: str = "neither",
+                 gridlines: bool = False) -> None:
         if width < 16 or height < 16:
             raise ValueError(f"frame size {width}x{height}: need at least 16x16 pixels")
         if cmap not in matplotlib.colormaps:
@@ -156,6 +160,10 @@ class FrameRenderer:
                                           extend=extend)
         style_colorbar(self.colorbar, vmin, vmax, units)
         set_labels(ax, xlabel=xlabel, ylabel=ylabel, projection=projection)
+        if gridlines and projection is not None:
+            from ncreel.render.maps import add_gridlines
+
+            add_gridlines(ax, projection)
         # Title and time label in a band above the map and colour bar, which are laid out
         # below it: the label, drawn per frame, never covers data.
         header = fit_header(self.fig, self.canvas.get_renderer(), title, time_labels)

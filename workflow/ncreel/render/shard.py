@@ -349,7 +349,8 @@ def make_renderer(series, render: RenderSettings, *, vmin: float, vmax: float,
                          units=series.units, time_labels=labels,
                          mesh=getattr(series, "mesh", None),
                          overlays=make_overlays(render.contours, render.vectors,
-                                                overlay_limits), extend=extend)
+                                                overlay_limits), extend=extend,
+                         gridlines=render.map.gridlines and geo)
 
 
 def colorbar_extend(setting: str | None, stats: dict) -> str:
