@@ -222,13 +222,20 @@ def test_colorbar_arrows_are_drawn_once_and_leave_the_map_alone(tmp_path):
 
 
 @pytest.mark.parametrize("projection", ["PlateCarree", "Robinson"])
-def test_gridlines_are_labelled_and_composited_like_coastlines(tmp_path, projection):
+@pytest.mark.parametrize("region", [None, {"lon": [-110.3, -80], "lat": [25, 50]}])
+def test_gridlines_are_labelled_and_composited_like_coastlines(tmp_path, projection, region):
     from ncreel.render.maps import degree_label
 
     assert [degree_label(v, "lon") for v in (0, 30, -120, 180, 200)] == [
         "0°", "30°E", "120°W", "180°", "160°W"]
     assert [degree_label(v, "lat") for v in (0, 45, -15)] == ["0°", "45°N", "15°S"]
-    with open_weather(tmp_path) as s:
+    from ncreel.region import region_from_config
+
+    reg = region_from_config(region)
+    path = write_weather(tmp_path / "w.nc")
+    with SeriesSelection(paths=[str(path)], variable="tas", time_dim=None, select={},
+                         lat=None, lon=None, time=None,
+                         region=None if reg is None else reg.to_params()).open() as s:
         look = {"coastlines": False, "borders": False, "projection": projection,
                 "projection_params": {}}
         field = s.read(0, 1)[0]
@@ -251,7 +258,10 @@ def test_gridlines_are_labelled_and_composited_like_coastlines(tmp_path, project
                     (gl,) = [a for a in ax.artists if hasattr(a, "label_artists")]
                     texts = [t.get_text() for t in gl.label_artists]
                 assert any(t.endswith("N") for t in texts) and any(
-                    t.endswith("E") for t in texts), texts
+                    t.endswith(("E", "W")) for t in texts), texts
+                # Round degrees (whole or half), whatever the map's centre.
+                assert all(float(t.rstrip("NSEW°").replace("°", "")) % 0.5 == 0
+                           for t in texts if t), texts
             fast.close()
             full.close()
     (plain, area), (gridded, _) = frames[False], frames[True]

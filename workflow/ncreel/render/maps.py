@@ -201,11 +201,17 @@ def add_gridlines(ax, projection) -> None:
         return
     from matplotlib.ticker import FuncFormatter, MaxNLocator
 
+    class LongitudeLocator(MaxNLocator):
+        # Round longitudes, not round map x (x = longitude - centre, and the centre of a
+        # regional map is the middle of its grid: -94.6875, say).
+        def tick_values(self, vmin, vmax):
+            return super().tick_values(vmin + centre, vmax + centre) - centre
+
     centre = projection.central_longitude
     steps = [1, 1.5, 2, 2.5, 3, 5, 10]
     ax.xaxis.set_visible(True)
     ax.yaxis.set_visible(True)
-    ax.xaxis.set_major_locator(MaxNLocator(nbins=6, steps=steps))
+    ax.xaxis.set_major_locator(LongitudeLocator(nbins=5, steps=steps))
     ax.yaxis.set_major_locator(MaxNLocator(nbins=5, steps=steps))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: degree_label(x + centre, "lon")))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: degree_label(y, "lat")))
