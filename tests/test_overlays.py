@@ -266,3 +266,29 @@ def test_gridlines_are_labelled_and_composited_like_coastlines(tmp_path, project
             full.close()
     (plain, area), (gridded, _) = frames[False], frames[True]
     assert (plain[area] != gridded[area]).any(axis=-1).sum() > 50  # lines on the map
+
+
+@pytest.mark.parametrize("size", [(480, 270), (160, 96)])
+def test_caption_sits_below_the_map_in_one_line(tmp_path, size):
+    caption = ("HadCM3 A1B scenario, air temperature at 1.5 m; iris-sample-data, UK Open "
+               "Government Licence $x$")
+    with open_weather(tmp_path) as s:
+        rs = render(caption=caption, width=size[0], height=size[1])
+        assert rs.to_params()["caption"] == caption
+        fast = make_renderer(s, rs, vmin=285, vmax=295)
+        full = make_renderer(s, rs, vmin=285, vmax=295, blit=False)
+        field = s.read(0, 1)[0]
+        a, b = fast.draw(field, "x").copy(), full.draw(field, "x").copy()
+        assert frame_difference(a, b, area=~fast.map_area())["max_difference"] <= 2
+        renderer = fast.canvas.get_renderer()
+        (text,) = [t for t in fast.fig.texts if t.get_text().startswith("HadCM3")]
+        box = text.get_window_extent(renderer)
+        shown = text.get_text()
+        assert "\n" not in shown  # one line: the whole caption (no mathtext) or cut
+        assert shown == caption or (shown.endswith("\u2026") and size[0] < 200), shown
+        assert box.x0 >= 0 and box.x1 <= size[0] and box.y0 >= 0
+        # Below the map and the colour bar (display y grows upwards).
+        for ax in fast.fig.axes:
+            assert ax.get_window_extent(renderer).y0 >= box.y1 - 1
+        fast.close()
+        full.close()

@@ -313,6 +313,8 @@ class RenderSettings(_Settings):
         Config ``vectors`` (arrows of a u/v pair), None: none.
     colorbar_extend : str or None
         Config ``colorbar_extend``; None: ``auto``.
+    caption : str or None
+        Config ``caption``: a line at the bottom of every frame.
     """
 
     KEY: ClassVar[str] = "render"
@@ -324,12 +326,14 @@ class RenderSettings(_Settings):
     contours: dict | None = None
     vectors: dict | None = None
     colorbar_extend: str | None = None
+    caption: str | None = None
 
     @classmethod
     def from_params(cls, params: Mapping):
         """Build from a rule's params dict; the optional keys may be left out.
 
-        ``contours``, ``vectors`` and ``colorbar_extend`` are None when not given.
+        ``contours``, ``vectors``, ``colorbar_extend`` and ``caption`` are None when not
+        given.
 
         Raises
         ------
@@ -337,13 +341,14 @@ class RenderSettings(_Settings):
             Naming the missing, unknown or bad setting.
         """
         if isinstance(params, Mapping):
-            params = {"contours": None, "vectors": None, "colorbar_extend": None, **params}
+            params = {"contours": None, "vectors": None, "colorbar_extend": None,
+                      "caption": None, **params}
         return super().from_params(params)
 
     def to_params(self) -> dict:
         """Return the plain dict :meth:`from_params` reads; the keys above only when set."""
         params = super().to_params()
-        for key in ("contours", "vectors", "colorbar_extend"):
+        for key in ("contours", "vectors", "colorbar_extend", "caption"):
             if params[key] is None:
                 del params[key]
         return params
@@ -358,6 +363,7 @@ class RenderSettings(_Settings):
             object.__setattr__(self, "map", MapSettings.from_params(self.map))
         elif not isinstance(self.map, MapSettings):
             raise _bad(w, "map", "a mapping of map settings", self.map)
+        _check_str(w, "caption", self.caption, optional=True)
         if self.colorbar_extend is not None:
             _check_str(w, "colorbar_extend", self.colorbar_extend,
                        choices=("auto", "neither", "min", "max", "both"))

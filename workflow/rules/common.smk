@@ -258,6 +258,8 @@ if workflow.is_main_process:
 RENDER = {k: config[k] for k in ("width", "height", "dpi", "cmap", "map")}
 # Overlays only when set: the params of runs without them stay as they were.
 RENDER.update({k: v for k, v in (("contours", CONTOURS), ("vectors", VECTORS)) if v})
+if config["caption"]:
+    RENDER["caption"] = config["caption"]
 if config["colorbar_extend"] != "auto":
     RENDER["colorbar_extend"] = config["colorbar_extend"]
 ENCODE = {k: config[k] for k in ("fps", "crf", "preset")}

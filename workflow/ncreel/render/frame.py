@@ -34,6 +34,7 @@ from matplotlib.colors import Colormap, ListedColormap, NoNorm, Normalize  # noq
 from matplotlib.figure import Figure  # noqa: E402
 
 from ncreel.render.frametext import (  # noqa: E402
+    add_caption,
     align_header,
     fit_header,
     keep_below,
@@ -90,6 +91,9 @@ class FrameRenderer:
         The faces of an unstructured mesh (:mod:`ncreel.render.meshdraw`), in place of a
         grid: `shape` is then ``(1, n_face)``, `projection` is required and `x`, `y`
         are the face centres.
+    caption : str
+        One line at the bottom of the frame (credits, the experiment), drawn once; the map
+        and colour bar are laid out above it.
     gridlines : bool
         Dotted lines at round longitudes and latitudes, labelled on the map's left and
         bottom edges (needs `projection`); drawn once, above the field, like coastlines.
@@ -112,7 +116,7 @@ class FrameRenderer:
                  xlabel: str = "", ylabel: str = "", blit: bool = True, projection=None,
                  features=(), units: str = "", time_labels: Sequence[str] = (),
                  mesh=None, overlays: Sequence = (), extend: str = "neither",
-                 gridlines: bool = False) -> None:
+                 gridlines: bool = False, caption: str = "") -> None:
         if width < 16 or height < 16:
             raise ValueError(f"frame size {width}x{height}: need at least 16x16 pixels")
         if cmap not in matplotlib.colormaps:
@@ -168,7 +172,8 @@ class FrameRenderer:
         # below it: the label, drawn per frame, never covers data.
         header = fit_header(self.fig, self.canvas.get_renderer(), title, time_labels)
         self.title, self.label = header.title, header.label
-        self.fig.get_layout_engine().set(rect=(0.0, 0.0, 1.0, header.bottom))
+        foot = add_caption(self.fig, self.canvas.get_renderer(), caption)
+        self.fig.get_layout_engine().set(rect=(0.0, foot, 1.0, header.bottom - foot))
         self.canvas.draw()
         # Fix the layout and the view after one draw, so frames never shift and the index
         # image stays valid.

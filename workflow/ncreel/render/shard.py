@@ -350,7 +350,8 @@ def make_renderer(series, render: RenderSettings, *, vmin: float, vmax: float,
                          mesh=getattr(series, "mesh", None),
                          overlays=make_overlays(render.contours, render.vectors,
                                                 overlay_limits), extend=extend,
-                         gridlines=render.map.gridlines and geo)
+                         gridlines=render.map.gridlines and geo,
+                         caption=render.caption or "")
 
 
 def colorbar_extend(setting: str | None, stats: dict) -> str:
