@@ -113,8 +113,10 @@ def main() -> None:
                 out[f"render_fps_{name[which]}"] = time_frames(r, a.frames, which)
                 if which == "v":
                     vec = r.overlays[0]
-                    out["vector_arrows"] = int(vec.artist.N)
-                    step, scale = vec._rows.step, vec.artist.scale
+                    out["vector_arrows"] = int(vec.n_arrows)
+                    step = vec._rows.step
+                    # quiver's scale: speed per axes width, as the overlay's arrows
+                    scale = speed / (0.9 * vec._spacing)
             else:
                 out[f"matplotlib_fps_{name[which]}"] = time_matplotlib(
                     r, max(3, a.frames // 4), which, lon, lat, levels, step, scale)

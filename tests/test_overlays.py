@@ -164,7 +164,7 @@ def test_vector_arrows_are_subsampled_to_the_density(tmp_path):
         (vec,) = make_overlays(None, VECTORS, {"vector_speed": 10.0})
         r = make_renderer(s, render(vectors=VECTORS), vmin=280, vmax=300,
                           overlay_limits={"vector_speed": 10.0})
-        assert r.overlays[0].artist.N == 12 * 6  # every 6th of 72 x 36 cells
+        assert r.overlays[0].n_arrows == 12 * 6  # every 6th of 72 x 36 cells
         r.close()
 
 

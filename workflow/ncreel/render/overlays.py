@@ -115,7 +115,7 @@ class ContourOverlay(_GridOverlay):
         ValueError
             Without a map projection, or for a grid given by cell corners.
         """
-        from matplotlib.collections import LineCollection
+        from matplotlib.lines import Line2D
 
         lon, lat = self._layout(lon, lat, shape, projection)
         ny, nx = shape
@@ -124,30 +124,49 @@ class ContourOverlay(_GridOverlay):
         self._k = k
         self._lon, self._lat = lon[::k, ::k], lat[::k, ::k]
         self._projection = projection
-        self.artist = LineCollection([], colors=self.color, linewidths=self.linewidth,
-                                     zorder=CONTOUR_ZORDER)
-        ax.add_collection(self.artist, autolim=False)
+        # One line, its pieces separated by NaN: one Agg path per frame, simplified as
+        # Line2D paths are (measured 25 % faster to draw than a LineCollection).
+        self.artist = Line2D([], [], color=self.color, linewidth=self.linewidth,
+                             zorder=CONTOUR_ZORDER)
+        ax.add_line(self.artist)
 
-    def lines(self, field: np.ndarray) -> list[np.ndarray]:
-        """Contour lines of `field` (ny, nx) in map coordinates, one (n, 2) array each."""
+    def vertices(self, field: np.ndarray) -> np.ndarray:
+        """Contour lines of `field` (ny, nx) in map coordinates.
+
+        Returns
+        -------
+        numpy.ndarray, shape (n, 2)
+            x, y of every line's vertices, lines separated by a row of NaN.
+        """
         import contourpy
 
         z = np.ma.masked_invalid(self._ordered(np.asarray(field, float))[::self._k, ::self._k])
-        if z.size < 4 or z.shape[0] < 2 or z.shape[1] < 2:
-            return []
+        if z.shape[0] < 2 or z.shape[1] < 2 or not self.levels:
+            return np.empty((0, 2))
         gen = contourpy.contour_generator(self._lon, self._lat, z, name="serial",
-                                          line_type=contourpy.LineType.Separate)
-        parts = [p for level in self.levels for p in gen.lines(level) if len(p) > 1]
+                                          line_type=contourpy.LineType.ChunkCombinedNan)
+        parts = [p for chunks in gen.multi_lines(self.levels) for p in chunks[0]
+                 if p is not None and len(p)]
         if not parts:
-            return []
-        pts = np.concatenate(parts)
+            return np.empty((0, 2))
+        gap = np.full((1, 2), np.nan)
+        pts = np.concatenate([q for p in parts for q in (p, gap)][:-1])
         x, y = _to_map(self._projection, pts[:, 0], pts[:, 1])
         xy = np.column_stack([x, y])
-        return np.split(xy, np.cumsum([len(p) for p in parts])[:-1])
+        xy[~np.isfinite(xy).all(axis=1)] = np.nan  # outside a projection: a gap
+        return xy
+
+    def lines(self, field: np.ndarray) -> list[np.ndarray]:
+        """Contour lines of `field` (ny, nx) in map coordinates, one (n, 2) array each."""
+        xy = self.vertices(field)
+        cut = np.flatnonzero(np.isnan(xy[:, 0]))
+        pieces = (p[np.isfinite(p[:, 0])] for p in np.split(xy, cut))
+        return [p for p in pieces if len(p) > 1]
 
     def update(self, field: np.ndarray) -> None:
         """Trace `field` (ny, nx; NaN: no data) into the artist."""
-        self.artist.set_segments(self.lines(field))
+        xy = self.vertices(field)
+        self.artist.set_data(xy[:, 0], xy[:, 1])
 
 
 class VectorOverlay(_GridOverlay):
@@ -171,8 +190,10 @@ class VectorOverlay(_GridOverlay):
         self.artist = None
 
     def attach(self, ax, lon, lat, shape, projection, size) -> None:
-        """Add the arrows (all zero) to `ax`; arguments as :meth:`ContourOverlay.attach`."""
-        from matplotlib.quiver import Quiver
+        """Add the arrows (none yet) to `ax`; arguments as :meth:`ContourOverlay.attach`."""
+        from matplotlib.patches import PathPatch
+        from matplotlib.path import Path
+        from matplotlib.transforms import IdentityTransform
 
         lon, lat = self._layout(lon, lat, shape, projection)
         ny, nx = shape
@@ -182,16 +203,22 @@ class VectorOverlay(_GridOverlay):
         self._plon, self._plat = lon[self._rows, self._colsel], lat[self._rows, self._colsel]
         self._projection = projection
         x, y = _to_map(projection, self._plon, self._plat)
-        zero = np.zeros(x.shape)
-        # scale_units "width": an arrow of speed s is s / scale axes widths long.
-        spacing = step / nx
-        self.artist = Quiver(ax, x, y, zero, zero, scale=self.speed / (ARROW_FILL * spacing),
-                             scale_units="width", color=self.color, pivot="middle",
-                             zorder=VECTOR_ZORDER)
-        ax.add_collection(self.artist, autolim=False)
+        self._xy = np.column_stack([np.ravel(x), np.ravel(y)])
+        #: Arrows drawn (grid points of the subset).
+        self.n_arrows = len(self._xy)
+        self._spacing = step / nx  # of the axes' width
+        self._ax = ax
+        # All arrows as one filled path in pixels: one Agg fill per frame (a Quiver of
+        # 1800 arrows draws 1800 paths, about 10x slower).
+        self.artist = PathPatch(Path(np.zeros((1, 2))), facecolor=self.color,
+                                edgecolor="none", linewidth=0, zorder=VECTOR_ZORDER,
+                                transform=IdentityTransform())
+        ax.add_artist(self.artist)
 
     def update(self, u: np.ndarray, v: np.ndarray) -> None:
         """Set the arrows from `u`, `v` (ny, nx; eastward and northward; NaN: no arrow)."""
+        from matplotlib.path import Path
+
         uu = self._ordered(np.asarray(u, float))[self._rows, self._colsel]
         vv = self._ordered(np.asarray(v, float))[self._rows, self._colsel]
         geo = _geo(self._projection)
@@ -199,8 +226,57 @@ class VectorOverlay(_GridOverlay):
             import cartopy.crs as ccrs
 
             uu, vv = geo.transform_vectors(ccrs.PlateCarree(), self._plon, self._plat, uu, vv)
-        bad = ~(np.isfinite(uu) & np.isfinite(vv))
-        self.artist.set_UVC(np.ma.array(uu, mask=bad), np.ma.array(vv, mask=bad))
+        uu, vv = np.ravel(uu), np.ravel(vv)
+        speed = np.hypot(uu, vv)
+        ok = np.isfinite(speed) & (speed > 0) & np.isfinite(self._xy).all(axis=1)
+        self.artist.set_path(Path(arrow_polygons(
+            self._ax.transData.transform(self._xy[ok]), uu[ok] / speed[ok],
+            vv[ok] / speed[ok], speed[ok] / self.speed * ARROW_FILL * self._spacing
+            * self._ax.bbox.width), _arrow_codes(int(ok.sum()))))
+
+
+def _arrow_codes(n: int) -> np.ndarray:
+    from matplotlib.path import Path
+
+    one = np.array([Path.MOVETO] + [Path.LINETO] * 6 + [Path.CLOSEPOLY], Path.code_type)
+    return np.tile(one, max(n, 0)) if n else np.array([Path.MOVETO], Path.code_type)
+
+
+def arrow_polygons(centre: np.ndarray, dx: np.ndarray, dy: np.ndarray,
+                   length: np.ndarray) -> np.ndarray:
+    """Vertices of arrows centred on `centre`, pointing along (`dx`, `dy`), in pixels.
+
+    Each arrow is a closed 7-point polygon (shaft and head, 8 vertices with the closing
+    one): shaft width ``w`` (a tenth of the longest arrow, 1 to 3 pixels), head 3 ``w``
+    wide and 4 ``w`` long; an arrow shorter than its head is scaled down whole.
+
+    Parameters
+    ----------
+    centre : numpy.ndarray, shape (n, 2)
+        Display coordinates (pixels) of each arrow's middle.
+    dx, dy : numpy.ndarray, shape (n,)
+        Unit direction on the screen.
+    length : numpy.ndarray, shape (n,)
+        Lengths in pixels.
+
+    Returns
+    -------
+    numpy.ndarray, shape (8 n, 2)
+        With :func:`_arrow_codes` a :class:`matplotlib.path.Path`; one vertex when n is 0.
+    """
+    n = len(centre)
+    if n == 0:
+        return np.zeros((1, 2))
+    w = np.clip(0.1 * length.max(), 1.0, 3.0)
+    ww = np.minimum(w, length / 4.0)  # short arrows: all of it scaled down
+    hl, hw = 4.0 * ww, 3.0 * ww
+    half = length / 2.0
+    # Along the arrow (a) and across it (b), tip first, anticlockwise; closing vertex last.
+    a = np.stack([half, half - hl, half - hl, -half, -half, half - hl, half - hl, half], 1)
+    b = np.stack([0 * ww, hw / 2, ww / 2, ww / 2, -ww / 2, -ww / 2, -hw / 2, 0 * ww], 1)
+    x = centre[:, :1] + a * dx[:, None] - b * dy[:, None]
+    y = centre[:, 1:] + a * dy[:, None] + b * dx[:, None]
+    return np.column_stack([x.ravel(), y.ravel()])
 
 
 #: Settings of ``contours`` / ``vectors`` not given (the schema holds no nested defaults
