@@ -292,3 +292,14 @@ def test_caption_sits_below_the_map_in_one_line(tmp_path, size):
             assert ax.get_window_extent(renderer).y0 >= box.y1 - 1
         fast.close()
         full.close()
+
+
+def test_overlays_on_a_mesh_are_refused_before_any_job(tmp_path):
+    from meshes import voronoi_mesh, write_ugrid
+
+    path = tmp_path / "mesh.nc"
+    write_ugrid(path, voronoi_mesh(60))
+    with SeriesSelection(paths=[str(path)], variable="sst", time_dim=None, select={},
+                         lat=None, lon=None, time=None).open() as s:
+        with pytest.raises(NcreelError, match="not supported yet on unstructured meshes"):
+            check_overlays(s, {**CONTOURS, "variable": "sst"}, None)

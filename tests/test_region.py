@@ -215,3 +215,16 @@ def test_snakemake_validates_configs_with_and_without_region_and_overlays(extra)
     config = {"input": "a.nc", "variable": "tas", "run": "r", **extra}
     validate(config, str(schema_path()))
     assert config["region"] == extra.get("region")
+
+
+def test_mesh_and_projected_grids_are_refused_before_any_job(tmp_path):
+    from grid_files import write_rotated_pole
+    from meshes import voronoi_mesh, write_ugrid
+
+    mesh_path = tmp_path / "mesh.nc"
+    write_ugrid(mesh_path, voronoi_mesh(60))
+    with pytest.raises(NcreelError, match="not supported yet for unstructured meshes"):
+        selection(mesh_path, BOX, "sst").open()
+    rotated, _ = write_rotated_pole(tmp_path / "rot.nc", n_time=2)
+    with pytest.raises(NcreelError, match="not supported yet for grids without latitude"):
+        selection(rotated, {"lon": [0, 20], "lat": [40, 60]}).open()
