@@ -42,6 +42,8 @@ from ncreel.cells.soil import check_run, needs_prepass  # noqa: E402
 from ncreel.cluster.runlock import clear_stale_lock, hold_run_lock  # noqa: E402
 from ncreel.render.shard import png_sample  # noqa: E402
 from ncreel.jobtext import input_link, pass_config_by_file  # noqa: E402
+from ncreel.region import region_from_config, table_series  # noqa: E402
+from ncreel.render.overlays import check_overlays, overlay_settings  # noqa: E402
 from ncreel.settings import Calibration, SeriesSelection  # noqa: E402
 from ncreel.shards import frame_name, plan_shards  # noqa: E402
 from ncreel.source import resolve_paths  # noqa: E402
@@ -167,7 +169,9 @@ try:
     INPUT_STAMPS = input_stamps(INPUTS)
     check_input_sizes(INPUTS)
     check_time_steps(INPUTS, config["variable"], config["time_dim"])
-    with SeriesSelection(
+    # A bad region (unknown country, empty box, a grid it cannot cut) stops here.
+    REGION = region_from_config(config["region"])
+    _selection = SeriesSelection(
         paths=INPUTS,
         variable=config["variable"],
         time_dim=config["time_dim"],
@@ -175,18 +179,27 @@ try:
         lat=config["lat"],
         lon=config["lon"],
         time=config["time"],
-    ).open() as _series:
+        region=None if REGION is None else REGION.to_params(),
+    )
+    with _selection.open() as _series, table_series(_selection, _series) as _table:
         # Reopened by every job exactly as detected here (files in time order).
         SERIES = _series.spec()
         GRID = {"n_time": _series.n_time, "ny": _series.ny, "nx": _series.nx}
-        check_series_size(**GRID, variable=_series.variable, mem_cap_mb=mem_cap_mb())
+        # The table's grid: the statistics pass holds its per-cell sums.
+        TABLE_GRID = {"n_time": _table.n_time, "ny": _table.ny, "nx": _table.nx}
+        check_series_size(
+            **TABLE_GRID, variable=_series.variable, mem_cap_mb=mem_cap_mb()
+        )
         TIME_DIM = _series.time_dim
         CELLS = cells_settings(config["cells"])
         # The table's columns, declared by the cell model (imported here, so a bad
         # cells.model stops the run before any job starts).
-        CELL_COLUMNS = series_columns(_series, CELLS)
+        CELL_COLUMNS = series_columns(_table, CELLS)
         # etr_risk's time course: dates, temperature variable and units, before any job.
-        check_run(_series, CELLS)
+        check_run(_table, CELLS)
+        # Overlays' variables exist on the movie's grid (u with v: the schema).
+        CONTOURS, VECTORS = overlay_settings(config["contours"], config["vectors"])
+        check_overlays(_series, CONTOURS, VECTORS)
         _time = _series.time_axis()
         CELL_NOTE = f"'{_series.variable}' from {', '.join(_series.paths)}" + (
             ""
@@ -252,6 +265,12 @@ if workflow.is_main_process:
         )
 
 RENDER = {k: config[k] for k in ("width", "height", "dpi", "cmap", "map")}
+# Overlays only when set: the params of runs without them stay as they were.
+RENDER.update({k: v for k, v in (("contours", CONTOURS), ("vectors", VECTORS)) if v})
+if config["caption"]:
+    RENDER["caption"] = config["caption"]
+if config["colorbar_extend"] != "auto":
+    RENDER["colorbar_extend"] = config["colorbar_extend"]
 ENCODE = {k: config[k] for k in ("fps", "crf", "preset")}
 RENDER_PROCESSES = config["render_processes"]
 MID_T = GRID["n_time"] // 2

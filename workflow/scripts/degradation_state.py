@@ -16,5 +16,7 @@ record_attempt(snakemake)  # noqa: F821
 p, out = snakemake.params, snakemake.output  # noqa: F821
 cells = CellsSettings.from_params(p.cells)
 check_against_stats(snakemake.input.stats)  # noqa: F821
-with SeriesSelection.from_params(p.series).open() as series:
+# The cell model's state belongs to the table's cells (the whole grid with region.table
+# global).
+with SeriesSelection.from_params(p.series).table_selection().open() as series:
     write_series_degradation_state(series, cells.params, p.starts, out.state, out.meta)

@@ -34,6 +34,7 @@ from matplotlib.colors import Colormap, ListedColormap, NoNorm, Normalize  # noq
 from matplotlib.figure import Figure  # noqa: E402
 
 from ncreel.render.frametext import (  # noqa: E402
+    add_caption,
     align_header,
     fit_header,
     keep_below,
@@ -90,6 +91,18 @@ class FrameRenderer:
         The faces of an unstructured mesh (:mod:`ncreel.render.meshdraw`), in place of a
         grid: `shape` is then ``(1, n_face)``, `projection` is required and `x`, `y`
         are the face centres.
+    caption : str
+        One line at the bottom of the frame (credits, the experiment), drawn once; the map
+        and colour bar are laid out above it.
+    gridlines : bool
+        Dotted lines at round longitudes and latitudes, labelled on the map's left and
+        bottom edges (needs `projection`); drawn once, above the field, like coastlines.
+    extend : {"neither", "min", "max", "both"}
+        Arrows at the colour bar's ends, for values below `vmin` / above `vmax` (drawn in
+        the colormap's under / over colours, as the cells are).
+    overlays : sequence of ncreel.render.overlays.ContourOverlay or VectorOverlay
+        Drawn per frame above the field (and the map lines); :meth:`draw` takes their
+        fields. Needs `projection` and cell-centre `x`, `y`.
 
     Raises
     ------
@@ -102,7 +115,8 @@ class FrameRenderer:
                  cmap: str, vmin: float, vmax: float, x=None, y=None, title: str = "",
                  xlabel: str = "", ylabel: str = "", blit: bool = True, projection=None,
                  features=(), units: str = "", time_labels: Sequence[str] = (),
-                 mesh=None) -> None:
+                 mesh=None, overlays: Sequence = (), extend: str = "neither",
+                 gridlines: bool = False, caption: str = "") -> None:
         if width < 16 or height < 16:
             raise ValueError(f"frame size {width}x{height}: need at least 16x16 pixels")
         if cmap not in matplotlib.colormaps:
@@ -140,14 +154,26 @@ class FrameRenderer:
                                                 norm=self.norm, projection=projection)
         for feature in features:
             feature.add_to(ax, projection)
-        self.colorbar = self.fig.colorbar(self.mesh, ax=ax, shrink=0.9, pad=0.02)
+        if overlays and mesh is not None:
+            raise ValueError("overlays are not supported yet on unstructured meshes")
+        self.overlays = list(overlays)
+        for overlay in self.overlays:
+            overlay.attach(ax, self._x, self._y, self.shape, projection,
+                           (self.width, self.height))
+        self.colorbar = self.fig.colorbar(self.mesh, ax=ax, shrink=0.9, pad=0.02,
+                                          extend=extend)
         style_colorbar(self.colorbar, vmin, vmax, units)
         set_labels(ax, xlabel=xlabel, ylabel=ylabel, projection=projection)
+        if gridlines and projection is not None:
+            from ncreel.render.maps import add_gridlines
+
+            add_gridlines(ax, projection)
         # Title and time label in a band above the map and colour bar, which are laid out
         # below it: the label, drawn per frame, never covers data.
         header = fit_header(self.fig, self.canvas.get_renderer(), title, time_labels)
         self.title, self.label = header.title, header.label
-        self.fig.get_layout_engine().set(rect=(0.0, 0.0, 1.0, header.bottom))
+        foot = add_caption(self.fig, self.canvas.get_renderer(), caption)
+        self.fig.get_layout_engine().set(rect=(0.0, foot, 1.0, header.bottom - foot))
         self.canvas.draw()
         # Fix the layout and the view after one draw, so frames never shift and the index
         # image stays valid.
@@ -196,6 +222,8 @@ class FrameRenderer:
         self._opaque = np.empty(cells.shape, dtype=bool)  # reused from frame to frame
         self.label.set_visible(False)
         self.mesh.set_visible(False)
+        for overlay in self.overlays:  # drawn per frame, never part of the background
+            overlay.artist.set_visible(False)
         self.canvas.draw()
         self._background = np.array(self.canvas.buffer_rgba())
         # What lies above the field (coastlines, spines, tick marks): the figure drawn with
@@ -209,13 +237,16 @@ class FrameRenderer:
         f1 = np.asarray(self.canvas.buffer_rgba())[self._box][..., :3]
         self.mesh.remove()  # never drawn again; the colour bar keeps its norm and cmap
         self.label.set_visible(True)
+        for overlay in self.overlays:
+            overlay.artist.set_visible(True)
         over = ((f0 != 0) | (f1 != 255)).any(-1)
         over &= cells < ncells
         self._over = np.flatnonzero(over)
         self._overlay = AggOverlay(f0.reshape(-1, 3)[self._over], f1.reshape(-1, 3)[self._over])
         del f0, f1, over
 
-    def draw(self, field: np.ndarray, label: str) -> np.ndarray:
+    def draw(self, field: np.ndarray, label: str, overlay_fields: Sequence = ()
+             ) -> np.ndarray:
         """Draw `field` with time label `label`; return the frame's pixels.
 
         Parameters
@@ -224,6 +255,9 @@ class FrameRenderer:
             Values in the variable's units; NaN cells are left transparent.
         label : str
             Time shown above the map (e.g. ``1980-06-01``).
+        overlay_fields : sequence of tuple of numpy.ndarray
+            For each overlay, the arrays its ``update`` takes (contours: the field; vectors:
+            u and v), each of shape (ny, nx).
 
         Returns
         -------
@@ -240,6 +274,11 @@ class FrameRenderer:
         if field.shape != self.shape:
             raise ValueError(f"field shape {field.shape} != grid shape {self.shape}")
         self.label.set_text(label)
+        if len(overlay_fields) != len(self.overlays):
+            raise ValueError(f"{len(self.overlays)} overlay(s), {len(overlay_fields)} "
+                             "overlay field set(s)")
+        for overlay, arrays in zip(self.overlays, overlay_fields, strict=True):
+            overlay.update(*arrays)
         if not self.blit:
             self.mesh.set_array(self._to_mesh(field))
             self.canvas.draw()
@@ -263,7 +302,10 @@ class FrameRenderer:
         buf[...] = self._background
         box = buf[self._box].view(np.uint32)[..., 0]
         np.copyto(box, rgba, where=opaque)
-        self.label.draw(self.canvas.get_renderer())
+        renderer = self.canvas.get_renderer()
+        for overlay in self.overlays:  # Agg lines onto the frame, as a full draw does
+            overlay.artist.draw(renderer)
+        self.label.draw(renderer)
         return buf
 
     def save_png(self, path: str | os.PathLike, *, compress_level: int = 6) -> None:

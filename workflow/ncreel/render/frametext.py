@@ -323,6 +323,31 @@ def align_header(header: Header, fig, renderer, ax=None) -> None:
         text.set_position((x, y - drop))
 
 
+def add_caption(fig, renderer, caption: str) -> float:
+    """Put `caption` in one line at the bottom left of `fig`; return its band's height.
+
+    The line is in the small font of tick labels, shrunk (to :data:`MIN_TITLE_SCALE`) and
+    then cut with an ellipsis to fit the frame's width; drawn literally (no mathtext).
+
+    Returns
+    -------
+    float
+        Height in figure coordinates of the band the caption takes (0 without one): the
+        layout keeps the axes above it.
+    """
+    if not caption:
+        return 0.0
+    w_px, h_px = fig.bbox.width, fig.bbox.height
+    size = FontProperties(size="small").get_size_in_points()
+    margin = 0.4 * size * fig.dpi / 72.0
+    text = " ".join(str(caption).split())  # one line
+    f, text, _ = _fit(text, w_px - 2 * margin, h_px / 4, size, _Measure(fig, renderer))
+    artist = fig.text(margin / w_px, margin / h_px, text, ha="left", va="bottom",
+                      fontsize=f, parse_math=False)
+    height = artist.get_window_extent(renderer).height
+    return (height + 2 * margin) / h_px
+
+
 def keep_below(fig, top: float) -> bool:
     """Squeeze the axes of `fig` below `top` (figure coordinates) if any reaches above it.
 
