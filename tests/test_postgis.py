@@ -9,6 +9,7 @@ from the file's coordinates with numpy, intersections with shapely.
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -173,3 +174,38 @@ def test_every_grid_kind_loads_valid_geometry(postgis_conn, tmp_path, kind):
     assert split >= 1  # cells on the antimeridian (or round the pole) are split there
     if kind == "mesh":  # the faces tile the sphere
         assert area == pytest.approx(360 * 180, rel=1e-3)
+
+
+@pytest.mark.integration
+def test_workflow_loads_postgis_geometry_and_cells_sql_reloads_it(postgis_conn, pg_server,
+                                                                  tmp_path):
+    from workflow_run import make_workdir, snakemake
+
+    (tmp_path / "w").mkdir()
+    work = make_workdir(tmp_path / "w")
+    lon = np.arange(0.0, 360.0, 20.0)  # 0…360 with a column of cells centred on 180
+    lat = np.arange(-80.0, 90.0, 20.0)
+    path, _ = write_rectilinear(tmp_path / "g.nc", lat=lat, lon=lon, n_time=4)
+    db = postgis_conn.info.dbname
+    cfg = {"input": str(path), "variable": "tas", "run": "gis", "table": "cells",
+           "cells": {"geometry": "postgis"},
+           "database": {"url": f"postgresql://postgres@/{db}?host={pg_server['host']}"}}
+    (work / "run.yaml").write_text(json.dumps(cfg))
+    snakemake(work, "results/gis/load.json", "--configfile", "run.yaml")
+    n = 4 * lat.size * lon.size
+    kansas = int(np.flatnonzero(lat == 40)[0]) * lon.size + int(np.flatnonzero(lon == 260)[0])
+
+    def check():
+        assert postgis_conn.execute(
+            "SELECT count(*), bool_and(ST_IsValid(geom)), "
+            "count(*) FILTER (WHERE ST_NumGeometries(geom) = 2) FROM cells WHERE run = 'gis'"
+        ).fetchone() == (n, True, 4 * lat.size)
+        assert containing(postgis_conn, -100.0, 40.0) == [kansas]
+        assert containing(postgis_conn, 179.9, 0.0) == containing(postgis_conn, -179.9, 0.0)
+
+    check()
+    # The run's cells.sql, as a user loads it with psql, gives the same table.
+    subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", pg_server["host"],
+                    "-U", "postgres", "-d", db, "-f", "cells.sql"],
+                   cwd=work / "results/gis", check=True, capture_output=True, text=True)
+    check()
