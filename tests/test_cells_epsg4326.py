@@ -8,6 +8,7 @@ import pytest
 import shapely
 from grid_files import write_polar_stereographic, write_rotated_pole
 from layouts import write_curvilinear, write_rectilinear
+from meshes import write_healpix
 from ncreel.cells import CellGeometry, ShardRows
 from ncreel.cells.geometry import fold_corners, fold_longitude, repair_invalid
 from ncreel.settings import CellsSettings
@@ -184,3 +185,15 @@ def test_cell_geometry_of_a_curvilinear_fold_is_valid():
     assert sorted(g.split) == [1, 3, 8, 11, 16, 18]  # the self-intersecting quads, repaired
     geoms = shapely.from_wkt([t.split(";", 1)[1] for t in g.polygons(np.arange(20))])
     _check_epsg4326(geoms)
+
+
+def test_healpix_faces_on_the_poles_and_the_antimeridian_are_valid(tmp_path):
+    # HEALPix has faces with a corner on a pole that is also on +-180: split there, they
+    # must not keep a part of zero area (a line), which is not a valid polygon.
+    write_healpix(tmp_path / "hp.nc", 4, nt=1)
+    s, rows = _open_rows(tmp_path / "hp.nc")
+    with s:
+        geoms = _geoms(rows, s.nx)
+    _check_epsg4326(geoms)
+    assert sum(len(g.geoms) > 1 for g in geoms) >= 8
+    assert sum(g.area for g in geoms) == pytest.approx(360 * 180)  # they tile the globe

@@ -17,7 +17,7 @@ import pytest
 import shapely
 from grid_files import write_polar_stereographic, write_rotated_pole
 from layouts import write_curvilinear, write_rectilinear
-from meshes import voronoi_mesh, write_mpas
+from meshes import voronoi_mesh, write_healpix, write_mpas
 from ncreel.cells import ShardRows
 from ncreel.pg.load import load_copy
 from ncreel.settings import CellsSettings
@@ -148,7 +148,8 @@ def test_global_grid_cells_on_the_antimeridian(postgis_conn, tmp_path):
     assert containing(postgis_conn, 0.1, 10.1) == [iy * lon.size]
 
 
-@pytest.mark.parametrize("kind", ["curvilinear", "rotated_pole", "polar_stereographic", "mesh"])
+@pytest.mark.parametrize("kind", ["curvilinear", "rotated_pole", "polar_stereographic", "mesh",
+                                  "healpix"])
 def test_every_grid_kind_loads_valid_geometry(postgis_conn, tmp_path, kind):
     if kind == "curvilinear":
         path, _ = write_curvilinear(tmp_path / "c.nc", ny=4, nx=8)
@@ -161,10 +162,14 @@ def test_every_grid_kind_loads_valid_geometry(postgis_conn, tmp_path, kind):
     elif kind == "polar_stereographic":
         path, _ = write_polar_stereographic(tmp_path / "p.nc")
         var = "sic"
-    else:
+    elif kind == "mesh":
         path = tmp_path / "mpas.nc"
         write_mpas(path, voronoi_mesh(200), nt=1)
         var = "temperature"
+    else:
+        path = tmp_path / "hp.nc"
+        write_healpix(path, 3, nt=1)
+        var = "tas"
     load_run(postgis_conn, path, var, tmp_path)
     valid, kinds, x0, x1, split, area = postgis_conn.execute(
         "SELECT bool_and(ST_IsValid(geom)), array_agg(DISTINCT GeometryType(geom)), "
@@ -172,7 +177,7 @@ def test_every_grid_kind_loads_valid_geometry(postgis_conn, tmp_path, kind):
         "AND ST_XMax(geom) = 180), sum(ST_Area(geom)) FROM cells").fetchone()
     assert valid and kinds == ["MULTIPOLYGON"] and x0 >= -180 and x1 <= 180
     assert split >= 1  # cells on the antimeridian (or round the pole) are split there
-    if kind == "mesh":  # the faces tile the sphere
+    if kind in ("mesh", "healpix"):  # the faces tile the sphere
         assert area == pytest.approx(360 * 180, rel=1e-3)
 
 

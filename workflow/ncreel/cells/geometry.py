@@ -227,7 +227,8 @@ def split_cells(lon: np.ndarray, lat: np.ndarray, count: np.ndarray, centre_lat:
     (the pole is a line in longitude/latitude). Each ring is then handed to
     ``antimeridian.fix_polygon`` (which splits at +-180 degrees, closes a ring round a
     pole along the antimeridian to that pole, and winds the result counter-clockwise);
-    the result is made a ``MULTIPOLYGON``.
+    the result is made a ``MULTIPOLYGON`` without parts of zero area (and repaired by
+    ``make_valid`` if it is still not valid).
 
     Parameters
     ----------
@@ -259,7 +260,11 @@ def split_cells(lon: np.ndarray, lat: np.ndarray, count: np.ndarray, centre_lat:
         fixed = antimeridian.fix_polygon(poly, force_north_pole=north,
                                          force_south_pole=south, fix_winding=True,
                                          great_circle=False)
-        out.append(_ewkt(fixed))
+        # A corner on both the pole and +-180 can leave a part of zero area (a line
+        # along the antimeridian); it is not part of the cell.
+        parts = [p for p in getattr(fixed, "geoms", [fixed]) if p.area > 0]
+        fixed = shapely.MultiPolygon(parts)
+        out.append(_ewkt(fixed) if fixed.is_valid else _valid_text(fixed))
     return out
 
 
