@@ -18,7 +18,7 @@ import numpy as np
 from ncreel.cells.context import GEOMETRY_COLUMN
 from ncreel.errors import NcreelError
 from ncreel.gridmap import edges_1d
-from ncreel.source import cf_bounds, wrap_longitude
+from ncreel.source import cf_bounds
 
 #: Index ranges of corner k (lower-left, lower-right, upper-right, upper-left) of every
 #: cell in a (ny + 1, nx + 1) corner array.
@@ -278,8 +278,8 @@ def _ewkt(geom) -> str:
 
     if geom.geom_type == "Polygon":
         geom = shapely.MultiPolygon([geom])
-    return "SRID=4326;" + shapely.to_wkt(geom, rounding_precision=-1, trim=True).replace(
-        "MULTIPOLYGON (", "MULTIPOLYGON(", 1)
+    wkt = shapely.to_wkt(geom, rounding_precision=-1, trim=True)
+    return "SRID=4326;" + wkt.replace("MULTIPOLYGON (", "MULTIPOLYGON(", 1).replace(", ", ",")
 
 
 def _pole_edges(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -370,7 +370,8 @@ class CellGeometry:
 
     @classmethod
     def _rectilinear(cls, x_lo, x_hi, y_lo, y_hi, centre_lon, nx) -> CellGeometry:
-        lo = fold_corners(np.column_stack([x_lo, x_hi]), centre_lon)
+        # Sorted after folding: bounds given as (5, 355) round a centre at 0 are -5…5.
+        lo = np.sort(fold_corners(np.column_stack([x_lo, x_hi]), centre_lon), axis=1)
         y_lo, y_hi = (np.clip(e, -90.0, 90.0) for e in (y_lo, y_hi))
         return cls(lon_c=(lo[:, 0], lo[:, 1], lo[:, 1], lo[:, 0]),
                    lat_c=(y_lo, y_lo, y_hi, y_hi), rectilinear=True, nx=nx,
@@ -428,7 +429,6 @@ class CellGeometry:
         if np.all(lat == lat[:, :1]) and np.all(lon == lon[:1, :]):
             y_lo, y_hi = _edges(ds, y_dim, lat[:, 0])
             x_lo, x_hi = _edges(ds, x_dim, lon[0, :])
-            x_lo, x_hi = (lon[0] + wrap_longitude(e - lon[0]) for e in (x_lo, x_hi))
             return cls._rectilinear(x_lo, x_hi, y_lo, y_hi, lon[0], nx)
         la, lo = corners_2d(lat), corners_2d(lon)
         return cls._curvilinear(tuple(lo[c] for c in _CUT), tuple(la[c] for c in _CUT),
@@ -464,22 +464,19 @@ class CellGeometry:
         ny, nx = lat.shape
         exact = series.cell_corners()
         if exact is not None:
+            # Corners are moved by whole turns only (fold_corners), so that neighbours
+            # keep bit-identical shared corners.
             lo, la = exact
-            # Moved by whole turns only where a corner is over 180 degrees from its centre,
-            # so that neighbours keep bit-identical shared corners.
-            with np.errstate(invalid="ignore"):
-                lon_c = tuple(np.where(np.abs(lo[c] - lon) > 180.0,
-                                       lon + wrap_longitude(lo[c] - lon), lo[c]) for c in _CUT)
-            return cls._curvilinear(lon_c, tuple(la[c] for c in _CUT), lon, lat, nx)
+            return cls._curvilinear(tuple(lo[c] for c in _CUT), tuple(la[c] for c in _CUT),
+                                    lon, lat, nx)
         _, lon_cont = series.cell_coordinates(continuous=True)
         if np.all(lat == lat[:, :1]) and np.all(lon == lon[:1, :]):
             y_lo, y_hi = series.coordinate_bounds("lat") or _edges(None, "", lat[:, 0])
             x_lo, x_hi = series.coordinate_bounds("lon") or _edges(None, "", lon[0, :])
-            x_lo, x_hi = (lon[0] + wrap_longitude(e - lon[0]) for e in (x_lo, x_hi))
             return cls._rectilinear(x_lo, x_hi, y_lo, y_hi, lon[0], nx)
         la, lo = corners_2d(lat), corners_2d(lon_cont)
-        return cls._curvilinear(tuple(lon + wrap_longitude(lo[c] - lon) for c in _CUT),
-                                tuple(la[c] for c in _CUT), lon, lat, nx)
+        return cls._curvilinear(tuple(lo[c] for c in _CUT), tuple(la[c] for c in _CUT),
+                                lon, lat, nx)
 
     def _plain(self, cell: np.ndarray):
         iy, ix = np.divmod(cell, self.nx)
