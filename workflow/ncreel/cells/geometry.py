@@ -181,42 +181,35 @@ def needs_split(folded_lon: np.ndarray) -> np.ndarray:
                 | (np.fmax.reduce(folded_lon, axis=1) > 180.0))
 
 
-def multipolygon_text(xs: list, ys: list):
-    """EWKT ``SRID=4326;MULTIPOLYGON(((x y,...,x0 y0)))`` of cells given corner by corner.
+def multipolygon_text(parts: list):
+    """EWKT ``SRID=4326;MULTIPOLYGON(((x y,...,x0 y0)),...)`` of cells given corner by corner.
 
-    The fast path for cells that need no split: one polars string expression over all
+    The fast path for cells without shapely: one polars string expression over all
     cells, corners in shortest round-trip decimal form.
 
     Parameters
     ----------
-    xs, ys : list of numpy.ndarray, each shape (n,), degrees
-        Corner k of every cell, in ring order (k = 0 … m - 1); the ring is closed here.
-        A NaN corner makes that cell's text null.
+    parts : list of (xs, ys)
+        The polygons of every cell, the same number for each: xs and ys are lists of
+        numpy.ndarray, each shape (n,), degrees, corner k of every cell in ring order
+        (k = 0 … m - 1); the ring is closed here. A NaN corner makes that cell's text null.
 
     Returns
     -------
     polars.Series of str (nullable), length n
     """
-    return _multipolygon_text([(xs, ys)])
-
-
-def _multipolygon_text(rings: list):
-    """:func:`multipolygon_text` of one or more polygons per cell.
-
-    `rings` lists the (xs, ys) corner lists of each part.
-    """
     import polars as pl
 
-    parts: list = [pl.lit("SRID=4326;MULTIPOLYGON(")]
-    for xs, ys in rings:
-        parts.append(pl.lit("(("))
+    text: list = [pl.lit("SRID=4326;MULTIPOLYGON(")]
+    for xs, ys in parts:
+        text.append(pl.lit("(("))
         for k in [*range(len(xs)), 0]:
             # NaN -> null: concat_str then gives the whole text null.
-            parts += [pl.Series(xs[k]).fill_nan(None).cast(pl.Utf8), pl.lit(" "),
-                      pl.Series(ys[k]).fill_nan(None).cast(pl.Utf8), pl.lit(",")]
-        parts[-1] = pl.lit(")),")
-    parts[-1] = pl.lit(")))")
-    return pl.select(pl.concat_str(parts).alias(GEOMETRY_COLUMN)).to_series()
+            text += [pl.Series(xs[k]).fill_nan(None).cast(pl.Utf8), pl.lit(" "),
+                     pl.Series(ys[k]).fill_nan(None).cast(pl.Utf8), pl.lit(",")]
+        text[-1] = pl.lit(")),")
+    text[-1] = pl.lit(")))")
+    return pl.select(pl.concat_str(text).alias(GEOMETRY_COLUMN)).to_series()
 
 
 def split_cells(lon: np.ndarray, lat: np.ndarray, count: np.ndarray, centre_lat: np.ndarray,
@@ -486,7 +479,7 @@ class CellGeometry:
         else:
             xs = [self.lon_c[k].reshape(-1)[cell] for k in range(4)]
             ys = [self.lat_c[k].reshape(-1)[cell] for k in range(4)]
-        return multipolygon_text(xs, ys)
+        return multipolygon_text([(xs, ys)])
 
     def polygons(self, cell: np.ndarray):
         """EWKT multipolygons ``SRID=4326;MULTIPOLYGON(((lon lat, ...)))`` of the given cells.
@@ -521,8 +514,8 @@ class CellGeometry:
             west_hi = np.where(hi > 180.0, np.round(hi - 360.0, TURN_DECIMALS), hi)
             y0, y1 = self.lat_c[0][iy], self.lat_c[2][iy]
             e, w = np.full(hit.size, 180.0), np.full(hit.size, -180.0)
-            fixed = _multipolygon_text([([east_lo, e, e, east_lo], [y0, y0, y1, y1]),
-                                        ([w, west_hi, west_hi, w], [y0, y0, y1, y1])])
+            fixed = multipolygon_text([([east_lo, e, e, east_lo], [y0, y0, y1, y1]),
+                                       ([w, west_hi, west_hi, w], [y0, y0, y1, y1])])
             return text.scatter(hit, fixed)
         if not self.split:
             return text
