@@ -322,6 +322,13 @@ def repair_invalid(text: np.ndarray) -> int:
     return int(bad.size)
 
 
+def _strictly_convex(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Whether each ring of corners (shape (n, m)) turns the same way at every corner."""
+    dx, dy = np.roll(x, -1, axis=1) - x, np.roll(y, -1, axis=1) - y
+    cross = dx * np.roll(dy, -1, axis=1) - dy * np.roll(dx, -1, axis=1)
+    return (cross > 0).all(axis=1) | (cross < 0).all(axis=1)
+
+
 def _valid_text(geom) -> str | None:
     """EWKT of the areas of ``shapely.make_valid(geom)`` (None if it has no area)."""
     import shapely
@@ -390,9 +397,11 @@ class CellGeometry:
         geometry = cls(lon_c=tuple(folded[:, k].reshape(shape) for k in range(4)),
                        lat_c=tuple(lat[:, k].reshape(shape) for k in range(4)),
                        rectilinear=False, nx=nx, split=texts)
-        # Validity of the other quads, once for the grid (vectorised shapely).
+        # Validity of the other quads, once for the grid: a strictly convex quad is valid;
+        # shapely checks only the others (few on a usual grid).
         plain = np.setdiff1d(np.arange(folded.shape[0]), split)
         plain = plain[np.isfinite(folded[plain]).all(axis=1) & np.isfinite(lat[plain]).all(axis=1)]
+        plain = plain[~_strictly_convex(folded[plain], lat[plain])]
         quads = shapely.polygons(np.stack([folded[plain], lat[plain]], axis=-1))
         bad = ~shapely.is_valid(quads)
         geometry.split.update((int(i), _valid_text(q)) for i, q in zip(plain[bad], quads[bad],
