@@ -145,6 +145,32 @@ def pg_server():
 
 
 @pytest.fixture
+def postgis_conn(pg_server):
+    """A psycopg 3 connection (autocommit) to a new database of :func:`pg_server` with the
+    PostGIS extension created; skipped, with the reason, when PostGIS is not installed."""
+    import uuid
+
+    import psycopg
+    from pgserver import postgis_package
+
+    package = postgis_package()
+    if package is not None:
+        pytest.skip(f"needs PostGIS (Debian package {package}), not installed: as root "
+                    "`make sysdeps` installs it")
+    name = f"gis_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_server["conninfo"], autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    conninfo = pg_server["conninfo"].replace("dbname=postgres", f"dbname={name}")
+    try:
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION postgis")
+            yield conn
+    finally:
+        with psycopg.connect(pg_server["conninfo"], autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture
 def pg_conn(pg_server):
     """A psycopg 3 connection to :func:`pg_server` (autocommit)."""
     import psycopg

@@ -13,6 +13,7 @@ import logging
 
 import numpy as np
 import pytest
+import shapely
 from grid_files import (
     unrotate,
     write_lambert,
@@ -54,7 +55,7 @@ def polygon_points(geometry: CellGeometry, n: int) -> np.ndarray:
     """(n, 5, 2) lon/lat of the EWKT rings."""
     out = []
     for poly in geometry.polygons(np.arange(n)):
-        ring = poly[poly.index("((") + 2:-2].split(",")
+        ring = poly[poly.index("(((") + 3:-3].split(",")
         out.append([tuple(map(float, p.split())) for p in ring])
     return np.array(out)
 
@@ -187,8 +188,17 @@ def test_polar_stereographic_across_the_pole(tmp_path):
                                         "central_longitude": -45.0}, width=160, height=120))
         rows = ShardRows.for_series(s, cell_mean=np.zeros((s.ny, s.nx)),
                                     cells=CellsSettings.from_config({"geometry": "text"}))
-        pts = polygon_points(rows.geometry, s.ny * s.nx)
-        assert np.isfinite(pts).all() and pts[:, :, 1].min() > 30
+        geoms = shapely.from_wkt([t.split(";", 1)[1] for t in
+                                  rows.geometry.polygons(np.arange(s.ny * s.nx))])
+        assert shapely.is_valid(geoms).all()
+        bounds = shapely.bounds(geoms)
+        assert np.isfinite(bounds).all() and bounds[:, 1].min() > 30
+        assert bounds[:, [0, 2]].min() >= -180 and bounds[:, [0, 2]].max() <= 180
+        # The pole is inside the grid: the cells round it reach it, closed along the
+        # antimeridian, and together they hold it.
+        pole = shapely.Point(0.0, 90.0)
+        assert 1 <= (bounds[:, 3] == 90).sum() <= 4
+        assert shapely.intersects(geoms, pole.buffer(1e-9)).any()
 
 
 def test_projected_without_mapping_drawn_in_x_y_with_one_note(tmp_path, caplog):

@@ -8,6 +8,7 @@ import matplotlib
 import netCDF4
 import numpy as np
 import pytest
+import shapely
 import xarray as xr
 from layouts import (
     write_ambiguous_lat,
@@ -63,11 +64,13 @@ def assert_map_right(series, truth_field, lats, lons, t=0):
 
 
 def widths(geometry: CellGeometry, n: int) -> np.ndarray:
+    """Longitude width of each cell's polygon, degrees: the sum over the parts of a cell
+    split at the antimeridian."""
     out = []
     for poly in geometry.polygons(np.arange(n)):
-        pts = [tuple(map(float, p.split())) for p in poly[poly.index("((") + 2:-2].split(",")]
-        xs = [p[0] for p in pts]
-        out.append(max(xs) - min(xs))
+        g = shapely.from_wkt(poly.split(";", 1)[1])
+        assert g.is_valid and g.geom_type == "MultiPolygon", poly
+        out.append(sum(p.bounds[2] - p.bounds[0] for p in g.geoms))
     return np.array(out)
 
 

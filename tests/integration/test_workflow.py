@@ -54,12 +54,14 @@ def test_demo_copy_loads_and_matches_netcdf(demo_run, pg_server, pg_conn, sample
     mean = da.astype(np.float64).mean("time").values
     for t, iy, ix in [(0, 0, 0), (17, 5, 30), (239, 36, 48), (120, 20, 0)]:
         row = pg_conn.execute(
-            "select value, anomaly, lat, lon, time, time_value from ncreel_demo "
+            "select value, anomaly, lat, lon, time, time_value, lon_raw from ncreel_demo "
             "where time_index = %s and cell_id = %s", (t, iy * 49 + ix)).fetchone()
-        value, anomaly, lat, lon, when, time_value = row
+        value, anomaly, lat, lon, when, time_value, lon_raw = row
         assert np.float32(value) == da.values[t, iy, ix]
         assert anomaly == pytest.approx(float(da.values[t, iy, ix]) - mean[iy, ix], abs=1e-9)
-        assert (lat, lon) == (float(da.latitude[iy]), float(da.longitude[ix]))
+        # The sample stores 225…315; lon is EPSG:4326's -180…180, lon_raw the file's value.
+        assert (lat, lon_raw) == (float(da.latitude[iy]), float(da.longitude[ix]))
+        assert lon == float(da.longitude[ix]) - 360
         assert time_value == float(da.time[t])
         assert when == f"{1860 + t}-06-01T00:00:00"
     # Loading again replaces the rows instead of duplicating them.

@@ -481,18 +481,14 @@ def open_mesh_series(paths: list[str], group: str | None, name: str, datasets: l
     return series
 
 
-#: PostGIS type of the ``geom`` column of a mesh: faces split at the antimeridian are
-#: MultiPolygons, the others Polygons.
-MESH_GEOMETRY_TYPE = "geometry(Geometry, 4326)"
-
-
 class MeshGeometry:
     """Face polygons of a mesh for the ``geom`` column (as ``CellGeometry`` for grids).
 
-    Each face is ``SRID=4326;POLYGON((lon lat, ...))`` with its corners in order and
-    longitudes in [-180, 180); a face crossing the antimeridian (or round a pole) is split
-    there by the ``antimeridian`` package (as uxarray splits faces) into a
-    ``MULTIPOLYGON`` (or closed along the pole). The text of all faces is built once.
+    Each face is ``SRID=4326;MULTIPOLYGON(((lon lat, ...)))`` with its corners in order
+    and longitudes in [-180, 180]; a face crossing the antimeridian (or round a pole) is
+    split there by the ``antimeridian`` package into several parts (or closed along the
+    pole), with the same functions as grids (:mod:`ncreel.cells.geometry`). The text of
+    all faces is built once.
 
     Parameters
     ----------
@@ -507,16 +503,24 @@ class MeshGeometry:
         import polars as pl
 
         from ncreel.cells.context import GEOMETRY_COLUMN
+        from ncreel.cells.geometry import (
+            at_pole,
+            encloses_pole,
+            fold_corners,
+            needs_split,
+            repair_invalid,
+            split_cells,
+        )
 
         mesh = self.mesh
         lon, lat = mesh.shells()  # (n, m + 1), closed
         count = (mesh.face_nodes >= 0).sum(axis=1)
-        # Corners within 180 degrees of the face centre: a face whose corners are then
-        # all in [-180, 180] needs no split (a corner stored as -180 next to 170 is 180).
-        ref = mesh.face_lon[:, None]
-        u = ref + wrap_longitude(lon - ref)
-        pole = np.abs(wrap_longitude(np.diff(lon, axis=1)).sum(axis=1)) > 180.0
-        split = pole | (u.min(axis=1) < -180.0) | (u.max(axis=1) > 180.0)
+        # Corners within 180 degrees of the face centre, by whole turns: a face whose
+        # corners are then all in [-180, 180] needs no split (a corner stored as -180 next
+        # to 170 is 180); shared nodes moved by the same turns stay bit-identical.
+        u = fold_corners(lon, mesh.face_lon)
+        pole = encloses_pole(lon[:, :-1], lat[:, :-1])
+        split = pole | needs_split(u) | at_pole(lat).any(axis=1)
         parts = []
         for j in range(lon.shape[1]):
             valid = j <= count  # slot == count closes the ring with the first corner
@@ -525,21 +529,17 @@ class MeshGeometry:
             parts.append(pl.when(pl.lit(pl.Series(valid))).then(
                 pl.concat_str([pl.lit(x), pl.lit(" "), pl.lit(y)])).otherwise(None))
         ring = pl.concat_str(parts, separator=",", ignore_nulls=True)
-        wkt = pl.select(pl.concat_str([pl.lit("SRID=4326;POLYGON(("), ring, pl.lit("))")])
+        wkt = pl.select(pl.concat_str([pl.lit("SRID=4326;MULTIPOLYGON((("), ring,
+                                       pl.lit(")))")])
                         .alias(GEOMETRY_COLUMN)).to_series().to_numpy().astype(object)
-        if split.any():
-            import antimeridian
-            import shapely
-
-            for f in np.flatnonzero(split):
-                k = int(count[f])
-                poly = shapely.Polygon(np.column_stack([wrap_longitude(lon[f, :k]), lat[f, :k]]))
-                north = bool(pole[f] and mesh.face_lat[f] > 0)
-                south = bool(pole[f] and mesh.face_lat[f] <= 0)
-                fixed = antimeridian.fix_polygon(poly, force_north_pole=north,
-                                                 force_south_pole=south, fix_winding=True)
-                wkt[f] = "SRID=4326;" + shapely.to_wkt(fixed, rounding_precision=-1,
-                                                      trim=True)
+        plain = np.flatnonzero(~split)
+        text = wkt[plain]
+        repair_invalid(text)
+        wkt[plain] = text
+        faces = np.flatnonzero(split)
+        if faces.size:
+            wkt[faces] = split_cells(lon[faces, :-1], lat[faces, :-1], count[faces],
+                                     mesh.face_lat[faces], pole[faces])
         self._wkt = wkt
 
     def polygons(self, cell: np.ndarray):

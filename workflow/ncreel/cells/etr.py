@@ -39,6 +39,7 @@ def etr_columns(ctx: CellContext, **params) -> list[tuple[str, str]]:
         ("cell_id", "bigint"),
         ("lat", "double precision"),
         ("lon", "double precision"),
+        ("lon_raw", "double precision"),
         ("interception_percent", "double precision"),
         ("pec_soil_mg_kg", "double precision"),
         ("etr", "double precision"),
@@ -205,7 +206,7 @@ def etr_risk_model(block: np.ndarray, t0: int, ctx: CellContext, **params) -> di
     etr = pec / p["ec50_mg_kg"]
     level = risk_level(etr, p["thresholds"])
     classes = pl.Series("risk_class", [*RISK_CLASSES, None], dtype=pl.Utf8)
-    lat, lon = _position(ctx, cell)
+    lat, lon, lon_raw = _position(ctx, cell)
     extra = _etr_time_course(p, block, t0, ctx, t_local, cell)
     return {
         "time_index": (t_local + t0).astype(np.int32),
@@ -213,6 +214,7 @@ def etr_risk_model(block: np.ndarray, t0: int, ctx: CellContext, **params) -> di
         "cell_id": cell.astype(np.int64),
         "lat": lat,
         "lon": lon,
+        "lon_raw": lon_raw,
         "interception_percent": interception,
         "pec_soil_mg_kg": pec,
         "etr": etr,

@@ -25,8 +25,10 @@ NUMPY_TYPES = {
     np.dtype(np.bool_): "boolean",
 }
 
-#: Geometry column type by config ``cells.geometry`` (PostGIS: WGS 84 polygons).
-GEOMETRY_TYPES = {"text": "text", "postgis": "geometry(Polygon, 4326)"}
+#: Geometry column type by config ``cells.geometry``. PostGIS: WGS 84 multipolygons for
+#: every grid kind, so a cell split at the antimeridian and an ordinary cell have one
+#: type (one layer in QGIS, one shapefile/GeoPackage geometry type on export).
+GEOMETRY_TYPES = {"text": "text", "postgis": "geometry(MultiPolygon, 4326)"}
 
 #: CF calendars that PostgreSQL's proleptic-Gregorian ``timestamp`` type can hold exactly.
 GREGORIAN_CALENDARS = {"standard", "gregorian", "proleptic_gregorian"}
