@@ -525,10 +525,11 @@ def _mesh_job(nc):
 def case_mesh_render(nc, n, tmp):
     """Index-image frames of the MPAS-like mesh (PlateCarree + coastlines), each timed."""
     from ncreel.render.shard import make_renderer
+    from ncreel.source import open_selection
 
     job = _mesh_job(nc)
     t0 = time.perf_counter()
-    with job.series.open() as s:
+    with open_selection(job.series) as s:
         open_s = time.perf_counter() - t0
         r = make_renderer(s, job.render, vmin=job.vmin, vmax=job.vmax)
         startup = time.perf_counter() - t0

@@ -21,11 +21,11 @@ from grid_files import (
     write_projected_no_mapping,
     write_rotated_pole,
 )
-from ncreel.cells import CellContext, CellGeometry, ShardRows, field_model
+from ncreel.cells import CellContext, CellGeometry, ShardRows, cells_settings, field_model
 from ncreel.errors import NcreelError
 from ncreel.render.shard import make_renderer
 from ncreel.settings import CellsSettings, RenderSettings, SeriesSelection
-from ncreel.source import open_series
+from ncreel.source import open_selection, open_series
 from test_layouts import colour, pixel
 
 
@@ -134,7 +134,7 @@ def test_spec_reopens_the_same_grid(tmp_path):
     path, truth = write_rotated_pole(tmp_path / "r.nc", north_first=True)
     with open_series(str(path), "tas") as s:
         spec, lat, corners = s.spec(), s.cell_coordinates()[0], s.cell_corners()
-    with SeriesSelection.from_params(spec).open() as again:
+    with open_selection(SeriesSelection.from_params(spec)) as again:
         assert again.mapping == s.mapping and (again.x_name, again.y_name) == ("rlon", "rlat")
         np.testing.assert_array_equal(again.cell_coordinates()[0], lat)
         np.testing.assert_array_equal(again.cell_corners()[0], corners[0])
@@ -186,7 +186,8 @@ def test_polar_stereographic_across_the_pole(tmp_path):
                                     settings=render_settings("NorthPolarStereo", {
                                         "central_longitude": -45.0}, width=160, height=120))
         rows = ShardRows.for_series(s, cell_mean=np.zeros((s.ny, s.nx)),
-                                    cells=CellsSettings.from_config({"geometry": "text"}))
+                                    cells=CellsSettings.from_params(
+                                        cells_settings({"geometry": "text"})))
         pts = polygon_points(rows.geometry, s.ny * s.nx)
         assert np.isfinite(pts).all() and pts[:, :, 1].min() > 30
 

@@ -7,7 +7,7 @@ import pytest
 import xarray as xr
 from conftest import derive_nc
 from ncreel.errors import NcreelError
-from ncreel.source import detect_time_dim, open_series
+from ncreel.source import detect_time_dim, open_selection, open_series
 
 
 def test_sample_header(sample_nc):
@@ -377,7 +377,7 @@ def test_overlapping_files_with_equal_data_keep_each_time_once(tmp_path):
     np.testing.assert_array_equal(t.values, np.arange(9.0))
     assert spec["steps"] == [[[0, 6]], [[3, 6]]]
     # Every job reopens the same steps from the spec, without comparing data again.
-    with SeriesSelection.from_params(spec).open() as again:
+    with open_selection(SeriesSelection.from_params(spec)) as again:
         assert again.counts == (6, 3) and again.note == ""
         np.testing.assert_array_equal(again.read(2, 8), _truth(range(2, 8)))
         assert again.time_axis().labels == t.labels

@@ -506,7 +506,7 @@ class MeshGeometry:
     def _build(self):
         import polars as pl
 
-        from ncreel.cells.context import GEOMETRY_COLUMN
+        from ncreel.pg.types import GEOMETRY_COLUMN
 
         mesh = self.mesh
         lon, lat = mesh.shells()  # (n, m + 1), closed
@@ -555,7 +555,7 @@ class MeshGeometry:
         """
         import polars as pl
 
-        from ncreel.cells.context import GEOMETRY_COLUMN
+        from ncreel.pg.types import GEOMETRY_COLUMN
 
         if self._wkt is None:
             self._build()

@@ -18,7 +18,7 @@ from ncreel.progress import Progress
 from ncreel.render.shard import FrameJob, render_shard
 from ncreel.settings import CellsSettings, EncodeSettings, RenderSettings, SeriesSelection
 from ncreel.shards import Shard
-from ncreel.source import MAX_BLOCK_CELLS
+from ncreel.source import MAX_BLOCK_CELLS, open_selection
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ def run_shard(selection: SeriesSelection, shard: Shard, *, stats_json: str | os.
     job = FrameJob(series=selection, render=render, encode=encode, vmin=stats["vmin"],
                    vmax=stats["vmax"], png_compress=png_compress,
                    label=f"shard {shard.name} frames")
-    with selection.open() as series:
+    with open_selection(selection) as series:
         # Frames first: their encoder has exited before the rows pass starts, so the job's
         # peak is the larger of the two passes (what calibration measures), not their sum.
         with atomic_path(frames_dir) as fdir:

@@ -915,6 +915,30 @@ def open_series(input: str | Sequence[str], variable: str, *, time_dim: str | No
     return series
 
 
+def open_selection(selection) -> Series:
+    """Open a :class:`ncreel.settings.SeriesSelection` lazily (:func:`open_series`).
+
+    Parameters
+    ----------
+    selection : ncreel.settings.SeriesSelection
+        Which files and variable, as a rule's params carry them.
+
+    Returns
+    -------
+    Series
+        A context manager closing its files, ``shape == (n_time, ny, nx)``.
+
+    Raises
+    ------
+    NcreelError
+        As :func:`open_series`.
+    """
+    return open_series(list(selection.paths), selection.variable,
+                       time_dim=selection.time_dim, select=selection.select,
+                       lat=selection.lat, lon=selection.lon, time=selection.time,
+                       steps=selection.steps)
+
+
 def _runs(indices) -> tuple:
     """Half-open ``(start, stop)`` runs of consecutive integers in sorted `indices`."""
     runs: list = []

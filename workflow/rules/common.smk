@@ -42,7 +42,7 @@ from ncreel.render.shard import png_sample  # noqa: E402
 from ncreel.jobtext import input_link, pass_config_by_file  # noqa: E402
 from ncreel.settings import Calibration, SeriesSelection  # noqa: E402
 from ncreel.shards import frame_name, plan_shards  # noqa: E402
-from ncreel.source import resolve_paths  # noqa: E402
+from ncreel.source import open_selection, resolve_paths  # noqa: E402
 
 SCHEMA = schema_path()
 
@@ -158,15 +158,17 @@ try:
     INPUT_STAMPS = input_stamps(INPUTS)
     check_input_sizes(INPUTS)
     check_time_steps(INPUTS, config["variable"], config["time_dim"])
-    with SeriesSelection(
-        paths=INPUTS,
-        variable=config["variable"],
-        time_dim=config["time_dim"],
-        select=config["select"],
-        lat=config["lat"],
-        lon=config["lon"],
-        time=config["time"],
-    ).open() as _series:
+    with open_selection(
+        SeriesSelection(
+            paths=INPUTS,
+            variable=config["variable"],
+            time_dim=config["time_dim"],
+            select=config["select"],
+            lat=config["lat"],
+            lon=config["lon"],
+            time=config["time"],
+        )
+    ) as _series:
         # Reopened by every job exactly as detected here (files in time order).
         SERIES = _series.spec()
         GRID = {"n_time": _series.n_time, "ny": _series.ny, "nx": _series.nx}

@@ -11,11 +11,12 @@ from ncreel.logs import configure  # noqa: E402
 from ncreel.render.shard import time_labels  # noqa: E402
 from ncreel.report.contactsheet import contact_sheet, plan_page, sampled_frames  # noqa: E402
 from ncreel.settings import Calibration, SeriesSelection  # noqa: E402
+from ncreel.source import open_selection  # noqa: E402
 
 configure(snakemake.log[0])  # noqa: F821
 record_attempt(snakemake)  # noqa: F821
 p, inp, out = snakemake.params, snakemake.input, snakemake.output  # noqa: F821
-with SeriesSelection.from_params(p.series).open() as series:
+with open_selection(SeriesSelection.from_params(p.series)) as series:
     labels = time_labels(series)
 contact_sheet(sampled_frames(inp.frames), labels, out.sheet,
               title=f"run {p.run}: frames kept as PNG (t = time index)")

@@ -22,6 +22,7 @@ from pathlib import Path
 from ncreel.procmem import current_rss_mb, peak_rss_mb
 from ncreel.render.movie import SegmentEncoder
 from ncreel.settings import Calibration
+from ncreel.source import open_selection
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +80,7 @@ def calibrate_render(job, *, n_time: int, probe_frames: int = PROBE_FRAMES,
     t_start = time.perf_counter()
     draw_s = 0.0
     n_read = min(n_time, probe_frames)
-    with job.series.open() as series, \
+    with open_selection(job.series) as series, \
             tempfile.TemporaryDirectory(prefix="ncreel-calibrate-") as tdir:
         labels = time_labels(series)
         block = series.read(0, n_read)
