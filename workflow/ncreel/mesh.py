@@ -3,9 +3,10 @@
 A variable on the faces of a mesh, ``(time, n_face)``, is seen by the rest of ncreel as a
 ``(time, 1, n_face)`` grid: one row whose columns are the mesh's faces in the file's
 order, so cell id = face index, and statistics, shard planning, the rows, calibration
-and the memory model need nothing else. The :class:`MeshSeries` carries the mesh (face
-polygons as node indices, node and face-centre longitudes/latitudes) for drawing
-(:mod:`ncreel.render.meshdraw`) and for the ``geom`` column.
+and the memory model need nothing else. The :class:`ncreel.source.MeshSeries` carries the
+:class:`Mesh` (face polygons as node indices, node and face-centre longitudes/latitudes)
+for drawing (:mod:`ncreel.render.meshdraw`) and for the ``geom`` column; this module finds
+and loads meshes, :mod:`ncreel.source` reads the series on them.
 
 The topology comes from uxarray's readers (``uxarray.Grid.from_dataset`` for MPAS,
 UGRID, ICON grid files, ESMF, SCRIP, FESOM2; ``Grid.from_healpix``;
@@ -21,19 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 import xarray as xr
 
+from ncreel.cfaxes import wrap_longitude
 from ncreel.errors import NcreelError
-from ncreel.source import (
-    Series,
-    _check_constant,
-    _file_dates,
-    _find_time,
-    _given_steps,
-    _open,
-    _repeated_steps,
-    _time_order,
-    detect_time_dim,
-    wrap_longitude,
-)
 
 log = logging.getLogger(__name__)
 
@@ -311,174 +301,6 @@ def _ugrid_face_centres(ds: xr.Dataset, topo: str):
             _attr(ds[a], "units").lower().startswith("degrees_n"):
         a, b = b, a
     return _degrees(ds[a]), _degrees(ds[b])
-
-
-class MeshSeries(Series):
-    """A :class:`ncreel.source.Series` on the faces of an unstructured mesh.
-
-    Seen as ``(time, 1, n_face)``: ``ny == 1``, ``nx == n_face``, cell id = face index in
-    the file's order. :attr:`mesh` holds the faces (see :class:`Mesh`).
-    """
-
-    mesh: Mesh
-
-    @property
-    def has_lat_lon(self) -> bool:
-        """True: a mesh's faces have geographic longitudes/latitudes."""
-        return True
-
-    def _values(self, da: xr.DataArray) -> np.ndarray:
-        return da.transpose(self.time_dim, self.x_dim).values[:, None, :]
-
-    def read_variable(self, name: str, start: int, stop: int) -> np.ndarray:
-        """Read another face variable of the same files (as :meth:`Series.read_variable`).
-
-        Returns shape ``(stop - start, 1, n_face)``, or ``(1, n_face)`` without time.
-        """
-        ds = self._dataset(0)
-        if name not in ds.variables:
-            raise NcreelError(f"input '{self.paths[0]}': no variable '{name}'")
-        da = ds[name]
-        sel = {d: i for d, i in self.select.items() if d in da.dims}
-        dims = set(map(str, da.dims)) - set(sel)
-        if dims == {self.x_dim}:
-            return np.asarray(da.isel(sel).values, np.float64)[None, :]
-        if dims != {self.time_dim, self.x_dim}:
-            raise NcreelError(f"input '{self.paths[0]}': variable '{name}' has dims "
-                              f"({', '.join(map(str, da.dims))}); need ({self.time_dim}, "
-                              f"{self.x_dim}) or ({self.x_dim})")
-        parts, offset = [], 0
-        for i, count in enumerate(self.counts):
-            lo, hi = max(start - offset, 0), min(stop - offset, count)
-            for run in self._file_slices(i, lo, hi) if lo < hi else ():
-                part = self._dataset(i)[name].isel({self.time_dim: run, **sel})
-                parts.append(np.asarray(part.transpose(self.time_dim, self.x_dim).values,
-                                        np.float64)[:, None, :])
-            offset += count
-        if not parts:
-            return np.empty((0, 1, self.nx))
-        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
-
-    def cell_coordinates(self, continuous: bool = False):
-        """Face-centre latitude and longitude, each shape (1, n_face), degrees.
-
-        Longitudes in [-180, 180); with `continuous`, a regional mesh's longitudes start
-        after the widest gap between them (a Pacific mesh across 180 degrees runs e.g.
-        150 to 210), so that the map is centred on it.
-        """
-        lon = self.mesh.face_lon.copy()
-        if continuous and lon.size > 1:
-            order = np.sort(lon)
-            gaps = np.diff(np.concatenate([order, order[:1] + 360.0]))
-            k = int(np.argmax(gaps))
-            start = order[(k + 1) % order.size]
-            lon = start + (lon - start) % 360.0
-        return self.mesh.face_lat[None, :].copy(), lon[None, :]
-
-    def coordinate_bounds(self, kind: str):
-        """None: a mesh's cells are polygons (see :attr:`mesh`), not 1-D bounds."""
-        return None
-
-    def axis_label(self, kind: str) -> str:
-        """``longitude`` / ``latitude`` (of the face centres)."""
-        return "longitude" if kind == "lon" else "latitude"
-
-    def spec(self) -> dict:
-        """As :meth:`ncreel.source.Series.spec`; the mesh is found again on reopening."""
-        spec = super().spec()
-        spec["lat"] = spec["lon"] = None
-        return spec
-
-
-def open_mesh_series(paths: list[str], group: str | None, name: str, datasets: list,
-                     kind: str, face_dim: str, others: dict, *, time_dim: str | None,
-                     select: dict, time: str | None, where: str,
-                     steps=None) -> MeshSeries:
-    """Open `name` on a mesh (see :func:`mesh_kind`) as a :class:`MeshSeries`.
-
-    `datasets` holds the first file opened (more are appended here, for the caller to
-    close on error).
-
-    Raises
-    ------
-    NcreelError
-        A variable on nodes or edges, extra dims without ``select`` (with an example),
-        no or ambiguous time dimension, an unreadable mesh, files whose meshes differ.
-    """
-    first = datasets[0]
-    da = first[name]
-    dims = [str(d) for d in da.dims]
-    on = [d for d in dims if d in others and d != face_dim]
-    if face_dim not in dims:
-        what = others.get(on[0], "node") if on else "node"
-        raise NcreelError(
-            f"{where}: variable '{name}' is on the {kind} mesh's {what}s (dimension "
-            f"{on[0] if on else ', '.join(dims)}), not its faces ({face_dim}); ncreel draws "
-            f"and tables face variables: choose a variable with dimension {face_dim}")
-    if time_dim is None and time is not None and first[time].ndim == 1 \
-            and first[time].dims[0] in da.dims:
-        time_dim = str(first[time].dims[0])
-    # As for grids (never a guess); the face dimension is never time.
-    tdim = detect_time_dim(first, name, time_dim, {**select, face_dim: 0}, source=where)
-    for dim, index in select.items():
-        if dim not in dims:
-            raise NcreelError(f"config key 'select': '{dim}' is not a dimension of "
-                              f"'{name}' (its dims: {', '.join(dims)})")
-        if dim in (tdim, face_dim):
-            raise NcreelError(f"config key 'select': '{dim}' is the "
-                              f"{'time' if dim == tdim else 'mesh face'} dimension")
-        if not isinstance(index, int) or isinstance(index, bool) or not (
-                -da.sizes[dim] <= index < da.sizes[dim]):
-            raise NcreelError(f"config key 'select': {dim}={index!r} must be an integer "
-                              f"index in 0..{da.sizes[dim] - 1}")
-    extra = [d for d in dims if d not in (tdim, face_dim) and d not in select]
-    if extra:
-        raise NcreelError(
-            f"{where}: variable '{name}' on the {kind} mesh has extra dims "
-            f"{', '.join(extra)} (sizes {', '.join(f'{d}={da.sizes[d]}' for d in extra)}); "
-            f"pick one index of each with config key select, e.g. "
-            f"--config 'select={{{extra[0]}: 0}}'")
-    mesh = load_mesh(first, da, kind, face_dim, where)
-    time_name = _find_time(first, da, tdim, time, where)
-    dtype = np.dtype(np.float32) if da.dtype == np.float32 else np.dtype(np.float64)
-    counts = [int(da.sizes[tdim])]
-    for path in paths[1:]:
-        ds = _open(path, group)
-        datasets.append(ds)
-        if name not in ds.variables:
-            raise NcreelError(f"input '{path}': no variable '{name}' (it is in '{paths[0]}')")
-        other = ds[name]
-        if tdim not in other.dims or int(other.sizes.get(face_dim, -1)) != mesh.n_face:
-            raise NcreelError(f"input '{path}': '{name}' differs from '{paths[0]}' (expected "
-                              f"dims {tdim} and {face_dim}={mesh.n_face})")
-        counts.append(int(other.sizes[tdim]))
-    for coord in ("lonCell", "latCell"):
-        if coord in first.variables:
-            _check_constant(first, coord, tdim, where)
-    # Files in time order, repeated times decided, as ncreel.source.open_series does.
-    decoded = [_file_dates(ds, time_name, count)
-               for ds, count in zip(datasets, counts, strict=True)]
-    order = _time_order([d[1] for d in decoded], paths)
-    if steps is not None:
-        kept = _given_steps(steps, paths, counts)
-        kept, note = [kept[i] for i in order], ""
-    else:
-        kept, note = _repeated_steps([datasets[i] for i in order], [paths[i] for i in order],
-                                     name, tdim, select, [decoded[i] for i in order])
-    full = all(runs == ((0, counts[i]),) for runs, i in zip(kept, order, strict=True))
-    series = MeshSeries(
-        paths=tuple(paths[i] for i in order), variable=name, time_dim=tdim, y_dim="",
-        x_dim=face_dim, select=dict(select),
-        counts=tuple(sum(b - a for a, b in runs) for runs in kept), ny=1,
-        nx=mesh.n_face, dtype=dtype, units=str(da.attrs.get("units", "")),
-        long_name=str(da.attrs.get("long_name") or da.attrs.get("standard_name") or name),
-        group=group, lat_name=None, lon_name=None, time_name=time_name,
-        steps=None if full else tuple(kept), note=note,
-        _datasets=[datasets[i] for i in order], _decoded=[decoded[i] for i in order])
-    series.mesh = mesh
-    log.info("%s: '%s' on a %s mesh of %d faces (dimension %s)", where, name, kind,
-             mesh.n_face, face_dim)
-    return series
 
 
 #: PostGIS type of the ``geom`` column of a mesh: faces split at the antimeridian are

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ncreel.pg.types import GEOMETRY_COLUMN, RUN_COLUMN
-from ncreel.source import TimeAxis
+from ncreel.timeaxis import TimeAxis
 
 __all__ = ["GEOMETRY_COLUMN", "RUN_COLUMN", "CellContext", "cell_model"]
 

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ncreel.cells.context import GEOMETRY_COLUMN
+from ncreel.cfaxes import cf_bounds, wrap_longitude
 from ncreel.errors import NcreelError
 from ncreel.gridmap import edges_1d
-from ncreel.source import cf_bounds, wrap_longitude
 
 #: Index ranges of corner k (lower-left, lower-right, upper-right, upper-left) of every
 #: cell in a (ny + 1, nx + 1) corner array.

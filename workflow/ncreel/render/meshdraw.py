@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ncreel.source import wrap_longitude
+from ncreel.cfaxes import wrap_longitude
 
 #: Longitudes this close to the map's edge meridian are kept on their side of it.
 _EDGE_EPS = 1e-7
