@@ -23,7 +23,7 @@ from grid_files import (
 )
 from ncreel.cells import CellContext, CellGeometry, ShardRows, cells_settings, field_model
 from ncreel.errors import NcreelError
-from ncreel.render.shard import make_renderer
+from ncreel.render.segment import make_renderer
 from ncreel.settings import CellsSettings, RenderSettings, SeriesSelection
 from ncreel.source import open_selection, open_series
 from test_layouts import colour, pixel

@@ -21,7 +21,7 @@ from ncreel.cells import CellContext, CellGeometry, ShardRows, cells_settings, f
 from ncreel.errors import NcreelError
 from ncreel.pg.copytext import load_script, open_copy_writer
 from ncreel.render.maps import map_xy
-from ncreel.render.shard import make_renderer, time_labels
+from ncreel.render.segment import make_renderer, time_labels
 from ncreel.settings import CellsSettings, RenderSettings
 from ncreel.source import open_series
 

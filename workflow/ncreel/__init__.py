@@ -15,7 +15,7 @@ Subpackages, one concern each (each ``__init__`` says what it owns and may impor
 
 Modules at this level are shared by several of those: the input series
 (:mod:`.source`, :mod:`.inputcheck`, :mod:`.stats`, :mod:`.sample`), the shard plan
-(:mod:`.shards`) and one shard job (:mod:`.shardjob`), job resources
+(:mod:`.shardplan`) and one shard job (:mod:`.process_shard`), job resources
 (:mod:`.resources`, :mod:`.jobrecord`, :mod:`.procmem`), config checks
 (:mod:`.configcheck`) and small helpers (:mod:`.errors`, :mod:`.io`, :mod:`.logs`,
 :mod:`.progress`). This ``__init__`` imports only :mod:`.errors` (standard library), so

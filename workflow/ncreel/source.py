@@ -36,7 +36,8 @@ log = logging.getLogger(__name__)
 #: Default bound on one block read by :meth:`Series.iter_blocks` (the statistics pass).
 BLOCK_BYTES = 64 * 2**20
 #: Bound on values in one block of the rows passes (time steps x cells): keeps row columns
-#: ~100 MB at most. Used by ncreel.shardjob and ncreel.cells.soil; modelled by ncreel.resources.
+#: ~100 MB at most. Used by ncreel.process_shard and ncreel.cells.soil; modelled by
+#: ncreel.resources.
 MAX_BLOCK_CELLS = 1_000_000
 
 

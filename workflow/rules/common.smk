@@ -16,10 +16,10 @@ from ncreel.cells.soil import needs_prepass  # noqa: E402
 from ncreel.configcheck import report_before_results  # noqa: E402
 from ncreel.errors import NcreelError  # noqa: E402
 from ncreel.jobrecord import attempts_path, read_attempts  # noqa: E402
-from ncreel.render.shard import png_sample  # noqa: E402
+from ncreel.render.segment import png_sample  # noqa: E402
 from ncreel.runconfig import load_config, start_run  # noqa: E402
 from ncreel.settings import Calibration  # noqa: E402
-from ncreel.shards import ShardPlanCache, frame_name  # noqa: E402
+from ncreel.shardplan import ShardPlanCache, frame_name  # noqa: E402
 
 
 def fail(message):

@@ -8,7 +8,7 @@ sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821
 
 from ncreel.jobrecord import attempts_path, read_attempts, record_attempt  # noqa: E402
 from ncreel.logs import configure  # noqa: E402
-from ncreel.render.shard import time_labels  # noqa: E402
+from ncreel.render.segment import time_labels  # noqa: E402
 from ncreel.report.contactsheet import contact_sheet, plan_page, sampled_frames  # noqa: E402
 from ncreel.settings import Calibration, SeriesSelection  # noqa: E402
 from ncreel.source import open_selection  # noqa: E402

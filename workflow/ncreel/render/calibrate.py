@@ -41,7 +41,7 @@ def calibrate_render(job, *, n_time: int, probe_frames: int = PROBE_FRAMES,
 
     Parameters
     ----------
-    job : ncreel.render.shard.FrameJob
+    job : ncreel.render.segment.FrameJob
         As for a shard job: the input's selection, render and encode settings, colour
         limits.
     n_time : int
@@ -71,7 +71,7 @@ def calibrate_render(job, *, n_time: int, probe_frames: int = PROBE_FRAMES,
     NcreelError
         If the input cannot be read or ffmpeg fails.
     """
-    from ncreel.render.shard import make_renderer, time_labels
+    from ncreel.render.segment import make_renderer, time_labels
 
     if probe_frames < 1 or n_time < 1:
         raise ValueError(f"probe_frames={probe_frames}, n_time={n_time}: need >= 1")

@@ -32,7 +32,7 @@ from ncreel.procmem import peak_rss_mb
 from ncreel.progress import Progress, current_log_file
 from ncreel.render.movie import SegmentEncoder, concat_segments
 from ncreel.settings import EncodeSettings, MapSettings, RenderSettings, SeriesSelection
-from ncreel.shards import Shard, frame_name, plan_shards
+from ncreel.shardplan import Shard, frame_name, plan_shards
 from ncreel.source import open_selection
 
 log = logging.getLogger(__name__)
