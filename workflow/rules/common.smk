@@ -11,15 +11,15 @@ from snakemake.utils import validate
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 
-from ncreel import resources as res  # noqa: E402
-from ncreel.cells.soil import needs_prepass  # noqa: E402
-from ncreel.configcheck import report_before_results  # noqa: E402
-from ncreel.errors import NcreelError  # noqa: E402
-from ncreel.jobrecord import attempts_path, read_attempts  # noqa: E402
-from ncreel.render.segment import png_sample  # noqa: E402
-from ncreel.runconfig import load_config, start_run  # noqa: E402
-from ncreel.settings import Calibration  # noqa: E402
-from ncreel.shardplan import ShardPlanCache, frame_name  # noqa: E402
+from ncreel import resources as res
+from ncreel.cells.soil import needs_prepass
+from ncreel.configcheck import report_before_results
+from ncreel.errors import NcreelError
+from ncreel.jobrecord import attempts_path, read_attempts
+from ncreel.render.segment import png_sample
+from ncreel.runconfig import load_config, start_run
+from ncreel.settings import Calibration
+from ncreel.shardplan import ShardPlanCache, frame_name
 
 
 def fail(message):
