@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ncreel.errors import NcreelError
 
@@ -81,12 +81,12 @@ class RunConfig:
     cells: dict
     cell_columns: list
     cell_note: str
-    render: dict = field(default_factory=dict)
-    encode: dict = field(default_factory=dict)
-    mid_t: int = 0
-    movie: str = ""
-    copy_file: str = ""
-    preview: str = ""
+    render: dict
+    encode: dict
+    mid_t: int
+    movie: str
+    copy_file: str
+    preview: str
 
 
 def _check_config(config: dict, overrides: Mapping, validate: Callable) -> tuple[list, str]:

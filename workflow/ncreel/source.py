@@ -28,7 +28,7 @@ from ncreel.cfaxes import (
 )
 from ncreel.errors import NcreelError
 from ncreel.gridmap import GridMapping, edges_1d, unwrap_rows
-from ncreel.mesh import Mesh, load_mesh
+from ncreel.mesh import Mesh, check_not_points, load_mesh, mesh_kind
 from ncreel.timeaxis import TimeAxis, _file_dates, _find_time, _time_order, detect_time_dim
 
 log = logging.getLogger(__name__)
@@ -633,8 +633,6 @@ def open_series(input: str | Sequence[str], variable: str, *, time_dim: str | No
                                   f"(variables: {', '.join(sorted(map(str, first.variables)))})")
         da = first[name]
         # Unstructured meshes (MPAS, ICON, UGRID, HEALPix, CF bounds): see ncreel.mesh.
-        from ncreel.mesh import mesh_kind
-
         found = mesh_kind(first, da)
         if found is not None:
             return open_mesh_series(paths, group, name, datasets, *found, time_dim=time_dim,
@@ -654,8 +652,6 @@ def open_series(input: str | Sequence[str], variable: str, *, time_dim: str | No
                 raise NcreelError(f"config key 'select': {dim}={index!r} must be an integer "
                                   f"index in 0..{da.sizes[dim] - 1}")
         spatial = [str(d) for d in da.dims if d != tdim and d not in select]
-        from ncreel.mesh import check_not_points
-
         check_not_points(first, da, tdim, spatial, where)  # cells without a mesh
         if len(spatial) != 2:
             extra = [d for d in spatial if not _is_spatial(d, first.variables.get(d))]

@@ -2,7 +2,8 @@
 
 CF time coordinates (``UNIT since DATE`` in the file's calendar, via cftime), ISO 8601
 strings (:func:`parse_iso_date`, the package's one date parser) and the order of files by
-their first time. Used by :mod:`ncreel.source` and :mod:`ncreel.mesh`.
+their first time. Used by :mod:`ncreel.source` (and :mod:`ncreel.cells.soil` for dates in
+the config).
 """
 
 from __future__ import annotations
