@@ -35,10 +35,58 @@ class Netcdf3Size:
     numrecs: int
 
 
+class _NotUtf8(Exception):
+    """A name in a NetCDF-3 header that is not UTF-8: whose it is, its bytes, where."""
+
+    def __init__(self, owner: str, raw: bytes, at: int):
+        super().__init__(owner)
+        self.owner, self.raw, self.at = owner, raw, at
+
+
+def not_utf8_error(path: str | os.PathLike, owner: str | None = None, raw: bytes = b"",
+                   at: int = 0) -> NcreelError:
+    """Return the one line for a NetCDF file holding a name that is not UTF-8 text.
+
+    NetCDF names are UTF-8 (NetCDF User Guide, "Object names"); netCDF4-python decodes them
+    strictly and raises :class:`UnicodeDecodeError`, which no reader can recover from. For
+    a NetCDF-3 file the name is found in the header (whose name, its bytes); for
+    NetCDF-4/HDF5 only the file is named.
+
+    Parameters
+    ----------
+    path : path
+        The file.
+    owner, raw, at
+        What the name belongs to (``a dimension``, ``variable 2``, ``an attribute of
+        variable 'tas'``), its bytes and the offset of the first byte that is not UTF-8;
+        when `owner` is None the NetCDF-3 header is read to find them.
+
+    Returns
+    -------
+    NcreelError
+    """
+    if owner is None:
+        try:
+            netcdf3_size(path)
+        except NcreelError as err:
+            return err
+        except OSError:
+            pass
+    shown = raw[:40].decode("utf-8", "replace") + ("..." if len(raw) > 40 else "")
+    what = (f"the name of {owner}, {shown!r}, has byte "
+            f"0x{raw[at]:02x} at position {at}, which is" if owner is not None and raw
+            else "a name in its header (a dimension, variable, attribute or group) is")
+    return NcreelError(f"input '{os.fspath(path)}': {what} not UTF-8 text, as NetCDF names "
+                       "must be: the file is corrupt or was written by a tool that does not "
+                       "follow the format; copy it again, or rewrite it with UTF-8 names")
+
+
 class _Reader:
     def __init__(self, fh, version: int):
         self.fh, self.big = fh, version == 5
         self.offset_bytes = 4 if version == 1 else 8
+        #: What the next name belongs to, for the message on a name that is not UTF-8.
+        self.owner = "a dimension"
 
     def _int(self, n: int) -> int:
         raw = self.fh.read(n)
@@ -57,13 +105,18 @@ class _Reader:
         raw = self.fh.read(n + (-n % 4))
         if len(raw) != n + (-n % 4):
             raise EOFError
-        return raw[:n].decode("utf-8", "replace")
+        try:
+            # The format's names are UTF-8 (NFC); libnetcdf checks none of it on reading.
+            return raw[:n].decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise _NotUtf8(self.owner, raw[:n], err.start) from None
 
-    def skip_attributes(self) -> None:
+    def skip_attributes(self, owner: str) -> None:
         tag, n = self.tag(), self.non_neg()
         if tag not in (0, _NC_ATTRIBUTE):
             raise ValueError("bad attribute list tag")
         for _ in range(n):
+            self.owner = f"an attribute of {owner}"
             self.name()
             nc_type, count = self.tag(), self.non_neg()
             size = _TYPE_BYTES[nc_type] * count
@@ -92,7 +145,8 @@ def netcdf3_size(path: str | os.PathLike) -> Netcdf3Size | None:
     Raises
     ------
     NcreelError
-        The header itself is cut short or malformed.
+        The header itself is cut short or malformed, or holds a name that is not UTF-8
+        (:func:`not_utf8_error`).
     """
     with open(path, "rb") as fh:
         magic = fh.read(4)
@@ -107,18 +161,20 @@ def netcdf3_size(path: str | os.PathLike) -> Netcdf3Size | None:
             if tag not in (0, _NC_DIMENSION):
                 raise ValueError("bad dimension list tag")
             dims = []
-            for _ in range(n_dims):
+            for i in range(n_dims):
+                r.owner = f"dimension {i + 1}"
                 r.name()
                 dims.append(r.non_neg())
-            r.skip_attributes()
+            r.skip_attributes("the file (a global attribute)")
             tag, n_vars = r.tag(), r.non_neg()
             if tag not in (0, _NC_VARIABLE):
                 raise ValueError("bad variable list tag")
             variables = []
-            for _ in range(n_vars):
-                r.name()
+            for i in range(n_vars):
+                r.owner = f"variable {i + 1}"
+                name = r.name()
                 dimids = [r.non_neg() for _ in range(r.non_neg())]
-                r.skip_attributes()
+                r.skip_attributes(f"variable '{name}'")
                 nc_type = r.tag()
                 r.non_neg()  # vsize: redundant, and wrong for variables over 4 GiB
                 begin = r._int(r.offset_bytes)
@@ -126,6 +182,8 @@ def netcdf3_size(path: str | os.PathLike) -> Netcdf3Size | None:
                 record = bool(shape) and shape[0] == 0
                 one = math.prod(shape[1:] if record else shape) * _TYPE_BYTES[nc_type]
                 variables.append((record, begin, one))
+        except _NotUtf8 as bad:
+            raise not_utf8_error(path, bad.owner, bad.raw, bad.at) from None
         except (EOFError, ValueError, KeyError, IndexError):
             raise NcreelError(f"input '{os.fspath(path)}': NetCDF-3 header is truncated or "
                               "malformed; replace the file with a complete copy") from None
@@ -140,12 +198,16 @@ def netcdf3_size(path: str | os.PathLike) -> Netcdf3Size | None:
 
 
 def check_input_sizes(paths: Sequence[str | os.PathLike]) -> None:
-    """Stop on a NetCDF-3 input shorter than its header declares.
+    """Stop on a NetCDF-3 input shorter than its header declares, or a corrupt one.
+
+    Any input whose header libnetcdf cannot open without crashing or hanging stops here
+    too (:func:`check_opens`).
 
     Raises
     ------
     NcreelError
-        Naming the file, the expected and the actual size in bytes.
+        Naming the file, the expected and the actual size in bytes; or the file and what
+        libnetcdf did.
     """
     for path in paths:
         size = netcdf3_size(path)
@@ -154,6 +216,96 @@ def check_input_sizes(paths: Sequence[str | os.PathLike]) -> None:
                 f"input '{os.fspath(path)}': file is truncated: its NetCDF-3 header declares "
                 f"{size.expected} bytes ({size.numrecs} records), the file has {size.actual}; "
                 "copy it again completely")
+    check_opens(paths)
+
+
+#: Seconds libnetcdf may take to open one file (read its header and every variable's
+#: metadata) before :func:`check_opens` takes it for hung; a header is read in well under
+#: a second even from a busy parallel file system.
+OPEN_TIMEOUT_S = 120.0
+
+
+def check_opens(paths: Sequence[str | os.PathLike], timeout_s: float | None = None) -> None:
+    """Open each file once with libnetcdf in a forked child: stop on one it crashes or hangs on.
+
+    A corrupt file that crashes libnetcdf (a segmentation fault) or makes it loop for ever
+    (both seen on byte-flipped files: a corrupt HDF5 structure, a NetCDF-3 dimension
+    count) stops the run with one line instead of killing or hanging it.
+
+    Errors libnetcdf reports normally are left to the reader (:func:`ncreel.source._open`),
+    which names them. A fork costs milliseconds: the child shares what is imported.
+
+    Parameters
+    ----------
+    paths : sequence of path
+        The input files.
+    timeout_s : float, optional
+        Seconds allowed per file; :data:`OPEN_TIMEOUT_S` when None.
+
+    Raises
+    ------
+    NcreelError
+        Naming the file and whether libnetcdf crashed (the signal) or did not finish.
+    """
+    import select
+    import signal
+
+    import netCDF4
+
+    paths = [os.fspath(p) for p in paths]
+    if not paths:
+        return
+    timeout_s = OPEN_TIMEOUT_S if timeout_s is None else timeout_s
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: open each file, say which one is next, never return
+        try:
+            os.close(read_fd)
+            # Said once, by the parent's own reader: nothing from libnetcdf here, and no
+            # Python fault dump (PYTHONFAULTHANDLER, pytest) when it crashes.
+            import faulthandler
+
+            faulthandler.disable()
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 1)
+            os.dup2(null, 2)
+            for i, path in enumerate(paths):
+                os.write(write_fd, b"%d\n" % i)
+                try:
+                    netCDF4.Dataset(path).close()
+                except BaseException:  # noqa: S110 (reported by the real reader)
+                    pass
+            os.write(write_fd, b"done\n")
+        finally:
+            os._exit(0)
+    os.close(write_fd)
+    said, current, hung = b"", 0, False
+    try:
+        while True:
+            ready, _, _ = select.select([read_fd], [], [], timeout_s)
+            if not ready:
+                hung = True
+                os.kill(pid, signal.SIGKILL)
+                break
+            chunk = os.read(read_fd, 4096)
+            if not chunk:
+                break
+            said += chunk
+            lines = said.split()
+            if lines and lines[-1] != b"done":
+                current = int(lines[-1])
+    finally:
+        os.close(read_fd)
+        _, status = os.waitpid(pid, 0)
+    path = paths[current]
+    if hung:
+        raise NcreelError(f"input '{path}': libnetcdf did not finish opening it within "
+                          f"{timeout_s:g} s: the file is most likely corrupt (copy it again "
+                          "completely), or its file system does not answer")
+    if os.WIFSIGNALED(status):
+        name = signal.Signals(os.WTERMSIG(status)).name
+        raise NcreelError(f"input '{path}': libnetcdf crashed ({name}) opening it: the file "
+                          "is corrupt; copy it again completely")
 
 
 def check_time_steps(paths: Sequence[str | os.PathLike], variable: str,
@@ -183,6 +335,8 @@ def check_time_steps(paths: Sequence[str | os.PathLike], variable: str,
                 total += len(ds.dimensions[name])
         except OSError:
             return  # not readable: ncreel.source names the file and the reason
+        except UnicodeDecodeError:  # netCDF4 decodes names strictly
+            raise not_utf8_error(path) from None
     if total > MAX_TIME_STEPS:
         raise NcreelError(f"variable '{variable}' has {total} time steps, more than ncreel's "
                           f"limit of {MAX_TIME_STEPS}: split the input into several runs "

@@ -261,5 +261,5 @@ def start_run(run: RunConfig, config_settings, workdir: str | os.PathLike = ".")
     for path in run.inputs:
         input_link(path, create=True)
     pass_config_by_file(config_settings)
-    hold_run_lock(f"{run.out}/.ncreel-run.lock", run.run)
+    hold_run_lock(f"{run.out}/.ncreel-run.lock", run.run, places={run.logs: "log directory"})
     return clear_stale_lock(workdir)

@@ -158,6 +158,30 @@ class Series:
         # One file's slice as (time, y, x) in file order (a mesh series overrides this).
         return da.transpose(self.time_dim, self.y_dim, self.x_dim).values
 
+    def _checked_read(self, i: int, offset: int, name: str, part: slice, read):
+        """``read(part)`` of file `i`; a read error is one line naming the exact step.
+
+        A corrupt compressed chunk fails the whole slice with libnetcdf's bare "NetCDF: HDF
+        error"; each step of `part` is then read alone to name the first one that fails
+        (its index in the series, and in the file when they differ).
+        """
+        try:
+            return read(part)
+        except (RuntimeError, OSError) as err:  # netCDF4's bare "NetCDF: HDF error"
+            bad, why = part.start, err
+            for t in range(part.start, part.stop):
+                try:
+                    read(slice(t, t + 1))
+                except (RuntimeError, OSError) as one:
+                    bad, why = t, one
+                    break
+            index = offset + int(np.searchsorted(self._file_kept(i), bad))
+            own = "" if index == bad else f" (step {bad} of this file)"
+            raise NcreelError(
+                f"input '{self.paths[i]}': variable '{name}': cannot read time step {index}"
+                f"{own} ({why}); the file is corrupt there: replace it with a good copy"
+            ) from err
+
     def read(self, start: int, stop: int) -> np.ndarray:
         """Read time steps ``start:stop`` as a float array with NaN for missing cells.
 
@@ -183,14 +207,10 @@ class Series:
             lo, hi = max(start - offset, 0), min(stop - offset, count)
             for part in self._file_slices(i, lo, hi) if lo < hi else ():
                 da = self._dataset(i)[self.variable]
-                da = da.isel({self.time_dim: part, **self.select})
-                try:
-                    values = self._values(da)
-                except (RuntimeError, OSError) as err:  # netCDF4's bare "NetCDF: HDF error"
-                    raise NcreelError(
-                        f"input '{self.paths[i]}': variable '{self.variable}': cannot read "
-                        f"time steps {part.start}..{part.stop - 1} of this file ({err}); "
-                        "the file is corrupt: replace it with a good copy") from err
+                values = self._checked_read(
+                    i, offset, self.variable, part,
+                    lambda run, da=da: self._values(da.isel({self.time_dim: run,
+                                                             **self.select})))
                 parts.append(self._oriented(values))
             offset += count
         if not parts:
@@ -239,9 +259,12 @@ class Series:
         for i, count in enumerate(self.counts):
             lo, hi = max(start - offset, 0), min(stop - offset, count)
             for run in self._file_slices(i, lo, hi) if lo < hi else ():
-                part = self._dataset(i)[name].isel({self.time_dim: run, **sel})
-                parts.append(self._oriented(np.asarray(
-                    part.transpose(self.time_dim, self.y_dim, self.x_dim).values, np.float64)))
+                var = self._dataset(i)[name]
+                values = self._checked_read(
+                    i, offset, name, run,
+                    lambda r, var=var: var.isel({self.time_dim: r, **sel}).transpose(
+                        self.time_dim, self.y_dim, self.x_dim).values)
+                parts.append(self._oriented(np.asarray(values, np.float64)))
             offset += count
         if not parts:
             return np.empty((0, self.ny, self.nx))
@@ -532,6 +555,10 @@ def _open(path: str, group: str | None = None) -> xr.Dataset:
                               f"{', '.join(_groups(path)) or 'none'})") from err
         raise NcreelError(f"input '{path}': not a readable NetCDF file ({err}): it may be "
                           "truncated or corrupt; copy it again completely") from err
+    except UnicodeDecodeError:  # a ValueError: netCDF4 decodes names strictly
+        from ncreel.inputcheck import not_utf8_error
+
+        raise not_utf8_error(path) from None
     except ValueError as err:  # xarray: no backend recognises the file's first bytes
         raise NcreelError(f"input '{path}': not a readable NetCDF file (neither NetCDF-4/HDF5 "
                           "nor classic NetCDF): check the path, or re-download the file") from err

@@ -13,9 +13,10 @@ sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 
 from ncreel import resources as res
 from ncreel.cells.soil import needs_prepass
-from ncreel.configcheck import report_before_results
+from ncreel.configcheck import report_before_results, reporting_only
 from ncreel.errors import NcreelError
 from ncreel.jobrecord import attempts_path, read_attempts
+from ncreel.lastrun import report_config
 from ncreel.render.segment import png_sample
 from ncreel.runconfig import load_config, start_run
 from ncreel.settings import Calibration
@@ -32,6 +33,14 @@ if workflow.is_main_process and signal.getsignal(signal.SIGINT) is signal.SIG_IG
     # run on after a Ctrl-C to the script's process group while its jobs stop. An
     # interrupt means stop, for the controller too.
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+# `snakemake --report` without a run file reports the last run made here, with its
+# settings (ncreel.lastrun): the config is replaced before it is checked.
+if workflow.is_main_process and reporting_only(sys.argv):  # the run's own settings
+    _given = workflow.config_settings
+    for _note in report_config(config, _given.configfiles, _given.config):
+        print(f"ncreel: {_note}", file=sys.stderr)
 
 
 def mem_cap_mb():

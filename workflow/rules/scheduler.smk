@@ -77,3 +77,4 @@ onstart:
         _problem = _queue and queue_problem(_queue)
         if _problem:
             fail(_problem)
+    controller_started()  # controller.smk

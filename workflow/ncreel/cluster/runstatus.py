@@ -123,7 +123,9 @@ def shard_status(workdir: str | os.PathLike = ".", run: str = "demo", *,
     Returns
     -------
     list of dict
-        ``shard``, ``frames``, ``state``, ``attempts``, ``jobid`` and ``detail`` per shard.
+        ``shard``, ``frames``, ``state``, ``attempts``, ``jobid`` and ``detail`` per shard,
+        and ``started``: whether its newest attempt has begun and not ended (its job's
+        process runs now, as opposed to queued by the scheduler or not yet submitted).
 
     Raises
     ------
@@ -175,7 +177,8 @@ def shard_status(workdir: str | os.PathLike = ".", run: str = "demo", *,
         if state == "done" and last.get("status") != "ok":
             detail = "no attempts record"
         rows.append({"shard": shard.name, "frames": shard.n_frames, "state": state,
-                     "attempts": len(attempts), "jobid": jobid, "detail": detail})
+                     "attempts": len(attempts), "jobid": jobid, "detail": detail,
+                     "started": state == "running" and last.get("status") == "running"})
     return rows
 
 
