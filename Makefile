@@ -74,6 +74,7 @@ test: $(VENV)/.test $(SAMPLE) sysdeps
 
 lint: $(VENV)/.test
 	$(VENV)/bin/ruff check workflow tests bench
+	$(PY) tests/smk_lint.py
 	$(VENV)/bin/snakefmt --check Snakefile workflow/rules
 	$(SNAKEMAKE) --lint
 

@@ -41,7 +41,7 @@ def _rows(n: int):
     """``field``-model rows (8 columns) for n cells over 10 decoded time steps."""
     import numpy as np
     from ncreel.cells import CellContext, field_model
-    from ncreel.source import TimeAxis
+    from ncreel.timeaxis import TimeAxis
 
     n_t = 10
     nx = 1000
@@ -178,7 +178,7 @@ def load_vs_psql(rows_file: Path, n_rows: int, repeats: int) -> dict:
     import psycopg
     from ncreel.cells import field_columns
     from ncreel.pg.copytext import copy_statement, create_statement
-    from ncreel.source import TimeAxis
+    from ncreel.timeaxis import TimeAxis
     from pgserver import start_server
 
     ctx = type("C", (), {"time": TimeAxis(None, [], "standard", "", True),

@@ -290,6 +290,7 @@ def parse_time_check(path: str, variable: str) -> Callable[[], None]:
         from ncreel.errors import NcreelError
         from ncreel.identity import input_stamps
         from ncreel.inputcheck import check_input_sizes, check_series_size, check_time_steps
+        from ncreel.selection import open_selection
         from ncreel.settings import SeriesSelection
         from ncreel.source import resolve_paths
 
@@ -298,8 +299,9 @@ def parse_time_check(path: str, variable: str) -> Callable[[], None]:
             input_stamps(inputs)
             check_input_sizes(inputs)
             check_time_steps(inputs, variable, None)
-            with SeriesSelection(paths=inputs, variable=variable, time_dim=None, select={},
-                                 lat=None, lon=None, time=None).open() as series:
+            with open_selection(SeriesSelection(
+                    paths=inputs, variable=variable, time_dim=None, select={}, lat=None,
+                    lon=None, time=None)) as series:
                 series.spec()
                 check_series_size(n_time=series.n_time, ny=series.ny, nx=series.nx,
                                   variable=series.variable, mem_cap_mb=None)

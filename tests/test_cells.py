@@ -25,7 +25,8 @@ from ncreel.cells import (
 )
 from ncreel.errors import NcreelError
 from ncreel.settings import CellsSettings
-from ncreel.source import TimeAxis, open_series
+from ncreel.source import open_series
+from ncreel.timeaxis import TimeAxis
 
 
 def _ctx(n_t=2, ny=2, nx=2, read_variable=None, variable="v"):

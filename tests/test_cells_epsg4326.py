@@ -9,7 +9,7 @@ import shapely
 from grid_files import write_polar_stereographic, write_rotated_pole
 from layouts import write_curvilinear, write_rectilinear
 from meshes import write_healpix
-from ncreel.cells import CellGeometry, ShardRows
+from ncreel.cells import CellGeometry, ShardRows, cells_settings
 from ncreel.cells.geometry import fold_corners, fold_longitude, repair_invalid
 from ncreel.settings import CellsSettings
 from ncreel.source import open_series
@@ -18,7 +18,8 @@ from ncreel.source import open_series
 def _open_rows(path, variable="tas"):
     s = open_series(str(path), variable)
     rows = ShardRows.for_series(s, cell_mean=np.zeros((s.ny, s.nx)),
-                                cells=CellsSettings.from_config({"geometry": "text"}))
+                                cells=CellsSettings.from_params(
+                                    cells_settings({"geometry": "text"})))
     return s, rows
 
 

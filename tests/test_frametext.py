@@ -10,7 +10,7 @@ import pytest
 import xarray as xr
 from ncreel.render.frame import FrameRenderer
 from ncreel.render.frametext import PlainFormatter
-from ncreel.render.shard import make_renderer, time_labels
+from ncreel.render.segment import make_renderer, time_labels
 from ncreel.settings import RenderSettings
 from ncreel.source import open_series
 

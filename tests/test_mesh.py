@@ -22,7 +22,7 @@ from meshes import (
 from ncreel.cells import ShardRows
 from ncreel.errors import NcreelError
 from ncreel.render.maps import map_xy
-from ncreel.render.shard import make_renderer
+from ncreel.render.segment import make_renderer
 from ncreel.settings import CellsSettings, RenderSettings
 from ncreel.source import open_series
 

@@ -15,7 +15,8 @@ from ncreel.render.overlays import (
     overlay_limits,
     read_overlay_fields,
 )
-from ncreel.render.shard import make_renderer
+from ncreel.render.segment import make_renderer
+from ncreel.selection import open_selection
 from ncreel.settings import RenderSettings, SeriesSelection
 
 LON = np.arange(2.5, 360.0, 5.0)  # 72 columns, 0...360
@@ -53,8 +54,8 @@ def render(contours=None, vectors=None, **kw):
 
 def open_weather(tmp_path):
     path = write_weather(tmp_path / "w.nc")
-    return SeriesSelection(paths=[str(path)], variable="tas", time_dim=None, select={},
-                           lat=None, lon=None, time=None).open()
+    return open_selection(SeriesSelection(paths=[str(path)], variable="tas", time_dim=None,
+                                          select={}, lat=None, lon=None, time=None))
 
 
 @pytest.mark.parametrize("projection", ["PlateCarree", "Robinson"])
@@ -194,7 +195,7 @@ def test_overlay_bench_smoke_prints_every_key():
     ("neither", {"vmin": 1, "vmax": 2, "min": 0, "max": 3}, "neither"),
 ])
 def test_colorbar_extend_from_the_data(setting, stats, want):
-    from ncreel.render.shard import colorbar_extend
+    from ncreel.render.segment import colorbar_extend
 
     assert colorbar_extend(setting, stats) == want
 
@@ -233,9 +234,9 @@ def test_gridlines_are_labelled_and_composited_like_coastlines(tmp_path, project
 
     reg = region_from_config(region)
     path = write_weather(tmp_path / "w.nc")
-    with SeriesSelection(paths=[str(path)], variable="tas", time_dim=None, select={},
-                         lat=None, lon=None, time=None,
-                         region=None if reg is None else reg.to_params()).open() as s:
+    with open_selection(SeriesSelection(
+            paths=[str(path)], variable="tas", time_dim=None, select={}, lat=None, lon=None,
+            time=None, region=None if reg is None else reg.to_params())) as s:
         look = {"coastlines": False, "borders": False, "projection": projection,
                 "projection_params": {}}
         field = s.read(0, 1)[0]
@@ -299,7 +300,7 @@ def test_overlays_on_a_mesh_are_refused_before_any_job(tmp_path):
 
     path = tmp_path / "mesh.nc"
     write_ugrid(path, voronoi_mesh(60))
-    with SeriesSelection(paths=[str(path)], variable="sst", time_dim=None, select={},
-                         lat=None, lon=None, time=None).open() as s:
+    with open_selection(SeriesSelection(paths=[str(path)], variable="sst", time_dim=None,
+                                        select={}, lat=None, lon=None, time=None)) as s:
         with pytest.raises(NcreelError, match="not supported yet on unstructured meshes"):
             check_overlays(s, {**CONTOURS, "variable": "sst"}, None)

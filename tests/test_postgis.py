@@ -18,7 +18,7 @@ import shapely
 from grid_files import write_polar_stereographic, write_rotated_pole
 from layouts import write_curvilinear, write_rectilinear
 from meshes import voronoi_mesh, write_healpix, write_mpas
-from ncreel.cells import ShardRows
+from ncreel.cells import ShardRows, cells_settings
 from ncreel.pg.load import load_copy
 from ncreel.settings import CellsSettings
 from ncreel.source import open_series
@@ -30,7 +30,7 @@ def load_run(conn, path, variable: str, tmp_path, *, table: str = "cells", steps
              run: str = "r1") -> dict:
     """Write the ``field`` rows of the first `steps` steps with ``geometry: postgis`` to a
     COPY file and load it with :func:`load_copy`; return the load summary."""
-    cells = CellsSettings.from_config({"geometry": "postgis"})
+    cells = CellsSettings.from_params(cells_settings({"geometry": "postgis"}))
     copy = tmp_path / f"{table}.copy"
     with open_series(str(path), variable) as s:
         block = s.read(0, steps)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import xarray as xr
 from layouts import write_curvilinear, write_rectilinear
-from ncreel.cells import ShardRows
+from ncreel.cells import ShardRows, cells_settings
 from ncreel.errors import NcreelError
 from ncreel.region import (
     RegionSeries,
@@ -14,10 +14,10 @@ from ncreel.region import (
     country_box,
     region_features,
     region_from_config,
-    table_series,
 )
 from ncreel.render.frame import frame_difference
-from ncreel.render.shard import make_renderer
+from ncreel.render.segment import make_renderer
+from ncreel.selection import open_selection, table_series
 from ncreel.settings import CellsSettings, SeriesSelection
 from ncreel.stats import write_statistics
 from test_layouts import RENDER, assert_map_right
@@ -46,7 +46,7 @@ def truth_box(truth, lat, lon, lat_keep, lon_keep):
                          ids=["0-360", "pm180", "pm180-descending"])
 def test_antimeridian_box_reads_only_its_cells_in_continuous_order(tmp_path, lon):
     path, t = write_rectilinear(tmp_path / "g.nc", lat=LAT[::-1], lon=lon)
-    with selection(path, BOX).open() as s:
+    with open_selection(selection(path, BOX)) as s:
         assert isinstance(s, RegionSeries)
         assert s.shape == (3, 2, 4)
         lat, lon_c = s.cell_coordinates(continuous=True)
@@ -68,7 +68,7 @@ def test_antimeridian_box_reads_only_its_cells_in_continuous_order(tmp_path, lon
 
 def test_fast_path_shows_only_the_region_and_matches_a_full_redraw(tmp_path):
     path, t = write_rectilinear(tmp_path / "g.nc", lat=LAT, lon=LON_180)
-    with selection(path, {"lon": [-40, 40], "lat": [-30, 50]}).open() as s:
+    with open_selection(selection(path, {"lon": [-40, 40], "lat": [-30, 50]})) as s:
         field = s.read(2, 3)[0]
         vmin, vmax = float(field.min()), float(field.max())
         fast = make_renderer(s, RENDER, vmin=vmin, vmax=vmax)
@@ -108,7 +108,7 @@ def test_country_outline_is_drawn_once_on_the_map(tmp_path):
     same_box = {"lon": [west, east], "lat": [south, north]}
     frames = []
     for region in ("Fiji", same_box):
-        with selection(path, region).open() as s:
+        with open_selection(selection(path, region)) as s:
             field = np.zeros(s.shape[1:])
             r = make_renderer(s, RENDER, vmin=-1, vmax=1)  # coastlines off
             frames.append(r.draw(field, "").copy())
@@ -134,21 +134,21 @@ def test_country_outline_is_drawn_once_on_the_map(tmp_path):
 def test_bad_region_is_one_line(tmp_path, region, message):
     path, _ = write_rectilinear(tmp_path / "g.nc", lat=[0.0, 10.0, 20.0, 30.0, 40.0])
     with pytest.raises(NcreelError) as err:
-        selection(path, region).open()
+        open_selection(selection(path, region))
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
 def test_curvilinear_grid_is_refused_before_any_job(tmp_path):
     path, _ = write_curvilinear(tmp_path / "c.nc")
     with pytest.raises(NcreelError, match="not supported yet for curvilinear grids"):
-        selection(path, {"lon": [-180, 180], "lat": [-90, 90]}).open()
+        open_selection(selection(path, {"lon": [-180, 180], "lat": [-90, 90]}))
 
 
 @pytest.mark.parametrize("table", ["region", "global"])
 def test_table_rows_follow_the_setting(tmp_path, table):
     path, t = write_rectilinear(tmp_path / "g.nc", lat=LAT, lon=LON_360)
     sel = selection(path, {**BOX, "table": table})
-    with sel.open() as shown, table_series(sel, shown) as tab:
+    with open_selection(sel) as shown, table_series(sel, shown) as tab:
         assert shown.shape == (3, 2, 4)
         stats = write_statistics(tab, tmp_path / "stats.json", tmp_path / "mean.npy",
                                  limits_series=None if tab is shown else shown)
@@ -157,7 +157,8 @@ def test_table_rows_follow_the_setting(tmp_path, table):
         assert stats["min"] == region.min() and stats["max"] == region.max()
         mean = np.load(tmp_path / "mean.npy")
         rows = ShardRows.for_series(tab, cell_mean=mean,
-                                    cells=CellsSettings.from_config({"geometry": "text"}))
+                                    cells=CellsSettings.from_params(
+                                        cells_settings({"geometry": "text"})))
         out = tmp_path / "rows.copy"
         with open(out, "w") as fh:
             n = rows.write(fh, 0, tab.read(0, tab.n_time))
@@ -175,14 +176,14 @@ def test_table_rows_follow_the_setting(tmp_path, table):
 
 def test_spec_reopens_the_region(tmp_path):
     path, _ = write_rectilinear(tmp_path / "g.nc", lat=LAT, lon=LON_180)
-    with selection(path, BOX).open() as s:
+    with open_selection(selection(path, BOX)) as s:
         spec = s.spec()
     again = SeriesSelection.from_params(spec)
-    with again.open() as s2:
+    with open_selection(again) as s2:
         assert s2.shape == (3, 2, 4) and s2.region.west == 160
     # Specs without a region (older params) still read.
     spec.pop("region")
-    with SeriesSelection.from_params(spec).open() as whole:
+    with open_selection(SeriesSelection.from_params(spec)) as whole:
         assert whole.shape == (3, 18, 36)
 
 
@@ -194,7 +195,7 @@ def test_other_variables_are_read_on_the_region(tmp_path, lon):
     xr.Dataset({"a": (("time", "lat", "lon"), a), "b": (("time", "lat", "lon"), 2 * a),
                 "c": (("lat", "lon"), 3 * a[0])},
                coords={"time": [0, 1], "lat": LAT, "lon": lon}).to_netcdf(path)
-    with selection(path, BOX, "a").open() as s:
+    with open_selection(selection(path, BOX, "a")) as s:
         np.testing.assert_array_equal(s.read_variable("b", 0, 2), 2 * s.read(0, 2))
         np.testing.assert_array_equal(s.read_variable("b", 1, 2), 2 * s.read(1, 2))
         np.testing.assert_allclose(s.read_variable("c", 0, 2), 3 * s.read(0, 1)[0])
@@ -224,7 +225,7 @@ def test_mesh_and_projected_grids_are_refused_before_any_job(tmp_path):
     mesh_path = tmp_path / "mesh.nc"
     write_ugrid(mesh_path, voronoi_mesh(60))
     with pytest.raises(NcreelError, match="not supported yet for unstructured meshes"):
-        selection(mesh_path, BOX, "sst").open()
+        open_selection(selection(mesh_path, BOX, "sst"))
     rotated, _ = write_rotated_pole(tmp_path / "rot.nc", n_time=2)
     with pytest.raises(NcreelError, match="not supported yet for grids without latitude"):
-        selection(rotated, {"lon": [0, 20], "lat": [40, 60]}).open()
+        open_selection(selection(rotated, {"lon": [0, 20], "lat": [40, 60]}))

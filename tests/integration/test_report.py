@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "workflow"))
 
 from ncreel.cluster.runstatus import shard_status  # noqa: E402
 from ncreel.jobrecord import read_attempts  # noqa: E402
-from ncreel.report.resources import PNG_KEY, read_benchmark  # noqa: E402
+from ncreel.report.resourcepage import PNG_KEY, read_benchmark  # noqa: E402
 
 CONFIG = [*SMALL, "frames_per_shard=120", "calibration_frames=16"]
 

@@ -120,7 +120,7 @@ def preview_frame(series, path: str | os.PathLike, *, width: int = 960, height: 
         The colour limits used (the run takes them from the whole series instead).
     """
     from ncreel.configcheck import schema_defaults
-    from ncreel.render.shard import make_renderer
+    from ncreel.render.segment import make_renderer
     from ncreel.settings import RenderSettings
 
     t = series.n_time // 2
@@ -170,7 +170,7 @@ def inspect(input: str | Sequence[str], variable: str, *, select: Mapping | None
         What the workflow would stop with (one line naming the file, variable or key).
     """
     from ncreel.inputcheck import check_input_sizes
-    from ncreel.render.shard import time_labels
+    from ncreel.render.segment import time_labels
     from ncreel.source import open_series, resolve_paths
 
     notes = _Notes()

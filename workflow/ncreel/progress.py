@@ -116,7 +116,7 @@ class Progress:
 
 
 # ------------------------------------------------------------------ the controller's lines
-#: A render worker's line in its shard's log (see ncreel.render.shard.render_range).
+#: A render worker's line in its shard's log (see ncreel.render.segment.render_range).
 _FRAME_LINE = re.compile(r"shard \d+ frames (\d+)\.\.(\d+): (\d+)/\d+ frames")
 #: Read at most this much of the end of a running shard's log.
 _LOG_TAIL_BYTES = 1 << 18

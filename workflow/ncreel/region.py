@@ -15,10 +15,9 @@ projection x/y and unstructured meshes are refused with one line before any job.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import difflib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -428,24 +427,3 @@ def restrict(series: Series, region: Region | None) -> Series:
     values.update(ny=int(rows.size), nx=int(cols.size), y_index=None, x_index=None,
                   _time=series._time)
     return RegionSeries(**values, region=region, y_file=y_order[rows], x_file=x_order[cols])
-
-
-@contextlib.contextmanager
-def table_series(selection, series: Series) -> Iterator[Series]:
-    """Yield the series the per-cell table reads, given `series` opened from `selection`.
-
-    `series` itself, unless `selection` has a region with ``table: global``: then the
-    whole grid, opened here and closed on leaving.
-
-    Parameters
-    ----------
-    selection : ncreel.settings.SeriesSelection
-    series : Series
-        ``selection.open()``.
-    """
-    table = selection.table_selection()
-    if table is selection:
-        yield series
-        return
-    with table.open() as whole:
-        yield whole

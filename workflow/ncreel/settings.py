@@ -8,8 +8,11 @@ missing or unknown setting is an error naming it. :class:`Calibration` is the co
 ``calibration.json``, written by the ``calibrate_render`` checkpoint and read by the
 resources functions and the shard plan.
 
-This module imports the standard library only (``ncreel.source`` is imported when a
-series is opened), so login-node tools may read a calibration with it.
+This module is a leaf: it imports the standard library and :mod:`ncreel.errors` only (and
+:mod:`ncreel.io` to write a calibration), so login-node tools may read a calibration with
+it and any module may import it. A selection is opened with
+:func:`ncreel.selection.open_selection`; config ``cells`` is normalised into
+:class:`CellsSettings` parameters by :func:`ncreel.cells.cells_settings`.
 """
 
 from __future__ import annotations
@@ -206,33 +209,6 @@ class SeriesSelection(_Settings):
         if self.region is not None and not isinstance(self.region, Mapping):
             raise _bad(w, "region", "null or a mapping of region parameters", self.region)
 
-    def open(self):
-        """Open the series lazily (:func:`ncreel.source.open_series`).
-
-        Returns
-        -------
-        ncreel.source.Series
-            A context manager closing its files, ``shape == (n_time, ny, nx)``.
-
-        Raises
-        ------
-        NcreelError
-            As :func:`ncreel.source.open_series`.
-        """
-        from ncreel.region import region_from_params, restrict
-        from ncreel.source import open_series
-
-        series = open_series(list(self.paths), self.variable, time_dim=self.time_dim,
-                             select=self.select, lat=self.lat, lon=self.lon, time=self.time,
-                             steps=self.steps)
-        if self.region is None:
-            return series
-        try:
-            return restrict(series, region_from_params(self.region))
-        except BaseException:
-            series.close()
-            raise
-
 
 @dataclass(frozen=True)
 class MapSettings(_Settings):
@@ -405,7 +381,7 @@ class CellsSettings(_Settings):
     """How the per-cell COPY rows are computed and written.
 
     The rule's ``cells`` params, i.e. config ``cells`` normalised by
-    :func:`ncreel.cells.cells_settings` (see :meth:`from_config`).
+    :func:`ncreel.cells.cells_settings`: ``CellsSettings.from_params(cells_settings(cells))``.
 
     Attributes
     ----------
@@ -444,19 +420,6 @@ class CellsSettings(_Settings):
         if self.suffix != COPY_SUFFIXES[self.compression]:
             raise _bad(w, "suffix", f"{COPY_SUFFIXES[self.compression]!r} for compression "
                        f"{self.compression}", self.suffix)
-
-    @classmethod
-    def from_config(cls, cells: Mapping) -> CellsSettings:
-        """Build from config ``cells`` (normalised by :func:`ncreel.cells.cells_settings`).
-
-        Raises
-        ------
-        NcreelError
-            A bad ``cells`` setting, named.
-        """
-        from ncreel.cells import cells_settings
-
-        return cls.from_params(cells_settings(cells))
 
 
 @dataclass(frozen=True)

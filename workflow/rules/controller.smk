@@ -8,8 +8,8 @@
 #   the files `ncreel status` reads).
 from snakemake.logging import logger
 
-from ncreel.lastrun import record_run  # noqa: E402
-from ncreel.progress import watch_run  # noqa: E402
+from ncreel.lastrun import record_run
+from ncreel.progress import watch_run
 
 PROGRESS = watch_run(".", RUN, logger.info)
 

@@ -10,7 +10,7 @@ from ncreel.identity import check_against_stats  # noqa: E402
 from ncreel.jobrecord import record_attempt  # noqa: E402
 from ncreel.logs import configure  # noqa: E402
 from ncreel.render.calibrate import calibrate_render  # noqa: E402
-from ncreel.render.shard import FrameJob, colorbar_extend  # noqa: E402
+from ncreel.render.segment import FrameJob, colorbar_extend  # noqa: E402
 from ncreel.settings import EncodeSettings, RenderSettings, SeriesSelection  # noqa: E402
 
 configure(snakemake.log[0])  # noqa: F821

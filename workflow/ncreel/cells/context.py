@@ -11,12 +11,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ncreel.source import TimeAxis
+from ncreel.pg.types import GEOMETRY_COLUMN, RUN_COLUMN
+from ncreel.timeaxis import TimeAxis
 
-#: Column name the load step adds to every table (the run's name); models may not use it.
-RUN_COLUMN = "run"
-#: Name of the optional polygon column appended when ``cells.geometry`` is not ``none``.
-GEOMETRY_COLUMN = "geom"
+__all__ = ["GEOMETRY_COLUMN", "RUN_COLUMN", "CellContext", "cell_model"]
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ncreel.cells.context import GEOMETRY_COLUMN
+from ncreel.cfaxes import cf_bounds
 from ncreel.errors import NcreelError
 from ncreel.gridmap import edges_1d
-from ncreel.source import cf_bounds
 
 #: Index ranges of corner k (lower-left, lower-right, upper-right, upper-left) of every
 #: cell in a (ny + 1, nx + 1) corner array.
@@ -533,3 +533,77 @@ class CellGeometry:
             return text
         return text.scatter(hit, pl.Series([self.split[int(c)] for c in cell[hit]],
                                            dtype=pl.Utf8))
+
+
+class MeshGeometry:
+    """Face polygons of a mesh for the ``geom`` column (as ``CellGeometry`` for grids).
+
+    Each face is ``SRID=4326;MULTIPOLYGON(((lon lat, ...)))`` with its corners in order
+    and longitudes in [-180, 180]; a face crossing the antimeridian (or round a pole) is
+    split there by the ``antimeridian`` package into several parts (or closed along the
+    pole), with the same functions as grids (:mod:`ncreel.cells.geometry`). The text of
+    all faces is built once.
+
+    Parameters
+    ----------
+    mesh : ncreel.mesh.Mesh
+    """
+
+    def __init__(self, mesh) -> None:
+        self.mesh = mesh
+        self._wkt = None
+
+    def _build(self):
+        import polars as pl
+
+        from ncreel.pg.types import GEOMETRY_COLUMN
+
+        mesh = self.mesh
+        lon, lat = mesh.shells()  # (n, m + 1), closed
+        count = (mesh.face_nodes >= 0).sum(axis=1)
+        # Corners within 180 degrees of the face centre, by whole turns: a face whose
+        # corners are then all in [-180, 180] needs no split (a corner stored as -180 next
+        # to 170 is 180); shared nodes moved by the same turns stay bit-identical.
+        u = fold_corners(lon, mesh.face_lon)
+        pole = encloses_pole(lon[:, :-1], lat[:, :-1])
+        split = pole | needs_split(u) | at_pole(lat).any(axis=1)
+        parts = []
+        for j in range(lon.shape[1]):
+            valid = j <= count  # slot == count closes the ring with the first corner
+            x = pl.Series(u[:, j]).cast(pl.Utf8)
+            y = pl.Series(lat[:, j]).cast(pl.Utf8)
+            parts.append(pl.when(pl.lit(pl.Series(valid))).then(
+                pl.concat_str([pl.lit(x), pl.lit(" "), pl.lit(y)])).otherwise(None))
+        ring = pl.concat_str(parts, separator=",", ignore_nulls=True)
+        wkt = pl.select(pl.concat_str([pl.lit("SRID=4326;MULTIPOLYGON((("), ring,
+                                       pl.lit(")))")])
+                        .alias(GEOMETRY_COLUMN)).to_series().to_numpy().astype(object)
+        plain = np.flatnonzero(~split)
+        text = wkt[plain]
+        repair_invalid(text)
+        wkt[plain] = text
+        faces = np.flatnonzero(split)
+        if faces.size:
+            wkt[faces] = split_cells(lon[faces, :-1], lat[faces, :-1], count[faces],
+                                     mesh.face_lat[faces], pole[faces])
+        self._wkt = wkt
+
+    def polygons(self, cell: np.ndarray):
+        """EWKT polygons of the given faces (cell ids = face indices).
+
+        Parameters
+        ----------
+        cell : numpy.ndarray, shape (n,), int
+
+        Returns
+        -------
+        polars.Series of str, length n
+        """
+        import polars as pl
+
+        from ncreel.pg.types import GEOMETRY_COLUMN
+
+        if self._wkt is None:
+            self._build()
+        return pl.Series(GEOMETRY_COLUMN, self._wkt[np.asarray(cell, np.int64)],
+                         dtype=pl.Utf8)

@@ -61,7 +61,7 @@ class ShardRows:
         mesh = getattr(series, "mesh", None)
         if cells.geometry != "none":
             if mesh is not None:  # an unstructured mesh: its face polygons
-                from ncreel.mesh import MeshGeometry
+                from ncreel.cells.geometry import MeshGeometry
 
                 geometry = MeshGeometry(mesh)
             else:

@@ -10,7 +10,7 @@ ncreel.cluster.runstatus``: which shards are done) and :mod:`.commands` (a sched
 command's output). Cancelling a dead run's jobs is in each scheduler's module.
 
 May import: the Python standard library only, plus the standard-library-only modules
-:mod:`ncreel.errors`, :mod:`ncreel.shards`, :mod:`ncreel.jobrecord` and those of
+:mod:`ncreel.errors`, :mod:`ncreel.shardplan`, :mod:`ncreel.jobrecord` and those of
 ``snakemake_executor_plugin_pbs_pro`` (all but its ``executor``). These modules run
 under whatever ``python3`` a login node or compute node has, without the project's
 environment; ``tests/test_cluster_stdlib.py`` imports them under ``python3 -I -S``.

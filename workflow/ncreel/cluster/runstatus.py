@@ -37,7 +37,7 @@ from ncreel.cluster.runlock import run_lock_holder
 from ncreel.errors import NcreelError
 from ncreel.jobrecord import attempts_path, read_attempts
 from ncreel.settings import Calibration
-from ncreel.shards import plan_shards
+from ncreel.shardplan import plan_shards
 
 
 def _incomplete_marker(workdir: Path, output: str) -> dict | None:

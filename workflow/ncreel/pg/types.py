@@ -15,6 +15,11 @@ import numpy as np
 
 TIMESTAMP = "timestamp without time zone"
 
+#: Column name the load step adds to every table (the run's name); models may not use it.
+RUN_COLUMN = "run"
+#: Name of the optional polygon column appended when ``cells.geometry`` is not ``none``.
+GEOMETRY_COLUMN = "geom"
+
 #: numpy dtype → PostgreSQL type that holds it exactly.
 NUMPY_TYPES = {
     np.dtype(np.float32): "real",

@@ -50,7 +50,7 @@ def run_numbers(jobs: Sequence[Mapping]) -> dict:
     Parameters
     ----------
     jobs : sequence of mapping
-        Rows of :func:`ncreel.report.resources.collect_jobs` (``rule``, ``threads``,
+        Rows of :func:`ncreel.report.resourcepage.collect_jobs` (``rule``, ``threads``,
         ``wall_s``, ``max_rss_mb``, ``mem_mb``, ``attempts``, ``attempt_records``).
 
     Returns
@@ -104,7 +104,7 @@ def write_summary(path: str | os.PathLike, *, run: str, variable: str,
     fps : float
         Movie frames per second.
     jobs : sequence of mapping
-        Rows of :func:`ncreel.report.resources.collect_jobs`.
+        Rows of :func:`ncreel.report.resourcepage.collect_jobs`.
     shards : int
         Number of shard jobs in the plan.
     page_limit_bytes : int

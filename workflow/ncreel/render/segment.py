@@ -32,8 +32,9 @@ from ncreel.procmem import peak_rss_mb
 from ncreel.progress import Progress, current_log_file
 from ncreel.render.movie import SegmentEncoder, concat_segments
 from ncreel.render.overlays import make_overlays, read_overlay_fields
+from ncreel.selection import open_selection
 from ncreel.settings import EncodeSettings, MapSettings, RenderSettings, SeriesSelection
-from ncreel.shards import Shard, frame_name, plan_shards
+from ncreel.shardplan import Shard, frame_name, plan_shards
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +147,7 @@ def render_range(job: FrameJob, start: int, stop: int, *, segment: str | os.Path
         If the input cannot be read or ffmpeg fails.
     """
     if series is None:
-        with job.series.open() as opened:
+        with open_selection(job.series) as opened:
             return render_range(job, start, stop, segment=segment, frames_dir=frames_dir,
                                 png_times=png_times, encoder_threads=encoder_threads,
                                 series=opened)
