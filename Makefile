@@ -39,15 +39,19 @@ $(VENV)/.created:
 
 # Three layers, each its own stamp: what the workflow needs (make demo, dag, report,
 # status), + test and lint tools (make test, lint), + benchmark baselines (make bench*).
-$(VENV)/.installed: pyproject.toml | $(VENV)/.created
+# The PBS Pro executor plugin is its own distribution (workflow/executor-plugin-pbs-pro),
+# installed editable next to ncreel, which uses it on login nodes.
+PLUGIN_PBS := ./workflow/executor-plugin-pbs-pro
+
+$(VENV)/.installed: pyproject.toml $(PLUGIN_PBS)/pyproject.toml | $(VENV)/.created
 	@echo "ncreel: installing ncreel and what the workflow needs from PyPI into $(VENV) (1-3 min)"
-	$(PY) -m pip install --progress-bar off -e ".[workflow]"
+	$(PY) -m pip install --progress-bar off -e $(PLUGIN_PBS) -e ".[workflow]"
 	touch $@
 venv: $(VENV)/.installed
 
 $(VENV)/.test: $(VENV)/.installed
 	@echo "ncreel: installing the test and lint tools (pytest, ruff, snakefmt, ...) into $(VENV)"
-	$(PY) -m pip install --progress-bar off -e ".[workflow,test]"
+	$(PY) -m pip install --progress-bar off -e $(PLUGIN_PBS) -e ".[workflow,test]"
 	touch $@
 
 # System tools: ffmpeg/ffprobe (tests; the workflow itself falls back to imageio-ffmpeg),
@@ -70,13 +74,14 @@ test: $(VENV)/.test $(SAMPLE) sysdeps
 
 lint: $(VENV)/.test
 	$(VENV)/bin/ruff check workflow tests bench
+	$(PY) tests/smk_lint.py
 	$(VENV)/bin/snakefmt --check Snakefile workflow/rules
 	$(SNAKEMAKE) --lint
 
 # Not a timed test: several minutes on 2 cores. Prints key=value lines at the end.
 $(VENV)/.bench: $(VENV)/.test
 	@echo "ncreel: installing the benchmark baselines (xmovie) into $(VENV)"
-	$(PY) -m pip install --progress-bar off -e ".[workflow,test,bench]"
+	$(PY) -m pip install --progress-bar off -e $(PLUGIN_PBS) -e ".[workflow,test,bench]"
 	touch $@
 
 bench-render: $(VENV)/.bench sysdeps

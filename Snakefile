@@ -16,6 +16,7 @@ include: "workflow/rules/statistics.smk"
 include: "workflow/rules/render.smk"
 include: "workflow/rules/cells.smk"
 include: "workflow/rules/movie.smk"
+include: "workflow/rules/controller.smk"
 include: "workflow/rules/scheduler.smk"
 include: "workflow/rules/report.smk"
 

@@ -4,8 +4,8 @@
 # works: the workflow itself needs none of them (the movie falls back to imageio-ffmpeg's
 # ffmpeg), and a test that needs a missing one is skipped with that reason.
 #
-#   sysdeps.sh test   ffmpeg/ffprobe, graphviz, PostgreSQL server and psql, zstd, chromium
-#                     (make test)
+#   sysdeps.sh test   ffmpeg/ffprobe, graphviz, PostgreSQL server and psql, PostGIS, zstd,
+#                     chromium (make test)
 #   sysdeps.sh dag    graphviz only                                    (make dag)
 #
 # The Python and the virtualenv need no root: see .ci/venv.sh.
@@ -27,6 +27,14 @@ if [ "$mode" = test ]; then
     { ls /usr/lib/postgresql/*/bin/initdb || command -v initdb; } >/dev/null 2>&1 \
         || missing postgresql "a PostgreSQL server (tests start a throw-away one)"
     command -v psql >/dev/null || missing postgresql-client "psql (cells.sql tests)"
+    # PostGIS for the installed server's major version; with no server yet, Debian's
+    # postgresql-postgis follows the default server the line above installs.
+    pg_ver=$(ls -d /usr/lib/postgresql/*/bin/initdb 2>/dev/null | sort -V | tail -n 1 | cut -d/ -f5)
+    if [ -z "$pg_ver" ]; then
+        missing postgresql-postgis "PostGIS (cells.geometry: postgis tests)"
+    elif [ ! -e "/usr/share/postgresql/$pg_ver/extension/postgis.control" ]; then
+        missing "postgresql-$pg_ver-postgis-3" "PostGIS for PostgreSQL $pg_ver (cells.geometry: postgis tests)"
+    fi
     command -v zstd >/dev/null || missing zstd "zstd (cells.sql of zstd-compressed shards)"
     command -v chromium >/dev/null || missing chromium "headless Chromium (the report's movie plays)"
 fi

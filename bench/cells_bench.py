@@ -45,7 +45,7 @@ def _rows(n: int):
     """``field``-model rows (8 columns) for n cells over 10 decoded time steps."""
     import numpy as np
     from ncreel.cells import CellContext, field_model
-    from ncreel.source import TimeAxis
+    from ncreel.timeaxis import TimeAxis
 
     n_t = 10
     nx = 1000
@@ -231,7 +231,7 @@ CHILDREN["replace"] = child_replace
 
 def _field_columns():
     from ncreel.cells import field_columns
-    from ncreel.source import TimeAxis
+    from ncreel.timeaxis import TimeAxis
 
     ctx = type("C", (), {"time": TimeAxis(None, [], "standard", "", True),
                          "value_type": "real"})()

@@ -83,7 +83,7 @@ def _sample(n, path):
 
 def _job(path, variable, *, preset, vmin, vmax):
     """Build the FrameJob a shard job of `path` gets (map settings: the config defaults)."""
-    from ncreel.render.shard import FrameJob
+    from ncreel.render.segment import FrameJob
     from ncreel.settings import EncodeSettings, RenderSettings, SeriesSelection
 
     return FrameJob(
@@ -107,7 +107,7 @@ def _spec(path, preset=ENC["preset"]):
 
 def case_ncreel_render(nc, n, tmp):
     """Raw frames from the blitted, reused figure (one process, one core)."""
-    from ncreel.render.shard import make_renderer
+    from ncreel.render.segment import make_renderer
     from ncreel.source import open_series
 
     with open_series(str(nc), "air_temperature") as s:
@@ -123,7 +123,7 @@ def case_ncreel_render(nc, n, tmp):
 
 def case_ncreel_png(nc, n, tmp):
     """Blitted frames, each also written as PNG (zlib 6, as savefig): the PNG-path cap."""
-    from ncreel.render.shard import make_renderer
+    from ncreel.render.segment import make_renderer
     from ncreel.source import open_series
 
     with open_series(str(nc), "air_temperature") as s:
@@ -142,8 +142,8 @@ def case_ncreel_e2e(nc, n, tmp):
     Part segments joined with -c copy, then the movie's concat with +faststart.
     """
     from ncreel.render.movie import concat_segments
-    from ncreel.render.shard import render_shard
-    from ncreel.shards import Shard
+    from ncreel.render.segment import render_shard
+    from ncreel.shardplan import Shard
 
     t = time.perf_counter()
     info = render_shard(_spec(nc), Shard(0, 0, n), segment=Path(tmp) / "seg.mp4",
@@ -159,8 +159,8 @@ def case_ncreel_shard(nc, n, tmp):
     Preset ultrafast keeps 2000 frames short: the encoder is a separate process, and this
     case measures the render worker's memory.
     """
-    from ncreel.render.shard import render_shard
-    from ncreel.shards import Shard
+    from ncreel.render.segment import render_shard
+    from ncreel.shardplan import Shard
 
     t = time.perf_counter()
     info = render_shard(_spec(nc, preset="ultrafast"), Shard(0, 0, n),
@@ -276,7 +276,7 @@ def _curvi_coords():
 def _map_renderer(kind, *, blit=True):
     import numpy as np
     from ncreel.render.frame import FrameRenderer
-    from ncreel.render.shard import map_settings
+    from ncreel.render.segment import map_settings
 
     if kind == "curvilinear":
         lat, lon = _curvi_coords()
@@ -323,7 +323,7 @@ def _rotated_pole_nc(path, n=4):
 
 
 def _rotated_renderer(tmp, *, blit=True):
-    from ncreel.render.shard import make_renderer
+    from ncreel.render.segment import make_renderer
     from ncreel.settings import RenderSettings
     from ncreel.source import open_series
 
@@ -394,7 +394,7 @@ def case_map_exactness(nc, n, tmp):
 def case_demo_exactness(nc, n, tmp):
     """Index path vs a full pcolormesh redraw on the demo grid (HadCM3 sample, PlateCarree)."""
     from ncreel.render.frame import frame_difference
-    from ncreel.render.shard import make_renderer
+    from ncreel.render.segment import make_renderer
     from ncreel.source import open_series
 
     with open_series(str(nc), "air_temperature") as s:
@@ -457,8 +457,8 @@ def _big_spec(nc):
 
 def case_big_shard(nc, n, tmp):
     """One single-worker shard of the 0.25 degree file: the worker's peak memory."""
-    from ncreel.render.shard import render_shard
-    from ncreel.shards import Shard
+    from ncreel.render.segment import render_shard
+    from ncreel.shardplan import Shard
 
     spec = _big_spec(nc)
     t = time.perf_counter()
@@ -524,11 +524,12 @@ def _mesh_job(nc):
 
 def case_mesh_render(nc, n, tmp):
     """Index-image frames of the MPAS-like mesh (PlateCarree + coastlines), each timed."""
-    from ncreel.render.shard import make_renderer
+    from ncreel.render.segment import make_renderer
+    from ncreel.selection import open_selection
 
     job = _mesh_job(nc)
     t0 = time.perf_counter()
-    with job.series.open() as s:
+    with open_selection(job.series) as s:
         open_s = time.perf_counter() - t0
         r = make_renderer(s, job.render, vmin=job.vmin, vmax=job.vmax)
         startup = time.perf_counter() - t0
@@ -585,8 +586,8 @@ def case_uxarray_mesh(nc, n, tmp):
 
 def case_mesh_shard(nc, n, tmp):
     """One single-worker shard of the mesh file: the worker's peak memory after n frames."""
-    from ncreel.render.shard import render_shard
-    from ncreel.shards import Shard
+    from ncreel.render.segment import render_shard
+    from ncreel.shardplan import Shard
 
     t = time.perf_counter()
     info = render_shard(_mesh_job(nc), Shard(0, 0, n), segment=Path(tmp) / "seg.mp4",

@@ -13,11 +13,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "workflow"))
-# Snakemake started by tests finds ncreel's executor plugin (workflow/
-# snakemake_executor_plugin_pbs_pro) here, as `pip install -e .` makes it findable.
+#: The PBS Pro executor plugin's own distribution (``make venv`` installs it editable).
+PLUGIN = ROOT / "workflow" / "executor-plugin-pbs-pro"
+sys.path[:0] = [str(ROOT / "workflow"), str(PLUGIN)]
+# Snakemake started by tests finds this checkout's ncreel and PBS Pro executor plugin
+# here first, as `make venv`'s editable installs make them findable.
 os.environ["PYTHONPATH"] = os.pathsep.join(
-    [str(ROOT / "workflow"), *filter(None, [os.environ.get("PYTHONPATH")])])
+    [str(ROOT / "workflow"), str(PLUGIN), *filter(None, [os.environ.get("PYTHONPATH")])])
 
 
 def _text(stream) -> str:
@@ -140,6 +142,32 @@ def pg_server():
         yield info
     finally:
         stop()
+
+
+@pytest.fixture
+def postgis_conn(pg_server):
+    """A psycopg 3 connection (autocommit) to a new database of :func:`pg_server` with the
+    PostGIS extension created; skipped, with the reason, when PostGIS is not installed."""
+    import uuid
+
+    import psycopg
+    from pgserver import postgis_package
+
+    package = postgis_package()
+    if package is not None:
+        pytest.skip(f"needs PostGIS (Debian package {package}), not installed: as root "
+                    "`make sysdeps` installs it")
+    name = f"gis_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_server["conninfo"], autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    conninfo = pg_server["conninfo"].replace("dbname=postgres", f"dbname={name}")
+    try:
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION postgis")
+            yield conn
+    finally:
+        with psycopg.connect(pg_server["conninfo"], autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 @pytest.fixture

@@ -28,6 +28,25 @@ def pg_bin(name: str) -> str:
     return exe
 
 
+def postgis_package() -> str | None:
+    """Debian package of PostGIS for the PostgreSQL server :func:`pg_bin` finds, or None
+    when PostGIS is installed for it (``CREATE EXTENSION postgis`` then works in any
+    database of a server from :func:`start_server`).
+
+    Raises
+    ------
+    RuntimeError
+        No PostgreSQL server is installed.
+    """
+    initdb = Path(pg_bin("initdb")).resolve()
+    # /usr/lib/postgresql/<major>/bin/initdb -> <major>; its extensions are in
+    # /usr/share/postgresql/<major>/extension (Debian's layout).
+    major = initdb.parent.parent.name
+    if (Path("/usr/share/postgresql") / major / "extension" / "postgis.control").exists():
+        return None
+    return f"postgresql-{major}-postgis-3" if major.isdigit() else "postgis"
+
+
 def start_server(options: Sequence[str] = ()) -> tuple[dict, Callable[[], None]]:
     """Start a PostgreSQL server in a new temp dir; return its connection info and a stop function.
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import xarray as xr
 from ncreel.render.frame import FrameRenderer
-from ncreel.render.shard import FrameJob
+from ncreel.render.segment import FrameJob
 from ncreel.settings import EncodeSettings, RenderSettings, SeriesSelection
 
 needs_ffprobe = pytest.mark.skipif(shutil.which("ffprobe") is None, reason="needs ffprobe")

@@ -25,7 +25,8 @@ from ncreel.cells import (
 )
 from ncreel.errors import NcreelError
 from ncreel.settings import CellsSettings
-from ncreel.source import TimeAxis, open_series
+from ncreel.source import open_series
+from ncreel.timeaxis import TimeAxis
 
 
 def _ctx(n_t=2, ny=2, nx=2, read_variable=None, variable="v"):
@@ -186,8 +187,8 @@ def test_geometry_from_cf_bounds_and_midpoints(tmp_path):
                                       lat=lat, lon=lon)
     # lat 40,45,50 with bounds +-0.9 * 2.5; lon -10,-5,0,5 with bounds +-0.9 * 2.5.
     poly = g.polygons(np.array([0])).to_list()[0]
-    assert poly == ("SRID=4326;POLYGON((-12.25 37.75,-7.75 37.75,-7.75 42.25,-12.25 42.25,"
-                    "-12.25 37.75))")
+    assert poly == ("SRID=4326;MULTIPOLYGON(((-12.25 37.75,-7.75 37.75,-7.75 42.25,-12.25 42.25,"
+                    "-12.25 37.75)))")
     assert corners_from_centres(np.array([0.0, 1.0, 3.0])).tolist() == [-0.5, 0.5, 2.0, 4.0]
 
 
@@ -215,7 +216,7 @@ def test_shard_rows_with_geometry_and_interception_variable(tmp_path, pg_conn):
     ti, cid, i_pct, pec, cls, geom, _ = by_key[(0, 5)]
     assert i_pct == icpt[0, 1, 1]
     assert pec == pytest.approx(1000 * (1 - icpt[0, 1, 1] / 100) / (10 * 0.05 * 1500))
-    assert geom.startswith("SRID=4326;POLYGON((") and geom.count(",") == 4
+    assert geom.startswith("SRID=4326;MULTIPOLYGON(((") and geom.count(",") == 4
     assert by_key[(2, 5)][3] is None and by_key[(2, 5)][4] is None  # NaN interception
     assert (1, 0) not in by_key
 
@@ -230,10 +231,10 @@ def test_geometry_midpoints_and_curvilinear():
     g = CellGeometry.from_dataset(_NoVars(), y_dim="lat",
                                   x_dim="lon", lat=lat, lon=lon)
     assert g.polygons(np.array([5])).to_list() == [
-        "SRID=4326;POLYGON((2.0 15.0,4.0 15.0,4.0 25.0,2.0 25.0,2.0 15.0))"]
+        "SRID=4326;MULTIPOLYGON(((2.0 15.0,4.0 15.0,4.0 25.0,2.0 25.0,2.0 15.0)))"]
     curv = CellGeometry.from_dataset(_NoVars(), y_dim="y", x_dim="x", lat=lat + lon * 0.1,
                                      lon=lon)
-    assert curv.polygons(np.array([0])).to_list()[0].startswith("SRID=4326;POLYGON((-0.5 ")
+    assert curv.polygons(np.array([0])).to_list()[0].startswith("SRID=4326;MULTIPOLYGON(((-0.5 ")
 
 
 class _NoVars:

@@ -65,7 +65,7 @@ def test_infinite_values_are_rows_nan_is_not(pg_server, pg_conn, tmp_path):
     """±inf is a value (a row, loaded as Infinity); NaN is missing (no row): README agrees."""
     from ncreel.pg.copytext import open_copy_writer, write_copy_rows
     from ncreel.pg.load import load_copy
-    from ncreel.source import TimeAxis
+    from ncreel.timeaxis import TimeAxis
 
     block = np.array([[[1.0, np.inf], [-np.inf, np.nan]]], dtype=np.float32)
     time = TimeAxis(values=np.array([0.0]), labels=["2000-01-01T00:00:00"], calendar="standard",

@@ -19,7 +19,8 @@ from cells_data import write_risk_nc
 from ncreel.cells import CellContext, ShardRows, cells_settings, etr_risk_model, pec_soil, soil
 from ncreel.errors import NcreelError
 from ncreel.settings import CellsSettings
-from ncreel.source import TimeAxis, open_series
+from ncreel.source import open_series
+from ncreel.timeaxis import TimeAxis
 
 LN2 = math.log(2.0)
 

@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 from ncreel.cluster import pbs
+from snakemake_executor_plugin_pbs_pro import state, submit_string
 
 DATA = ROOT / "tests" / "data"
 TORQUE_REC = DATA / "qstat_torque"
@@ -181,7 +182,7 @@ def test_slurm_torque_wrapper_recorded(name, marker, expected, tmp_path, monkeyp
     text = (TORQUE_REC / name).read_text()
     jobid = pbs.parse_torque(text).popitem()[0]
     if marker is not None:
-        pbs.marker_path(jobid, tmp_path).write_text(f"{marker}\n")
+        state.marker_path(jobid, tmp_path).write_text(f"{marker}\n")
     runner = torque_runner(text)
     assert status(jobid, runner, tmp_path) == expected
     assert runner.calls[1] == ["qstat", "-f", jobid]
@@ -198,7 +199,7 @@ def test_purged_job_uses_marker_then_fails(tmp_path, monkeypatch):
     monkeypatch.setattr(pbs.time, "sleep", lambda s: None)
     gone = FakeQstat([UNSUPPORTED, (153, "", "")])
     assert status("9", gone, tmp_path) == "failed"
-    pbs.marker_path("9", tmp_path).write_text("0\n")
+    state.marker_path("9", tmp_path).write_text("0\n")
     gone = FakeQstat([UNSUPPORTED, (153, "", "")])
     assert status("9", gone, tmp_path) == "success"
 
@@ -231,7 +232,7 @@ def test_persistent_errors_report_running_not_failed(tmp_path):
     busy = (1, "", "qstat: cannot connect to server")
     assert status("5", FakeQstat([busy] * 3), tmp_path, attempts=3) == "running"
     # ...unless the job itself recorded how it ended.
-    pbs.marker_path("5", tmp_path).write_text("3\n")
+    state.marker_path("5", tmp_path).write_text("3\n")
     assert status("5", FakeQstat([busy] * 3), tmp_path, attempts=3) == "failed"
 
 
@@ -286,10 +287,10 @@ def test_names_and_logs_are_sanitised(evil):
 
 
 def test_walltime_format():
-    assert pbs.walltime(5) == "00:05:00"
-    assert pbs.walltime(61.2) == "01:02:00"
-    assert pbs.walltime(0) == "00:01:00"
-    assert pbs.parse_walltime("06:00:00") == 360
+    assert submit_string.walltime(5) == "00:05:00"
+    assert submit_string.walltime(61.2) == "01:02:00"
+    assert submit_string.walltime(0) == "00:01:00"
+    assert submit_string.parse_walltime("06:00:00") == 360
 
 
 def test_submit_needs_account(tmp_path):

@@ -164,3 +164,108 @@ def test_batch_jobscripts_are_not_snakemake_runs():
     # A PBS job of the killed run: its shell runs the jobscript with cwd = the workdir.
     assert not _runs_snakemake(argv("/bin/sh /w/.snakemake/tmp.x1/snakejob.process_shard.3.sh"))
     assert not _runs_snakemake(argv("python3 workflow/scripts/ncreel_pbs.py status 7.vm"))
+
+
+def _bad_place(tmp_path: Path, case: str) -> tuple[Path, dict]:
+    """Make the bad place `case` in `tmp_path`; return the lock path and the places."""
+    results, logs = tmp_path / "results", tmp_path / "logs"
+    if case == "results is a file":
+        results.write_text("")
+    elif case == "results/run is a file":
+        results.mkdir()
+        (results / "run").write_text("")
+    elif case == "results/run is a dangling link":
+        results.mkdir()
+        (results / "run").symlink_to(tmp_path / "gone")
+    elif case == "logs/run is a file":
+        logs.mkdir()
+        (logs / "run").write_text("")
+    elif case == "logs is a dangling link":
+        logs.symlink_to(tmp_path / "gone")
+    return results / "run" / ".ncreel-run.lock", {str(logs / "run"): "log directory"}
+
+
+@pytest.mark.parametrize("case, place, said", [
+    ("results is a file", "results", "output directory '{}' is a file, not a directory: "
+     "move it away (ncreel writes there)"),
+    ("results/run is a file", "results/run", "output directory '{}' is a file, not a "
+     "directory: move it away (ncreel writes there), or choose another run name (run=NAME)"),
+    ("results/run is a dangling link", "results/run", "output directory '{}' is a symbolic "
+     "link to '{gone}', which does not exist: create that directory, or remove the link"),
+    ("logs/run is a file", "logs/run", "log directory '{}' is a file, not a directory"),
+    ("logs is a dangling link", "logs", "log directory '{}' is a symbolic link to '{gone}'"),
+])
+def test_bad_place_for_the_run_lock_or_outputs_is_one_line(tmp_path, case, place, said):
+    """results/, results/<run>, logs/<run> that are files or dangling links: one line
+    naming the path and what to do (was FileExistsError at common.smk)."""
+    from ncreel.cluster.runlock import hold_run_lock
+    from ncreel.errors import NcreelError
+
+    lock, places = _bad_place(tmp_path, case)
+    with pytest.raises(NcreelError) as err:
+        hold_run_lock(lock, "run", places=places)
+    assert str(err.value).startswith(said.format(tmp_path / place, gone=tmp_path / "gone"))
+    assert "\n" not in str(err.value)
+
+
+def _mount_tmpfs(where: Path, *options: str) -> None:
+    where.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", ",".join(["size=64k", *options]), "tmpfs",
+                    str(where)], check=True)
+
+
+needs_root = pytest.mark.skipif(
+    os.geteuid() != 0, reason="mounts a small tmpfs (a full or read-only file system), "
+    "which needs root")
+
+
+@needs_root
+@pytest.mark.parametrize("which", ["results", "logs"])
+def test_full_file_system_when_the_run_lock_is_taken_is_one_line(tmp_path, which):
+    """results/ or logs/ on a full file system: one line naming it (was OSError ENOSPC, or
+    no error at all until a job wrote there: a full disk still creates empty files)."""
+    from ncreel.cluster.runlock import hold_run_lock
+    from ncreel.errors import NcreelError
+
+    mnt = tmp_path / "mnt"
+    _mount_tmpfs(mnt)
+    try:
+        with open(mnt / "fill", "wb", buffering=0) as fh, pytest.raises(OSError):
+            while True:
+                fh.write(b"\0" * 4096)
+        (tmp_path / which).symlink_to(mnt)
+        lock = tmp_path / "results" / "run" / ".ncreel-run.lock"
+        with pytest.raises(NcreelError) as err:
+            hold_run_lock(lock, "run", places={str(tmp_path / "logs" / "run"): "log directory"})
+        kind = "output" if which == "results" else "log"
+        assert str(err.value) == (
+            f"{kind} directory '{tmp_path / which / 'run'}' is on a full file system (or over "
+            "its quota): free space there, or run in a working directory on another file "
+            "system")
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
+
+
+def test_read_only_place_is_one_line(tmp_path):
+    """A results/ that cannot be written: one line naming it — a read-only file system
+    (as root, who may write any directory), or a directory without write permission."""
+    from ncreel.cluster.runlock import hold_run_lock
+    from ncreel.errors import NcreelError
+
+    results = tmp_path / "results"
+    if os.geteuid() == 0:
+        _mount_tmpfs(results, "ro")
+        said = "is on a read-only file system: run in a working directory on a writable"
+    else:
+        results.mkdir(mode=0o555)
+        said = "cannot be written (permission denied): make it writable (chmod u+w)"
+    try:
+        with pytest.raises(NcreelError) as err:
+            hold_run_lock(results / "run" / ".ncreel-run.lock", "run")
+        assert str(err.value).startswith(f"output directory '{results}")
+        assert said in str(err.value)
+    finally:
+        if os.geteuid() == 0:
+            subprocess.run(["umount", str(results)], check=True)
+        else:
+            results.chmod(0o755)

@@ -13,6 +13,8 @@ from pathlib import Path
 from conftest import ROOT
 
 WORKFLOW = ROOT / "workflow"
+#: The PBS Pro executor plugin, whose standard-library modules ncreel.cluster.pbs imports.
+PLUGIN = WORKFLOW / "executor-plugin-pbs-pro"
 CLUSTER_MODULES = sorted(
     f"ncreel.cluster.{p.stem}" for p in (WORKFLOW / "ncreel" / "cluster").glob("*.py")
     if p.stem != "__init__")
@@ -26,9 +28,9 @@ def bare_python() -> list[str]:
 
 
 def run_bare(code: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*bare_python(), "-c", f"import sys; sys.path.insert(0, "
-                           f"{str(WORKFLOW)!r}); {code}"], capture_output=True, text=True,
-                          cwd="/", timeout=60)
+    return subprocess.run([*bare_python(), "-c", f"import sys; sys.path[:0] = "
+                           f"{[str(WORKFLOW), str(PLUGIN)]!r}; {code}"], capture_output=True,
+                          text=True, cwd="/", timeout=60)
 
 
 def test_bare_python_has_no_third_party_packages():
@@ -45,7 +47,7 @@ def test_cluster_modules_import_with_the_standard_library_only():
         "print(' '.join(sorted({m.split('.')[0] for m in sys.modules} "
         "- set(sys.stdlib_module_names) - set(sys.builtin_module_names) - {'__main__'})))")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["ncreel"]
+    assert proc.stdout.split() == ["ncreel", "snakemake_executor_plugin_pbs_pro"]
 
 
 def test_login_node_clis_run_under_bare_python3():

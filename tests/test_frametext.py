@@ -10,7 +10,7 @@ import pytest
 import xarray as xr
 from ncreel.render.frame import FrameRenderer
 from ncreel.render.frametext import PlainFormatter
-from ncreel.render.shard import make_renderer, time_labels
+from ncreel.render.segment import make_renderer, time_labels
 from ncreel.settings import RenderSettings
 from ncreel.source import open_series
 
@@ -143,3 +143,31 @@ def test_plain_formatter():
     assert f.format_ticks([-1.0, 0.0, 1.0]) == ["\u22121", "0", "1"]
     assert f.format_ticks([2e-8, 4e-8]) == ["2e\u22128", "4e\u22128"]
     assert f(1.5e9) == "1.5e9"
+
+
+@pytest.mark.parametrize("blit", [True, False])
+def test_a_200000_character_long_name_draws_a_bounded_title(tmp_path, blit):
+    """The title of a 200 000-character ``long_name`` is cut once to MAX_TITLE_CHARS with an
+    ellipsis (every frame drew and measured all of it: 46x slower); fitting it to a small
+    frame may cut it further."""
+    from ncreel.render.frametext import MAX_TITLE_CHARS
+
+    huge = "very long name " * (200_000 // 15)
+    with open_series(_write(tmp_path / "huge.nc", long_name=huge), "tasmax") as s:
+        r = make_renderer(s, _settings(320, 180, 100), vmin=280.0, vmax=300.0, blit=blit)
+        data = s.read(0, 3)
+    for t, label in enumerate(time_labels(s)):
+        r.draw(data[t], label)
+        text = r.title.get_text()
+        assert len(text) <= MAX_TITLE_CHARS and "\u2026" in text, len(text)
+        assert text.startswith("very long name")
+    r.close()
+
+
+def test_bounded_title_keeps_short_titles_and_units():
+    from ncreel.render.frametext import bounded_title
+
+    assert bounded_title("air temperature [K]") == "air temperature [K]"
+    assert bounded_title("a" * 300 + " [K]", 50) == "a" * 45 + "\u2026 [K]"
+    assert bounded_title("b" * 300, 50) == "b" * 49 + "\u2026"
+    assert len(bounded_title("x " * 1000 + "[" + "u" * 100 + "]", 80)) == 80

@@ -13,6 +13,7 @@ import logging
 
 import numpy as np
 import pytest
+import shapely
 from grid_files import (
     unrotate,
     write_lambert,
@@ -21,9 +22,10 @@ from grid_files import (
     write_projected_no_mapping,
     write_rotated_pole,
 )
-from ncreel.cells import CellContext, CellGeometry, ShardRows, field_model
+from ncreel.cells import CellContext, CellGeometry, ShardRows, cells_settings, field_model
 from ncreel.errors import NcreelError
-from ncreel.render.shard import make_renderer
+from ncreel.render.segment import make_renderer
+from ncreel.selection import open_selection
 from ncreel.settings import CellsSettings, RenderSettings, SeriesSelection
 from ncreel.source import open_series
 from test_layouts import colour, pixel
@@ -54,7 +56,7 @@ def polygon_points(geometry: CellGeometry, n: int) -> np.ndarray:
     """(n, 5, 2) lon/lat of the EWKT rings."""
     out = []
     for poly in geometry.polygons(np.arange(n)):
-        ring = poly[poly.index("((") + 2:-2].split(",")
+        ring = poly[poly.index("(((") + 3:-3].split(",")
         out.append([tuple(map(float, p.split())) for p in ring])
     return np.array(out)
 
@@ -134,17 +136,11 @@ def test_spec_reopens_the_same_grid(tmp_path):
     path, truth = write_rotated_pole(tmp_path / "r.nc", north_first=True)
     with open_series(str(path), "tas") as s:
         spec, lat, corners = s.spec(), s.cell_coordinates()[0], s.cell_corners()
-    with SeriesSelection.from_params(spec).open() as again:
+    with open_selection(SeriesSelection.from_params(spec)) as again:
         assert again.mapping == s.mapping and (again.x_name, again.y_name) == ("rlon", "rlat")
         np.testing.assert_array_equal(again.cell_coordinates()[0], lat)
         np.testing.assert_array_equal(again.cell_corners()[0], corners[0])
         np.testing.assert_array_equal(again.read(0, 2), truth["field"])
-
-
-def test_rotated_coordinates_are_never_latitude_longitude(tmp_path):
-    path, _ = write_rotated_pole(tmp_path / "r.nc")
-    with pytest.raises(NcreelError, match="config key 'lat': 'rlat' is a grid_latitude"):
-        open_series(str(path), "tas", lat="rlat", lon="rlon")
 
 
 def test_unreadable_grid_mapping_is_one_line(tmp_path):
@@ -186,9 +182,19 @@ def test_polar_stereographic_across_the_pole(tmp_path):
                                     settings=render_settings("NorthPolarStereo", {
                                         "central_longitude": -45.0}, width=160, height=120))
         rows = ShardRows.for_series(s, cell_mean=np.zeros((s.ny, s.nx)),
-                                    cells=CellsSettings.from_config({"geometry": "text"}))
-        pts = polygon_points(rows.geometry, s.ny * s.nx)
-        assert np.isfinite(pts).all() and pts[:, :, 1].min() > 30
+                                    cells=CellsSettings.from_params(
+                                        cells_settings({"geometry": "text"})))
+        geoms = shapely.from_wkt([t.split(";", 1)[1] for t in
+                                  rows.geometry.polygons(np.arange(s.ny * s.nx))])
+        assert shapely.is_valid(geoms).all()
+        bounds = shapely.bounds(geoms)
+        assert np.isfinite(bounds).all() and bounds[:, 1].min() > 30
+        assert bounds[:, [0, 2]].min() >= -180 and bounds[:, [0, 2]].max() <= 180
+        # The pole is inside the grid: the cells round it reach it, closed along the
+        # antimeridian, and together they hold it.
+        pole = shapely.Point(0.0, 90.0)
+        assert 1 <= (bounds[:, 3] == 90).sum() <= 4
+        assert shapely.intersects(geoms, pole.buffer(1e-9)).any()
 
 
 def test_projected_without_mapping_drawn_in_x_y_with_one_note(tmp_path, caplog):
@@ -219,31 +225,6 @@ def test_lat2d_lon2d_without_attributes_are_found_and_said(tmp_path, caplog):
         np.testing.assert_array_equal(lat, truth["lat"])
         assert_cells_drawn_in_place(s, truth["field"], lat, lon, settings=render_settings(),
                                     blit=True)
-
-
-def test_implausible_values_are_not_taken_as_latitude(tmp_path):
-    path, _ = write_latlon2d_no_attributes(tmp_path / "a.nc")
-    import xarray as xr
-
-    with xr.open_dataset(path) as ds:
-        ds = ds.load()
-    ds["lat2d"] = ds["lat2d"] * 10  # 400..460: not latitudes
-    # Fields whose names start like lat/lon, with values that could be degrees: not taken.
-    ds["latent"] = ds["lat2d"] / 10
-    ds["long_wave"] = ds["v"] / 10
-    ds["lat_t"] = ds["lon2d"].assign_attrs(units="W m-2")
-    ds.to_netcdf(tmp_path / "b.nc")
-    with open_series(str(tmp_path / "b.nc"), "v") as s:
-        assert s.lat_name is None and not s.has_lat_lon
-
-
-def test_grid_indices_are_said(tmp_path, caplog):
-    path, _ = write_latlon2d_no_attributes(tmp_path / "i.nc", indices_only=True)
-    with caplog.at_level(logging.WARNING, logger="ncreel"), open_series(str(path), "v") as s:
-        notes = [r.getMessage() for r in caplog.records]
-        assert len(notes) == 1 and "drawn in grid indices" in notes[0]
-        assert "lat=NAME lon=NAME" in notes[0]
-        assert not s.has_lat_lon
 
 
 # real files (iris-sample-data) ----------------------------------------------------------

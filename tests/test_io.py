@@ -51,7 +51,7 @@ def test_report_writers_write_through_atomic_path(tmp_path):
     import re
     from pathlib import Path
 
-    from ncreel.report.resources import COLUMNS, write_csv
+    from ncreel.report.resourcepage import COLUMNS, write_csv
 
     class Boom:
         def __str__(self):

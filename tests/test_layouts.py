@@ -8,6 +8,7 @@ import matplotlib
 import netCDF4
 import numpy as np
 import pytest
+import shapely
 import xarray as xr
 from layouts import (
     write_ambiguous_lat,
@@ -17,11 +18,11 @@ from layouts import (
     write_string_times,
     write_wrf,
 )
-from ncreel.cells import CellContext, CellGeometry, ShardRows, field_model
+from ncreel.cells import CellContext, CellGeometry, ShardRows, cells_settings, field_model
 from ncreel.errors import NcreelError
 from ncreel.pg.copytext import load_script, open_copy_writer
 from ncreel.render.maps import map_xy
-from ncreel.render.shard import make_renderer, time_labels
+from ncreel.render.segment import make_renderer, time_labels
 from ncreel.settings import CellsSettings, RenderSettings
 from ncreel.source import open_series
 
@@ -63,11 +64,13 @@ def assert_map_right(series, truth_field, lats, lons, t=0):
 
 
 def widths(geometry: CellGeometry, n: int) -> np.ndarray:
+    """Longitude width of each cell's polygon, degrees: the sum over the parts of a cell
+    split at the antimeridian."""
     out = []
     for poly in geometry.polygons(np.arange(n)):
-        pts = [tuple(map(float, p.split())) for p in poly[poly.index("((") + 2:-2].split(",")]
-        xs = [p[0] for p in pts]
-        out.append(max(xs) - min(xs))
+        g = shapely.from_wkt(poly.split(";", 1)[1])
+        assert g.is_valid and g.geom_type == "MultiPolygon", poly
+        out.append(sum(p.bounds[2] - p.bounds[0] for p in g.geoms))
     return np.array(out)
 
 
@@ -287,7 +290,8 @@ def test_every_calendar_and_year_range_loads(tmp_path, pg_server, pg_conn):
         path, _ = write_rectilinear(tmp_path / f"c{k}.nc", calendar=calendar, units=units)
         with open_series(str(path), "tas") as s:
             rows = ShardRows.for_series(s, cell_mean=np.zeros((s.ny, s.nx)),
-                                        cells=CellsSettings.from_config({"geometry": "text"}))
+                                        cells=CellsSettings.from_params(
+                                            cells_settings({"geometry": "text"})))
             assert dict(rows.columns)["time"] == pg_type, (calendar, units)
             labels = s.time_axis().labels
             with open_copy_writer(tmp_path / f"c{k}.copy", "none") as fh:

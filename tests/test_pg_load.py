@@ -359,7 +359,7 @@ def test_workflow_etr_risk_zstd_geometry_load(pg_server, pg_conn, tmp_path):
     assert _count(pg_conn, "etr_cells", "etrtest") == n - 1
     row = pg_conn.execute("SELECT geom, risk_class, time FROM etr_cells WHERE cell_id = 0 AND "
                           "time_index = 0").fetchone()
-    assert row[0].startswith("SRID=4326;POLYGON((")
+    assert row[0].startswith("SRID=4326;MULTIPOLYGON(((")
     assert row[1] in ("very low", "low", "medium", "high")
     assert (out / "cells.copy.zst").exists() and "zstd -dc" in (out / "cells.sql").read_text()
     # The password appears in no log, benchmark or Snakemake metadata file.

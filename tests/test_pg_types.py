@@ -20,4 +20,4 @@ def test_value_time_and_geometry_types():
     assert time_type(iso[1:], "noleap", decoded=True) == "text"
     assert time_type(iso[1:], "standard", decoded=False) == "text"
     assert time_type([None, "10000-01-01T00:00:00"], "standard", decoded=True) == "text"
-    assert GEOMETRY_TYPES["postgis"] == "geometry(Polygon, 4326)"
+    assert GEOMETRY_TYPES["postgis"] == "geometry(MultiPolygon, 4326)"

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from matplotlib.colors import Normalize
-from ncreel.render.frame import ColorLookup, FrameRenderer, frame_difference
+from ncreel.render.colorlookup import ColorLookup
+from ncreel.render.frame import FrameRenderer, frame_difference
 from render_data import fields, renderer
 
 

@@ -16,7 +16,7 @@ from ncreel.render.maps import (
     map_scale,
     map_xy,
 )
-from ncreel.render.shard import map_settings
+from ncreel.render.segment import map_settings
 from ncreel.settings import MapSettings, RenderSettings
 
 NY, NX = 36, 72
@@ -139,7 +139,7 @@ def test_plain_platecarree_draws_cartopys_map_without_importing_it():
     # Coastline and border pixels rasterised a little differently: 0.19-0.22 % of the
     # frame, measured, as the map's place in the frame moves.
     assert frame_difference(plain, geo)["share_differing"] <= 0.003
-    code = ("import sys, numpy as np; from ncreel.render.shard import map_settings; "
+    code = ("import sys, numpy as np; from ncreel.render.segment import map_settings; "
             "from ncreel.render.frame import FrameRenderer; "
             "from ncreel.settings import MapSettings; "
             "p, f = map_settings(MapSettings(coastlines=None, borders=False, "
@@ -161,7 +161,7 @@ def test_plain_platecarree_draws_cartopys_map_without_importing_it():
 def test_grid_with_lat_lon_by_units_gets_a_map(tmp_path, attrs):
     """Latitude/longitude found by CF units (no long_name, or a capitalised one): a map."""
     import xarray as xr
-    from ncreel.render.shard import make_renderer
+    from ncreel.render.segment import make_renderer
     from ncreel.source import open_series
 
     lat_attrs = {"units": "degrees_north", **({"long_name": "Latitude"}

@@ -82,6 +82,17 @@ def test_job_overhead_added_only_for_separate_jobs():
     assert job_overhead_mb(False) == 0
 
 
+def test_no_overhead_added_where_the_pbs_pro_executor_adds_it():
+    """pbs-pro asks PBS for mem_mb plus its own overhead: ncreel adds nothing in the run's
+    main process (executor name) nor inside its jobs (the variable it sets); Slurm,
+    cluster-generic and local runs are not such executors."""
+    assert resources.executor_adds_overhead("pbs-pro", environ={})
+    assert resources.executor_adds_overhead(
+        None, environ={resources.PBS_PRO_JOB_OVERHEAD_ENV: "200"})
+    for name in ("slurm", "cluster-generic", "local", None):
+        assert not resources.executor_adds_overhead(name, environ={})
+
+
 def test_memory_model_uses_the_block_sizes_it_models():
     src = (ROOT / "workflow/ncreel/resources.py").read_text()
     assert not re.search(r"1_000_000|\d\s*\*\s*2\s*\*\*\s*20", src), "copy of a block size"

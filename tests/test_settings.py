@@ -7,7 +7,9 @@ import json
 import pickle
 
 import pytest
+from ncreel.cells import cells_settings
 from ncreel.errors import NcreelError
+from ncreel.selection import open_selection
 from ncreel.settings import (
     Calibration,
     CellsSettings,
@@ -131,21 +133,21 @@ def test_bad_calibration_file_is_named(tmp_path):
 
 
 def test_cells_from_config_normalises_like_the_rules():
-    cells = CellsSettings.from_config({"model": "field", "geometry": "none",
-                                       "compression": "gzip", "compression_level": 9,
-                                       "params": {}, "etr": {}})
+    cells = CellsSettings.from_params(cells_settings(
+        {"model": "field", "geometry": "none", "compression": "gzip",
+         "compression_level": 9, "params": {}, "etr": {}}))
     assert (cells.model, cells.params, cells.suffix) == ("field", {}, ".copy.gz")
     with pytest.raises(NcreelError, match=r"cells\.params' and 'cells\.etr' both"):
-        CellsSettings.from_config({"model": "etr_risk", "params": {"ec50_mg_kg": 1.0},
-                                   "etr": {"ec50_mg_kg": 2.0}})
+        cells_settings({"model": "etr_risk", "params": {"ec50_mg_kg": 1.0},
+                        "etr": {"ec50_mg_kg": 2.0}})
 
 
 def test_selection_opens_the_series_it_names(sample_nc):
     sel = SeriesSelection(paths=(str(sample_nc),), variable="air_temperature", time_dim=None,
                           select={}, lat=None, lon=None, time=None)
-    with sel.open() as s:
+    with open_selection(sel) as s:
         assert s.n_time > 0 and s.variable == "air_temperature"
         again = SeriesSelection.from_params(s.spec())
     assert again.time_dim == "time" and again.paths == sel.paths
     with pytest.raises(NcreelError, match="no variable 'tas'"):
-        dataclasses.replace(sel, variable="tas").open()
+        open_selection(dataclasses.replace(sel, variable="tas"))

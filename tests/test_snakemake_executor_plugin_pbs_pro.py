@@ -15,9 +15,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
-from ncreel.cluster import pbs
-from snakemake_executor_plugin_pbs_pro import subjob, write_manifest
+from conftest import PLUGIN, ROOT
+from snakemake_executor_plugin_pbs_pro import checks, state, subjob, submit_string
+from snakemake_executor_plugin_pbs_pro import job_status_query as status_query
+from snakemake_executor_plugin_pbs_pro.arrays import write_manifest
 from test_cluster_pbs import FakeQstat
 
 ARRAYS = ROOT / "tests" / "data" / "qstat_pbspro_arrays"
@@ -33,15 +34,15 @@ def test_one_qstat_for_all_jobs_and_sub_jobs(tmp_path):
     each array asked for once; X with 0 is success, -27 failed, R running, a purged job
     without a recorded exit status failed."""
     runner = FakeQstat([RECORDED])
-    got = pbs.statuses(IDS, state_dir=tmp_path, runner=runner, delay=0, log=lambda m: None)
+    got = status_query.statuses(IDS, state_dir=tmp_path, runner=runner, delay=0, log=lambda m: None)
     assert runner.calls == [["qstat", "-x", "-f", "-t", "18[].vm", "19.vm", "99999.vm"]]
     assert got == {"18[0].vm": "success", "18[1].vm": "failed", "18[2].vm": "running",
                    "19.vm": "failed", "99999.vm": "failed"}
 
 
 def test_purged_job_decided_by_recorded_exit_status(tmp_path):
-    pbs.write_marker("99999.vm", 0, tmp_path)
-    got = pbs.statuses(IDS, state_dir=tmp_path, runner=FakeQstat([RECORDED]), delay=0,
+    state.write_marker("99999.vm", 0, tmp_path)
+    got = status_query.statuses(IDS, state_dir=tmp_path, runner=FakeQstat([RECORDED]), delay=0,
                        log=lambda m: None)
     assert got["99999.vm"] == "success"
 
@@ -49,23 +50,23 @@ def test_purged_job_decided_by_recorded_exit_status(tmp_path):
 def test_qstat_hiccup_retried_then_answered(tmp_path):
     runner = FakeQstat([(1, "", "pbs_iff: cannot connect to host"),
                         subprocess.TimeoutExpired("qstat", 60), RECORDED])
-    got = pbs.statuses(IDS, state_dir=tmp_path, runner=runner, delay=0, log=lambda m: None)
+    got = status_query.statuses(IDS, state_dir=tmp_path, runner=runner, delay=0, log=lambda m: None)
     assert len(runner.calls) == 3 and got["18[1].vm"] == "failed"
 
 
 def test_qstat_down_keeps_jobs_running_unless_recorded(tmp_path):
-    pbs.write_marker("19.vm", 3, tmp_path)
+    state.write_marker("19.vm", 3, tmp_path)
     runner = FakeQstat([])
-    got = pbs.statuses(["18[2].vm", "19.vm"], state_dir=tmp_path, runner=runner,
+    got = status_query.statuses(["18[2].vm", "19.vm"], state_dir=tmp_path, runner=runner,
                        attempts=3, delay=0, log=lambda m: None)
     assert len(runner.calls) == 3
     assert got == {"18[2].vm": "running", "19.vm": "failed"}
 
 
 def test_array_parent():
-    assert pbs.array_parent("123[4].desched1") == "123[].desched1"
-    assert pbs.array_parent("123[].casper") == "123[].casper"
-    assert pbs.array_parent("123.casper") == "123.casper"
+    assert status_query.array_parent("123[4].desched1") == "123[].desched1"
+    assert status_query.array_parent("123[].casper") == "123[].casper"
+    assert status_query.array_parent("123.casper") == "123.casper"
 
 
 def props(**kw):
@@ -75,14 +76,49 @@ def props(**kw):
 
 
 def test_array_qsub_line():
-    cmd = pbs.build_qsub(props(), "/w/a.sh", queue="casper@casper-pbs", account="UABC0001",
-                         log_dir="logs/pbs", array_size=4, log_tag="abc")
+    cmd = submit_string.build_qsub(props(), "/w/a.sh", queue="casper@casper-pbs",
+                                   account="UABC0001", log_dir="logs/pbs", array_size=4,
+                                   log_tag="abc")
     assert cmd == ["qsub", "-N", "nc_process_shard", "-j", "oe", "-o",
                    "logs/pbs/nc_process_shard.abc.^array_index^.log", "-V", "-l",
                    "select=1:ncpus=2:mem=1500MB,walltime=00:12:00", "-J", "0-3",
                    "-A", "UABC0001", "-q", "casper@casper-pbs", "/w/a.sh"]
     with pytest.raises(ValueError, match="at least 2"):
-        pbs.build_qsub(props(), "a.sh", queue=None, account=None, log_dir="l", array_size=1)
+        submit_string.build_qsub(props(), "a.sh", queue=None, account=None, log_dir="l",
+                                 array_size=1)
+
+
+def test_mem_request_is_declared_mem_plus_the_jobs_own_snakemake():
+    """A rule declaring mem="5MB" (Snakemake's harness, rule c) gets 5 MB plus the job's
+    own Snakemake process, and the job learns what was added; a whole-node request and a
+    zero overhead are left as they are."""
+    assert submit_string.request_mem_mb(5, 200) == 205
+    assert submit_string.request_mem_mb(4.2, 0) == 5
+    with pytest.raises(ValueError, match="0 or more"):
+        submit_string.request_mem_mb(5, -1)
+    cmd = submit_string.build_qsub(props(resources={"mem_mb": 5, "runtime": 1}), "/w/a.sh",
+                         queue=None, account=None, log_dir="l", job_overhead_mb=200)
+    assert cmd[cmd.index("-l") + 1] == "select=1:ncpus=2:mem=205MB,walltime=00:01:00"
+    assert cmd[cmd.index("-v") + 1] == "SNAKEMAKE_PBS_PRO_JOB_OVERHEAD_MB=200"
+    # No mem_mb declared: the default plus the overhead.
+    cmd = submit_string.build_qsub(props(resources={}), "/w/a.sh", queue=None, account=None,
+                         log_dir="l", job_overhead_mb=150)
+    assert "mem=1150MB" in cmd[cmd.index("-l") + 1]
+    node = submit_string.build_qsub(props(), "/w/a.sh", queue=None, account=None, log_dir="l",
+                          node_cores=128, node_mem_gb=235, job_overhead_mb=200)
+    assert node[node.index("-l") + 1].startswith("select=1:ncpus=128:mem=235GB,")
+    assert "-v" not in submit_string.build_qsub(props(), "/w/a.sh", queue=None, account=None,
+                                      log_dir="l", job_overhead_mb=0)
+
+
+def test_job_overhead_setting_and_the_workflows_side_agree():
+    """The executor's setting defaults to the measured overhead, and ncreel's resources
+    module recognises the variable the executor sets in each job (so it adds nothing)."""
+    from ncreel import resources
+    from snakemake_executor_plugin_pbs_pro import ExecutorSettings
+
+    assert ExecutorSettings().job_overhead_mb == submit_string.DEFAULT_JOB_OVERHEAD_MB
+    assert resources.PBS_PRO_JOB_OVERHEAD_ENV == submit_string.JOB_OVERHEAD_ENV
 
 
 # ----------------------------------------------------------------------------- sub-jobs
@@ -104,7 +140,7 @@ def manifest(tmp_path):
 
 def run_subjob(manifest, **env):
     e = {k: v for k, v in os.environ.items() if not k.startswith("PBS_")}
-    e["PYTHONPATH"] = str(ROOT / "workflow")
+    e["PYTHONPATH"] = str(PLUGIN)  # the plugin alone: the runner needs no ncreel
     e.update(env)
     return subprocess.run([sys.executable, "-m", "snakemake_executor_plugin_pbs_pro.subjob",
                            str(manifest)], env=e, capture_output=True, text=True)
@@ -116,7 +152,7 @@ def test_subjob_runs_its_own_entry_and_records_status(manifest, tmp_path):
     assert "runs Snakemake job 11 (process_shard" in proc.stdout
     assert (tmp_path / "ran1").read_text() == "shard1\n"
     assert not (tmp_path / "ran0").exists() and not (tmp_path / "ran2").exists()
-    assert pbs.read_marker("55[1].vm", manifest.parent.parent) == 1
+    assert state.read_marker("55[1].vm", manifest.parent.parent) == 1
 
 
 @pytest.mark.parametrize("env, why", [
@@ -158,14 +194,14 @@ def torque_qstat():
 
 
 class Counting:
-    """Runs each command for real (ncreel.cluster.pbs's runner) and keeps the argument lists."""
+    """Runs each command for real (the plugin's runner) and keeps the argument lists."""
 
     def __init__(self):
         self.calls = []
 
     def __call__(self, cmd, timeout=60):
         self.calls.append(cmd)
-        return pbs._run(cmd, timeout=timeout)
+        return status_query._run(cmd, timeout=timeout)
 
 
 @pytest.mark.pbs
@@ -173,8 +209,8 @@ def test_qstat_rejecting_x_stops_at_once_naming_it(torque_qstat, tmp_path):
     """Torque's qstat answers ``qstat -x`` with "Unknown option": one call, no retries
     (4 tries with 5 s pauses would be 30 s), one message naming the qstat and the fix."""
     runner = Counting()
-    with pytest.raises(pbs.QstatUnusable) as err:
-        pbs.statuses(["7.vm", "8[].vm"], qstat=torque_qstat, state_dir=tmp_path,
+    with pytest.raises(status_query.QstatUnusable) as err:
+        status_query.statuses(["7.vm", "8[].vm"], qstat=torque_qstat, state_dir=tmp_path,
                      attempts=4, delay=5, runner=runner, strict=False)
     assert len(runner.calls) == 1
     msg = str(err.value)
@@ -186,41 +222,24 @@ def test_qstat_rejecting_x_stops_at_once_naming_it(torque_qstat, tmp_path):
 def test_start_up_check_of_the_pbs_commands(torque_qstat, tmp_path):
     """Before any job: PBS Pro's commands pass; Torque's qstat or a missing qsub/qstat
     is named, with what to do."""
-    assert pbs.pbs_pro_problem(qsub=f"{PBS_BIN}/qsub", qstat=f"{PBS_BIN}/qstat") is None
-    msg = pbs.pbs_pro_problem(qsub=f"{PBS_BIN}/qsub", qstat=torque_qstat)
+    assert status_query.pbs_pro_problem(qsub=f"{PBS_BIN}/qsub", qstat=f"{PBS_BIN}/qstat") is None
+    msg = status_query.pbs_pro_problem(qsub=f"{PBS_BIN}/qsub", qstat=torque_qstat)
     assert msg.startswith(f"{torque_qstat} is not PBS Pro's qstat")
     assert "Unknown option: version" in msg and "PATH=/opt/pbs/bin:$PATH" in msg
     missing = str(tmp_path / "qsub")
-    assert pbs.pbs_pro_problem(qsub=missing, qstat=f"{PBS_BIN}/qstat").startswith(
+    assert status_query.pbs_pro_problem(qsub=missing, qstat=f"{PBS_BIN}/qstat").startswith(
         f"{missing} not found on PATH")
-    with pytest.raises(pbs.QstatUnusable, match="not found on PATH"):
-        pbs.statuses(["7.vm"], qstat=str(tmp_path / "qstat"), state_dir=tmp_path)
+    with pytest.raises(status_query.QstatUnusable, match="not found on PATH"):
+        status_query.statuses(["7.vm"], qstat=str(tmp_path / "qstat"), state_dir=tmp_path)
 
 
-def _executor(tmp_path, **settings):
-    """The pbs-pro executor's status half, without a Snakemake run around it."""
-    import contextlib
-    import logging
+def _run(tmp_path, runner, **settings):
+    """The pbs-pro executor's run state, made as the executor makes it (no Snakemake)."""
+    from snakemake_executor_plugin_pbs_pro.executor import ExecutorSettings
+    from snakemake_executor_plugin_pbs_pro.run import PbsRun
 
-    from snakemake_executor_plugin_pbs_pro import Executor, ExecutorSettings, Journal
-    ex = object.__new__(Executor)
-    ex.settings = ExecutorSettings(**settings)
-    ex._runner, ex._failed_polls = Counting(), 0
-    ex.journal = Journal(tmp_path / "journal.jsonl")
-    ex.logger = logging.getLogger("test-pbs-pro")
-    ex.status_rate_limiter = contextlib.nullcontext()
-    return ex
-
-
-def _poll(ex, ids):
-    import asyncio
-
-    from snakemake_executor_plugin_pbs_pro import SubmittedJobInfo
-
-    async def run():
-        jobs = [SubmittedJobInfo(job=None, external_jobid=j) for j in ids]
-        return [j.external_jobid async for j in ex.check_active_jobs(jobs)]
-    return asyncio.run(run())
+    return PbsRun(ExecutorSettings(no_account=True, **settings), runner=runner,
+                  state_dir=tmp_path, check_commands=False)
 
 
 @pytest.mark.pbs
@@ -228,34 +247,37 @@ def test_executor_stops_when_qstat_keeps_failing(tmp_path, monkeypatch):
     """A server that never answers (PBS Pro's real qstat, a port nothing listens on):
     each poll keeps the jobs running, the third poll in a row stops the run with one
     line naming the error and the jobs left; a poll that works resets the count."""
+    from snakemake_executor_plugin_pbs_pro.run import RunStopped
+
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PATH", f"{PBS_BIN}:{os.environ['PATH']}")
-    ex = _executor(tmp_path, qstat_attempts=1, qstat_failed_polls=3)
+    run = _run(tmp_path, Counting(), qstat_attempts=1, qstat_failed_polls=3)
     ids = ["5.localhost:15999"]
+    running = {ids[0]: "running"}
     monkeypatch.setenv("PBS_SERVER", "localhost:15999")
-    assert _poll(ex, ids) == ids and _poll(ex, ids) == ids
+    assert run.poll(ids) == running and run.poll(ids) == running
     monkeypatch.delenv("PBS_SERVER")
-    ex.report_job_error = lambda *a, **kw: None
-    assert _poll(ex, ["999999.vm"]) == [] and ex._failed_polls == 0  # answered: purged
+    assert run.poll(["999999.vm"]) == {"999999.vm": "failed"}  # answered: purged
+    assert run.failed_polls == 0
     monkeypatch.setenv("PBS_SERVER", "localhost:15999")
-    _poll(ex, ids), _poll(ex, ids)
-    from snakemake_interface_common.exceptions import WorkflowError
-    with pytest.raises(WorkflowError) as err:
-        _poll(ex, ids)
+    run.poll(ids), run.poll(ids)
+    with pytest.raises(RunStopped) as err:
+        run.poll(ids)
     msg = str(err.value)
     assert msg.startswith("ncreel-pbs: error: cannot follow the run's PBS jobs: qstat")
     assert "(3 polls in a row)" in msg and "5.localhost:15999" in msg and "\n" not in msg
-    assert len(ex._runner.calls) == 6
+    assert len(run.runner.calls) == 6
 
 
 @pytest.mark.pbs
 def test_executor_stops_at_once_on_a_torque_qstat(torque_qstat, tmp_path, monkeypatch):
+    from snakemake_executor_plugin_pbs_pro.run import RunStopped
+
     monkeypatch.chdir(tmp_path)
-    ex = _executor(tmp_path)
-    ex._runner = lambda cmd, timeout=60: pbs._run([torque_qstat, *cmd[1:]], timeout)
-    from snakemake_interface_common.exceptions import WorkflowError
-    with pytest.raises(WorkflowError, match=r"rejects `qstat -x -f -t` \('Unknown option"):
-        _poll(ex, ["7.vm"])
+    run = _run(tmp_path, lambda cmd, timeout=60: status_query._run([torque_qstat, *cmd[1:]],
+                                                                   timeout))
+    with pytest.raises(RunStopped, match=r"rejects `qstat -x -f -t` \('Unknown option"):
+        run.poll(["7.vm"])
 
 
 class BusyFirst(Counting):
@@ -280,10 +302,10 @@ def test_start_up_check_retries_a_busy_server_like_a_running_one(tmp_path):
     and passes; one that keeps failing is said to be unreachable, not "not PBS Pro's"."""
     pauses = []
     runner = BusyFirst(3)
-    assert pbs.pbs_pro_problem(qsub=f"{PBS_BIN}/qsub", qstat=f"{PBS_BIN}/qstat",
+    assert status_query.pbs_pro_problem(qsub=f"{PBS_BIN}/qsub", qstat=f"{PBS_BIN}/qstat",
                                runner=runner, attempts=4, sleep=pauses.append) is None
     assert len(runner.calls) == 4 and pauses == [2.0, 4.0, 6.0]
-    msg = pbs.pbs_pro_problem(qsub=f"{PBS_BIN}/qsub", qstat=f"{PBS_BIN}/qstat",
+    msg = status_query.pbs_pro_problem(qsub=f"{PBS_BIN}/qsub", qstat=f"{PBS_BIN}/qstat",
                               runner=BusyFirst(9), attempts=4, sleep=lambda s: None)
     assert "failed 4 times" in msg and "busy or unreachable" in msg
     assert "not PBS Pro's" not in msg and "cannot connect to host" in msg
@@ -296,14 +318,14 @@ def test_queue_on_a_server_that_does_not_answer_or_of_odd_text_is_refused(monkey
     monkeypatch.setenv("PATH", f"{PBS_BIN}:{os.environ['PATH']}")
     from odd_text import payload
 
-    assert pbs.queue_problem("share", sleep=lambda s: None) is None
+    assert checks.queue_problem("share", sleep=lambda s: None) is None
     runner = Counting()
-    msg = pbs.queue_problem("share@nosuchhost.invalid", runner=runner, sleep=lambda s: None)
+    msg = checks.queue_problem("share@nosuchhost.invalid", runner=runner, sleep=lambda s: None)
     assert msg.startswith("PBS server 'nosuchhost.invalid' of queue 'share@nosuchhost."
                           "invalid' does not answer") and len(runner.calls) == 3
-    msg = pbs.queue_problem(payload("q"), sleep=lambda s: None)
+    msg = checks.queue_problem(payload("q"), sleep=lambda s: None)
     assert "is not a valid destination" in msg and "\n" not in msg
-    assert pbs.queue_problem("nosuch", sleep=lambda s: None).startswith(
+    assert checks.queue_problem("nosuch", sleep=lambda s: None).startswith(
         "PBS queue 'nosuch' does not exist")
 
 
@@ -311,7 +333,7 @@ def test_queue_on_a_server_that_does_not_answer_or_of_odd_text_is_refused(monkey
     ("logs/pbs", False), ("a/../b", False), ("/var/tmp/pbs-logs", False), ("..", True),
     ("../..", True), ("../logs", True), ("logs/../../x", True), ("", True)])
 def test_log_dir_outside_the_working_directory_is_refused_unless_absolute(log_dir, refused):
-    msg = pbs.log_dir_problem(log_dir)
+    msg = checks.log_dir_problem(log_dir)
     assert (msg is not None) == refused, msg
     if msg and log_dir:
         assert "leads out of the working directory" in msg and "absolute path" in msg
@@ -325,7 +347,7 @@ def test_odd_settings_reach_qsub_and_the_job_wrapper_verbatim(tmp_path):
     from odd_text import payload
 
     odd = payload("s")
-    cmd = pbs.build_qsub(props(), "/w/a.sh", queue=odd, account=odd, log_dir=odd,
+    cmd = submit_string.build_qsub(props(), "/w/a.sh", queue=odd, account=odd, log_dir=odd,
                          extra_l=[odd])
     assert cmd[cmd.index("-q") + 1] == odd and cmd[cmd.index("-A") + 1] == odd
     assert cmd[cmd.index("-o") + 1].startswith(odd + "/")
@@ -334,10 +356,44 @@ def test_odd_settings_reach_qsub_and_the_job_wrapper_verbatim(tmp_path):
     folder.mkdir()
     jobscript = folder / (payload("j") + ".sh")
     jobscript.write_text("#!/bin/sh\necho ran > ran.txt\nexit 3\n")
-    wrapper = pbs.write_wrapper(jobscript, folder / "state")
+    wrapper = submit_string.write_wrapper(jobscript, folder / "state")
     proc = subprocess.run(["bash", str(wrapper)], cwd=tmp_path, capture_output=True,
                           text=True, env={**os.environ, "PBS_JOBID": "42.vm"})
     assert proc.returncode == 3, proc.stderr
-    assert pbs.read_marker("42.vm", folder / "state") == 3
+    assert state.read_marker("42.vm", folder / "state") == 3
     assert (tmp_path / "ran.txt").read_text() == "ran\n"
     assert not list(tmp_path.rglob("PWNED*"))
+
+
+# ----------------------------------------------------------------------------- --config
+
+
+@pytest.mark.parametrize("value", ["x'$(touch PWNED)", "a\\b", "two\nlines", "{x}", ""])
+def test_config_values_reach_jobs_by_the_plugins_own_file_exactly(value, tmp_path):
+    """The plugin's own ``--config`` file (no ncreel): no value on the job's command line,
+    the job loads exactly the values the main process has, nothing is executed; the
+    same values share one file; none, no file; a directory that cannot be made is one
+    line."""
+    from snakemake.common.configfile import load_configfile
+    from snakemake.settings.types import ConfigSettings
+    from snakemake_executor_plugin_pbs_pro.configfile import (
+        ConfigFileError,
+        pass_config_by_file,
+    )
+    from snakemake_interface_executor_plugins.utils import format_cli_arg
+    from test_jobtext import settings, sh
+
+    values = {"table": value, "select": {"level": value}, "vmin": 1.5}
+    cs = settings(values)
+    path = pass_config_by_file(cs, tmp_path / "rc")
+    assert format_cli_arg("--config", cs.config_args) == "" and cs.configfiles == [path]
+    argv = sh(format_cli_arg("--configfiles", cs.configfiles), tmp_path)
+    assert argv == ["--configfiles", str(path)]
+    assert load_configfile(argv[1]) == values
+    assert pass_config_by_file(settings(values), tmp_path / "rc") == path
+    assert not list(tmp_path.rglob("PWNED*"))
+    assert pass_config_by_file(ConfigSettings(), tmp_path / "none") is None
+    assert not (tmp_path / "none").exists()
+    (tmp_path / "file").write_text("a file where a folder must be")
+    with pytest.raises(ConfigFileError, match="cannot write the run's config file"):
+        pass_config_by_file(settings(values), tmp_path / "file" / "rc")

@@ -10,7 +10,7 @@ import cftime
 import numpy as np
 import pytest
 import xarray as xr
-from ncreel.render.shard import time_labels
+from ncreel.render.segment import time_labels
 from ncreel.render.timelabels import (
     date_resolution,
     format_values,

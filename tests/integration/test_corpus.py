@@ -137,10 +137,13 @@ def _check_run(work: Path, run: str, case: dict, pg_server, pg_conn) -> None:
     assert int(probe(results / "movie.mp4")["nb_read_frames"]) == n_time
     assert (results / "frames").is_dir() and any((results / "frames").glob("*/*.png"))
     psql_load(pg_server, results)
-    rows = pg_conn.execute(f"SELECT time_index, lat, lon, value, to_json(time)#>>'{{}}' "
-                           f"FROM ncreel_{run}").fetchall()
+    rows = pg_conn.execute(f"SELECT time_index, lat, lon_raw, value, to_json(time)#>>'{{}}', "
+                           f"lon FROM ncreel_{run}").fetchall()
     assert len(rows) == n_rows
-    for t, la, lo, value, when in rows:
+    for t, la, lo, value, when, lon in rows:
+        # lon_raw is the file's longitude; lon the same meridian in -180…180.
+        turn = (lon - lo) % 360
+        assert -180 <= lon < 180 and min(turn, 360 - turn) < 1e-9, (run, lon, lo)
         want = table.get((t, la, lo))
         assert want is not None, (run, t, la, lo)
         assert any(np.isclose(value, w, rtol=1e-6, atol=0) for w in want), (run, t, la, lo)

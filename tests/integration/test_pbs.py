@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
+from snakemake_executor_plugin_pbs_pro.submit_string import DEFAULT_JOB_OVERHEAD_MB
 from test_slurm import ROWS, _incomplete, count_rows, declared_jobs, workdir
 from workflow_run import SMALL, make_workdir
 
@@ -124,9 +125,19 @@ def frame_count(movie: Path) -> int:
     return int(json.loads(out)["streams"][0]["nb_read_frames"])
 
 
+def job_overhead_mb(rec: dict) -> int:
+    """MB the pbs-pro executor added to a job's mem for the job's own Snakemake process, as
+    it told the job (``SNAKEMAKE_PBS_PRO_JOB_OVERHEAD_MB`` in ``qstat``'s Variable_List)."""
+    env = rec["Variable_List"]
+    if isinstance(env, str):  # the text form of qstat -f: "A=1,B=2"
+        env = dict(kv.split("=", 1) for kv in env.split(",") if "=" in kv)
+    return int(env["SNAKEMAKE_PBS_PRO_JOB_OVERHEAD_MB"])
+
+
 def check_jobs(log: str, queue: str, expect_rules: dict[str, int]) -> dict[str, dict]:
     """Every job Snakemake submitted is in qstat -x, finished with Exit_status 0, asked for
-    its rule's mem_mb and threads, in `queue` under the test account."""
+    its rule's mem_mb (plus the executor's overhead for the job's own Snakemake) and
+    threads, in `queue` under the test account."""
     ids = submitted(log)
     declared = declared_jobs(log)
     jobs = wait_finished(*ids)
@@ -136,7 +147,9 @@ def check_jobs(log: str, queue: str, expect_rules: dict[str, int]) -> dict[str, 
         want = declared[sm_id][-1]
         seen[want["rule"]] = seen.get(want["rule"], 0) + 1
         assert rec["Exit_status"] == 0, (pbs_id, rec.get("comment"))
-        assert rec["Resource_List"]["mem"] == f"{want['mem_mb']}mb", (pbs_id, want)
+        extra = job_overhead_mb(rec)  # the profile's pbs-pro-job-overhead-mb
+        assert extra >= DEFAULT_JOB_OVERHEAD_MB, (pbs_id, extra)
+        assert rec["Resource_List"]["mem"] == f"{want['mem_mb'] + extra}mb", (pbs_id, want)
         assert rec["Resource_List"]["ncpus"] == want["threads"], (pbs_id, want)
         assert rec["queue"] == queue and rec["Account_Name"] == ACCOUNT, pbs_id
         assert rec["Job_Name"].startswith(f"nc_{want['rule']}"), rec["Job_Name"]
@@ -363,9 +376,10 @@ def test_exiting_state_for_real(pbs, tmp_path):
 
 def test_memory_killed_shard_is_retried_with_more_memory(cheyenne_demo):
     """Through ``--profile profiles/cheyenne``: shard 00001 (removed after the demo run)
-    declares mem_mb = 100 x attempt², too little the first time: the job's own Snakemake
-    process alone is above it for the job's whole life, so MoM's periodic check (every
-    2-10 s) always sees it. PBS kills it (Exit_status -27, "exceeded resource mem"), the
+    declares mem_mb = 100 x attempt², too little the first time, and the executor adds no
+    overhead for the job's own Snakemake (``--pbs-pro-job-overhead-mb 0``): that process
+    alone is above it for the job's whole life, so MoM's periodic check (every 2-10 s)
+    always sees it. PBS kills it (Exit_status -27, "exceeded resource mem"), the
     status command says failed, Snakemake resubmits it with more memory until it succeeds
     (400, then 900 MB), with the same rows as before."""
     work, _ = cheyenne_demo
@@ -375,6 +389,7 @@ def test_memory_killed_shard_is_retried_with_more_memory(cheyenne_demo):
     log = snakemake(work, "--profile", "profiles/cheyenne", "--config", *SMALL,
                     "frames_per_shard=120", "--set-resources",
                     "process_shard:mem_mb=100*attempt*attempt",
+                    "--pbs-pro-job-overhead-mb", "0",
                     "--", str(shard_copy.relative_to(work)), PBS_ACCOUNT=ACCOUNT)
     ids = sorted(submitted(log), key=lambda jobid: int(jobid.split(".")[0]))
     jobs = wait_finished(*ids)
@@ -534,6 +549,7 @@ def test_peer_server_submit_status_delete(pbs, peer_server, tmp_path, monkeypatc
     is found and deleted by the orphan clean-up (which asked only the default server)."""
     from ncreel.cluster import pbs as ncpbs
     from ncreel.cluster.pbs import cancel_orphan_pbs_jobs
+    from snakemake_executor_plugin_pbs_pro import job_status_query
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PATH", pbs_env()["PATH"])
@@ -551,16 +567,16 @@ def test_peer_server_submit_status_delete(pbs, peer_server, tmp_path, monkeypatc
 
     def counting(cmd, timeout=60):
         calls.append(cmd)
-        return ncpbs._run(cmd, timeout=timeout)
+        return job_status_query._run(cmd, timeout=timeout)
 
-    got = ncpbs.statuses([peer_job, home_job], runner=counting, state_dir=tmp_path)
+    got = job_status_query.statuses([peer_job, home_job], runner=counting, state_dir=tmp_path)
     assert got == {peer_job: "running", home_job: "running"} and len(calls) == 1
     rec = qstat_jobs(peer_job)[peer_job]
     assert rec["queue"] == "share" and rec["Account_Name"] == ACCOUNT
     assert rec["Resource_List"]["mem"] == "100mb" and rec["server"] == peer_server
     subprocess.run([QDEL, peer_job], check=True)
     assert wait_finished(peer_job)[peer_job]["job_state"] == "F"
-    assert ncpbs.statuses([peer_job], state_dir=tmp_path) == {peer_job: "failed"}
+    assert job_status_query.statuses([peer_job], state_dir=tmp_path) == {peer_job: "failed"}
 
     # A killed run's jobs, one per server, recorded in the executor's journal.
     orphan = ncpbs.run_qsub(ncpbs.build_qsub(props, str(script), queue=f"share@{peer_server}",
@@ -599,7 +615,10 @@ def test_rejected_resource_request_is_one_line(pbs, tmp_path_factory, sample_nc)
                     "--set-resources", "statistics:mem_mb=200000", "--",
                     "results/demo/stats.json", check=False, PBS_ACCOUNT=ACCOUNT)
     lines = [ln for ln in log.splitlines() if "ncreel-pbs: error:" in ln]
-    assert lines and all("mem=200000MB" in ln for ln in lines), log[-3000:]
+    assert lines, log[-3000:]
+    for line in lines:  # 200000 MB plus the executor's overhead, as it told the job
+        extra = int(re.search(r"SNAKEMAKE_PBS_PRO_JOB_OVERHEAD_MB=(\d+)", line).group(1))
+        assert f"mem={200000 + extra}MB" in line, line
     assert "qsub: Job violates queue and/or server resource limits" in lines[0]
     assert not submitted(log)
 

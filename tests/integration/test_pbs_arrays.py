@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
-from ncreel.cluster import pbs as ncpbs
-from test_pbs import ACCOUNT, FAST, QSTAT, pbs_env, snakemake
+from snakemake_executor_plugin_pbs_pro.job_status_query import parse_torque
+from snakemake_executor_plugin_pbs_pro.submit_string import DEFAULT_JOB_OVERHEAD_MB
+from test_pbs import ACCOUNT, FAST, QSTAT, job_overhead_mb, pbs_env, snakemake
 from test_pbs import pbs as pbs_server  # noqa: F401  (its `pbs` fixture)
 from test_slurm import ROWS, count_rows, declared_jobs, workdir
 from workflow_run import SMALL
@@ -34,7 +35,7 @@ def qstat_text(*ids: str) -> dict[str, dict]:
     """``qstat -x -f -t`` records of `ids` (arrays with their sub-jobs), one call."""
     proc = subprocess.run([QSTAT, "-x", "-f", "-t", *ids], capture_output=True, text=True,
                           timeout=60)
-    return ncpbs.parse_torque(proc.stdout)
+    return parse_torque(proc.stdout)
 
 
 def qsub_lines(work: Path) -> list[str]:
@@ -53,8 +54,8 @@ def array_ids(log: str) -> list[str]:
 def test_render_shards_go_out_as_one_array(tmp_path_factory, sample_nc):
     """Four shards through ``--profile profiles/cheyenne``: ONE ``qsub -J 0-3``; every
     sub-job ran the shard its index names in the manifest (its log says which), asked
-    for the shard's declared mem_mb, ended with Exit_status 0; the shards hold exactly
-    the sample's rows."""
+    for the shard's declared mem_mb plus the executor's overhead, ended with Exit_status
+    0; the shards hold exactly the sample's rows."""
     work = workdir(tmp_path_factory, sample_nc, "pbs_array")
     shards = [f"results/demo/cells/{i:05d}.copy" for i in range(4)]
     log = snakemake(work, "--profile", CHEYENNE, "--config", *SMALL, "frames_per_shard=60",
@@ -73,7 +74,10 @@ def test_render_shards_go_out_as_one_array(tmp_path_factory, sample_nc):
         sub = array_id.replace("[]", f"[{e['index']}]")
         rec = recs[sub]
         assert rec["job_state"] == "F" and rec["Exit_status"] == "0", (sub, rec.get("comment"))
-        assert rec["Resource_List.mem"] == f"{declared[str(e['jobid'])][-1]['mem_mb']}mb"
+        extra = job_overhead_mb(rec)  # the profile's pbs-pro-job-overhead-mb
+        assert extra >= DEFAULT_JOB_OVERHEAD_MB, (sub, extra)
+        assert rec["Resource_List.mem"] == \
+            f"{declared[str(e['jobid'])][-1]['mem_mb'] + extra}mb", sub
         sublog = (work / f"logs/pbs/nc_process_shard.{tag}.{e['index']}.log").read_text()
         shard = e["wildcards"]["shard"]
         assert f"sub-job {sub} runs Snakemake job {e['jobid']} (process_shard " \
@@ -101,7 +105,7 @@ rule hog:
 def test_memory_killed_array_element_is_retried_alone(tmp_path):
     """Element 1 of a three-job array allocates 900 MB under a 450 MB request: MoM kills
     it (Exit_status -27); only that job is resubmitted, as a plain job asking for
-    1500 MB, and succeeds; elements 0 and 2 ran once."""
+    1500 MB (each plus the executor's overhead), and succeeds; elements 0 and 2 ran once."""
     (tmp_path / "Snakefile").write_text(HOG)
     log = snakemake(tmp_path, "--profile", CHEYENNE, "--pbs-pro-array-rules", "hog",
                     PBS_ACCOUNT=ACCOUNT, NCREEL_PBS_QUEUE="workq")
@@ -110,14 +114,16 @@ def test_memory_killed_array_element_is_retried_alone(tmp_path):
     index = {e["wildcards"]["i"]: e["index"] for e in entries}
     recs = qstat_text(array_id)
     killed = recs[array_id.replace("[]", f"[{index['1']}]")]
-    assert killed["Exit_status"] == "-27" and killed["Resource_List.mem"] == "450mb", killed
+    extra = job_overhead_mb(killed)  # the job's own Snakemake, added by the executor
+    assert killed["Exit_status"] == "-27", killed
+    assert killed["Resource_List.mem"] == f"{450 + extra}mb", killed
     for i in ("0", "2"):
         assert recs[array_id.replace("[]", f"[{index[i]}]")]["Exit_status"] == "0"
         assert len((tmp_path / f"attempts_{i}").read_text().split()) == 1
     first, retry = (tmp_path / "attempts_1").read_text().split()
     assert first.startswith(array_id.split("[")[0] + "[") and "[" not in retry
     plain = qstat_text(retry)[retry]
-    assert plain["Exit_status"] == "0" and plain["Resource_List.mem"] == "1500mb"
+    assert plain["Exit_status"] == "0" and plain["Resource_List.mem"] == f"{1500 + extra}mb"
     lines = qsub_lines(tmp_path)
     assert len(lines) == 2 and sum(" -J 0-2 " in q for q in lines) == 1, lines
     assert all((tmp_path / f"out/{i}.txt").read_text() == "done\n" for i in range(3))

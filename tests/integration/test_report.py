@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "workflow"))
 
 from ncreel.cluster.runstatus import shard_status  # noqa: E402
 from ncreel.jobrecord import read_attempts  # noqa: E402
-from ncreel.report.resources import PNG_KEY, read_benchmark  # noqa: E402
+from ncreel.report.resourcepage import PNG_KEY, read_benchmark  # noqa: E402
 
 CONFIG = [*SMALL, "frames_per_shard=120", "calibration_frames=16"]
 
@@ -151,6 +151,12 @@ def test_report_summary_plays_the_movie_with_the_run_numbers(killed_run, tmp_pat
     assert numbers["shard_peak_mb"] > 0 and numbers["core_hours"] > 0
     movie = (work / "results/demo/movie.mp4").read_bytes()
     assert base64.b64encode(movie).decode() in page
+    assert_plays_in_chromium(page, tmp_path)
+
+
+def assert_plays_in_chromium(page: str, tmp_path) -> None:
+    """Open the report's summary page in headless Chromium: the movie plays (its time past
+    1 s, pixels decoded), not only its poster shows. Skips without Chromium."""
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         pytest.skip(missing_program_reason("chromium"))

@@ -160,6 +160,10 @@ def test_demo_through_slurm_profile(slurm, tmp_path_factory, sample_nc):
                           "reduce_cells": 1, "concat_segments": 1, "preview": 1}
     # Each shard ran exactly once, as its own job (arrays are off: see profiles/slurm).
     assert not [r for r in rows if "_" in r["JobID"]]
+    # The controller's terminal: shard progress, read without asking Slurm, and a last line.
+    progress = re.findall(r"^ncreel: shards (\d+)/4 done\b.*$", log, flags=re.M)
+    assert progress and progress[-1] == "4", log[-3000:]
+    assert re.search(r"^ncreel: shards 4/4 done · .* in all$", log, flags=re.M)
 
 
 def test_memory_killed_shard_is_retried_with_more_memory(slurm, tmp_path_factory, sample_nc):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -53,12 +54,14 @@ def test_demo_copy_loads_and_matches_netcdf(demo_run, pg_server, pg_conn, sample
     mean = da.astype(np.float64).mean("time").values
     for t, iy, ix in [(0, 0, 0), (17, 5, 30), (239, 36, 48), (120, 20, 0)]:
         row = pg_conn.execute(
-            "select value, anomaly, lat, lon, time, time_value from ncreel_demo "
+            "select value, anomaly, lat, lon, time, time_value, lon_raw from ncreel_demo "
             "where time_index = %s and cell_id = %s", (t, iy * 49 + ix)).fetchone()
-        value, anomaly, lat, lon, when, time_value = row
+        value, anomaly, lat, lon, when, time_value, lon_raw = row
         assert np.float32(value) == da.values[t, iy, ix]
         assert anomaly == pytest.approx(float(da.values[t, iy, ix]) - mean[iy, ix], abs=1e-9)
-        assert (lat, lon) == (float(da.latitude[iy]), float(da.longitude[ix]))
+        # The sample stores 225…315; lon is EPSG:4326's -180…180, lon_raw the file's value.
+        assert (lat, lon_raw) == (float(da.latitude[iy]), float(da.longitude[ix]))
+        assert lon == float(da.longitude[ix]) - 360
         assert time_value == float(da.time[t])
         assert when == f"{1860 + t}-06-01T00:00:00"
     # Loading again replaces the rows instead of duplicating them.
@@ -79,10 +82,26 @@ def test_demo_rules_declare_and_measure(demo_run):
         assert (work / f"logs/demo/{name}.log").is_file()
 
 
+def test_demo_progress_in_the_terminal(demo_run):
+    """The controller's terminal says how the shards go, and at the end how it went."""
+    work, proc = demo_run
+    n_shards = len(list((work / "results/demo/segments").glob("*.mp4")))
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("ncreel: shards ")]
+    assert re.fullmatch(rf"ncreel: shards {n_shards}/{n_shards} done · [0-9.]+ frames/s · "
+                        r"\d\d:\d\d:\d\d in all", lines[-1]), lines
+    for line in lines[:-1]:
+        assert re.fullmatch(rf"ncreel: shards \d+/{n_shards} done, \d+ running, \d+ queued · "
+                            r"([0-9.]+|-) frames/s · ETA (\d\d:\d\d:\d\d|\?)", line), line
+    # In Snakemake's own log of the run too.
+    (log,) = (work / ".snakemake" / "log").glob("*.snakemake.log")
+    assert lines[-1] in log.read_text()
+
+
 def test_rerun_does_nothing(demo_run):
     work, _ = demo_run
     proc = snakemake(work, "--config", *SMALL)
     assert "Nothing to be done" in proc.stdout + proc.stderr
+    assert "ncreel: shards" not in proc.stdout + proc.stderr
 
 
 def test_changed_setting_reruns_render(demo_run):
@@ -92,6 +111,7 @@ def test_changed_setting_reruns_render(demo_run):
     # the join; the statistics stay.
     out = proc.stdout
     assert "calibrate_render" in out and "concat_segments" in out and "statistics" not in out
+    assert "ncreel: shards" not in proc.stdout + proc.stderr  # a dry run starts nothing
 
 
 def test_dag_and_report(demo_run):
@@ -104,6 +124,22 @@ def test_dag_and_report(demo_run):
     snakemake(work, "--report", "report.html", "--config", *SMALL)
     html = (work / "report.html").read_text(errors="replace")
     assert "movie.mp4" in html and "preview.png" in html
+
+
+def test_report_is_the_runs_own(demo_run):
+    """The run's settings are recorded by its controller: ``--report`` given no run file
+    reports the last run made here with them; given other settings, it warns."""
+    work, _ = demo_run
+    proc = snakemake(work, "--report", "own.html")  # no --config: not the defaults
+    assert "ncreel: note: no run file given: reporting the last run made here, 'demo' " \
+           "(--config " in proc.stderr
+    html = (work / "own.html").read_text(errors="replace")
+    assert "movie.mp4" in html
+    proc = snakemake(work, "--report", "other.html", "--config", *SMALL[:-1],
+                     "preset=veryfast")
+    warning = next(ln for ln in proc.stderr.splitlines() if "ncreel: warning:" in ln)
+    assert "run 'demo' last ran with other settings than these (" in warning
+    assert "preset" in warning and "--config width=... height=..." in warning
 
 
 @pytest.mark.parametrize("case", ["sst_missing_values", "hgt_select_level", "months_since"])

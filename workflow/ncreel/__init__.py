@@ -14,12 +14,14 @@ Subpackages, one concern each (each ``__init__`` says what it owns and may impor
 - :mod:`ncreel.cluster`: PBS Pro, Slurm and the run lock; standard library only.
 
 Modules at this level are shared by several of those: the input series
-(:mod:`.source`, :mod:`.inputcheck`, :mod:`.stats`, :mod:`.sample`), the shard plan
-(:mod:`.shards`) and one shard job (:mod:`.shardjob`), job resources
+(:mod:`.source`; :mod:`.cfaxes` and :mod:`.timeaxis`, how its axes are detected
+and its time decoded; :mod:`.inputcheck`, :mod:`.stats`, :mod:`.sample`), the shard plan
+(:mod:`.shardplan`) and one shard job (:mod:`.process_shard`), job resources
 (:mod:`.resources`, :mod:`.jobrecord`, :mod:`.procmem`), config checks
-(:mod:`.configcheck`) and small helpers (:mod:`.errors`, :mod:`.io`, :mod:`.logs`,
-:mod:`.progress`). This ``__init__`` imports only :mod:`.errors` (standard library), so
-``ncreel.cluster`` stays importable without third-party packages.
+(:mod:`.configcheck`; :mod:`.runconfig` runs them all at parse time) and small helpers
+(:mod:`.errors`, :mod:`.io`, :mod:`.logs`, :mod:`.progress`). This ``__init__`` imports
+only :mod:`.errors` (standard library), so ``ncreel.cluster`` stays importable without
+third-party packages.
 """
 
 from ncreel.errors import NcreelError

@@ -215,7 +215,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-preview", action="store_true", help="draw no frame")
     p = sub.add_parser("status", help="which shards of a run are done, running, failed, "
                                       "interrupted or to do")
-    p.add_argument("run", nargs="?", help="run name (default: the run file's, else demo)")
+    p.add_argument("run", nargs="?", help="run name (default: the run file's, else the last "
+                   "run made in --workdir, else demo)")
     p.add_argument("--configfile", help="the run file the run was started with")
     p.add_argument("--workdir", default=".", help="where snakemake runs (default: .)")
     return parser
@@ -265,6 +266,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"ncreel: error: --configfile {args.configfile}: cannot read its 'run' "
                   f"({err})", file=sys.stderr)
             return 2
+    if run is None:
+        from ncreel.lastrun import LAST, RECORD_DIR, read_record
+
+        last = read_record(Path(args.workdir) / RECORD_DIR / LAST)
+        if last is not None:
+            run = last["run"]
+            print(f"ncreel: the last run made in {args.workdir}: {run}", file=sys.stderr)
     return runstatus.main(["--run", str(run or "demo"), "--workdir", args.workdir])
 
 

@@ -451,13 +451,21 @@ def coerce_cli_values(config: dict, given: Mapping) -> None:
             config[key] = None
 
 
+def reporting_only(argv: list[str]) -> bool:
+    """Return whether a Snakemake command line asks for a report only.
+
+    That is ``--report``, without ``--report-after-run`` (which runs the workflow first).
+    """
+    report = any(a == "--report" or a.startswith("--report=") for a in argv[1:])
+    return report and "--report-after-run" not in argv
+
+
 def report_before_results(argv: list[str], outputs: list[str]) -> str | None:
     """Return the first of `outputs` missing when `argv` asks only for ``--report``.
 
     ``snakemake --report`` of a run that has not produced its results stops with
     Snakemake's multi-line WorkflowError; ``--report-after-run`` runs the workflow first.
     """
-    report_only = any(a == "--report" or a.startswith("--report=") for a in argv[1:])
-    if not report_only or "--report-after-run" in argv:
+    if not reporting_only(argv):
         return None
     return next((o for o in outputs if not Path(o).exists()), None)

@@ -32,6 +32,15 @@ class ProgramKilled(NcreelError):
         self.signum = int(signum)
 
 
+class DiskFull(NcreelError):
+    """A program the job ran (ffmpeg) could not write: no space left, or over the quota.
+
+    The job's failure counts as ``disk`` (:func:`ncreel.jobrecord.failure_reason`), which
+    more memory cannot fix, like an ``OSError`` with ``ENOSPC`` or ``EDQUOT`` raised in
+    Python.
+    """
+
+
 class JobInterrupted(BaseException):
     """The job received SIGINT, SIGTERM or SIGHUP (Ctrl-C, a scheduler's kill, a logout).
 

@@ -9,143 +9,29 @@ NetCDF-4 (HDF5) file cut short fails to open, which :mod:`ncreel.source` reports
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from ncreel import resources as res
 from ncreel.errors import NcreelError
+from ncreel.netcdf3 import netcdf3_size, not_utf8_error
 
-#: Bytes of one value of each nc_type (1 byte … 11 uint64).
-_TYPE_BYTES = {1: 1, 2: 1, 3: 2, 4: 4, 5: 4, 6: 8, 7: 1, 8: 2, 9: 4, 10: 8, 11: 8}
-_NC_DIMENSION, _NC_VARIABLE, _NC_ATTRIBUTE = 0x0A, 0x0B, 0x0C
-_STREAMING = 0xFFFFFFFF
 #: Longest time axis accepted: the parse and every job hold per-step arrays (decoded
 #: times, the shard plan); one million steps is a 23-hour movie at 12 fps.
 MAX_TIME_STEPS = 1_000_000
 
 
-@dataclass(frozen=True)
-class Netcdf3Size:
-    """Size of a NetCDF-3 file: what its header declares and what is on disk (bytes)."""
-
-    expected: int
-    actual: int
-    numrecs: int
-
-
-class _Reader:
-    def __init__(self, fh, version: int):
-        self.fh, self.big = fh, version == 5
-        self.offset_bytes = 4 if version == 1 else 8
-
-    def _int(self, n: int) -> int:
-        raw = self.fh.read(n)
-        if len(raw) != n:
-            raise EOFError
-        return int.from_bytes(raw, "big")
-
-    def tag(self) -> int:
-        return self._int(4)
-
-    def non_neg(self) -> int:
-        return self._int(8 if self.big else 4)
-
-    def name(self) -> str:
-        n = self.non_neg()
-        raw = self.fh.read(n + (-n % 4))
-        if len(raw) != n + (-n % 4):
-            raise EOFError
-        return raw[:n].decode("utf-8", "replace")
-
-    def skip_attributes(self) -> None:
-        tag, n = self.tag(), self.non_neg()
-        if tag not in (0, _NC_ATTRIBUTE):
-            raise ValueError("bad attribute list tag")
-        for _ in range(n):
-            self.name()
-            nc_type, count = self.tag(), self.non_neg()
-            size = _TYPE_BYTES[nc_type] * count
-            self.fh.seek(size + (-size % 4), os.SEEK_CUR)
-
-
-def netcdf3_size(path: str | os.PathLike) -> Netcdf3Size | None:
-    """Read a NetCDF-3 header and return the file size it implies.
-
-    The expected size is the end of the last byte of data: for a fixed-size variable
-    ``begin + product(shape) * type size``; for record variables the last record's
-    ``begin + (numrecs - 1) * recsize + one record's size``, where ``recsize`` is the sum
-    of the record variables' 4-byte-padded record sizes (unpadded when there is only one).
-
-    Parameters
-    ----------
-    path : path
-        Any file.
-
-    Returns
-    -------
-    Netcdf3Size or None
-        None when the file is not NetCDF-3 (e.g. NetCDF-4/HDF5) or declares streaming
-        (``numrecs`` unknown).
-
-    Raises
-    ------
-    NcreelError
-        The header itself is cut short or malformed.
-    """
-    with open(path, "rb") as fh:
-        magic = fh.read(4)
-        if len(magic) < 4 or magic[:3] != b"CDF" or magic[3] not in (1, 2, 5):
-            return None
-        r = _Reader(fh, magic[3])
-        try:
-            numrecs = r.non_neg()
-            if numrecs == _STREAMING or (r.big and numrecs == 2**64 - 1):
-                return None
-            tag, n_dims = r.tag(), r.non_neg()
-            if tag not in (0, _NC_DIMENSION):
-                raise ValueError("bad dimension list tag")
-            dims = []
-            for _ in range(n_dims):
-                r.name()
-                dims.append(r.non_neg())
-            r.skip_attributes()
-            tag, n_vars = r.tag(), r.non_neg()
-            if tag not in (0, _NC_VARIABLE):
-                raise ValueError("bad variable list tag")
-            variables = []
-            for _ in range(n_vars):
-                r.name()
-                dimids = [r.non_neg() for _ in range(r.non_neg())]
-                r.skip_attributes()
-                nc_type = r.tag()
-                r.non_neg()  # vsize: redundant, and wrong for variables over 4 GiB
-                begin = r._int(r.offset_bytes)
-                shape = [dims[i] for i in dimids]
-                record = bool(shape) and shape[0] == 0
-                one = math.prod(shape[1:] if record else shape) * _TYPE_BYTES[nc_type]
-                variables.append((record, begin, one))
-        except (EOFError, ValueError, KeyError, IndexError):
-            raise NcreelError(f"input '{os.fspath(path)}': NetCDF-3 header is truncated or "
-                              "malformed; replace the file with a complete copy") from None
-        actual = os.fstat(fh.fileno()).st_size
-    records = [v for v in variables if v[0]]
-    recsize = (records[0][2] if len(records) == 1
-               else sum(one + (-one % 4) for _, _, one in records))
-    ends = [begin + one for record, begin, one in variables if not record]
-    if numrecs:
-        ends += [begin + (numrecs - 1) * recsize + one for _, begin, one in records]
-    return Netcdf3Size(expected=max(ends, default=0), actual=actual, numrecs=numrecs)
-
-
 def check_input_sizes(paths: Sequence[str | os.PathLike]) -> None:
-    """Stop on a NetCDF-3 input shorter than its header declares.
+    """Stop on a NetCDF-3 input shorter than its header declares, or a corrupt one.
+
+    Any input whose header libnetcdf cannot open without crashing or hanging stops here
+    too (:func:`check_opens`).
 
     Raises
     ------
     NcreelError
-        Naming the file, the expected and the actual size in bytes.
+        Naming the file, the expected and the actual size in bytes; or the file and what
+        libnetcdf did.
     """
     for path in paths:
         size = netcdf3_size(path)
@@ -154,6 +40,96 @@ def check_input_sizes(paths: Sequence[str | os.PathLike]) -> None:
                 f"input '{os.fspath(path)}': file is truncated: its NetCDF-3 header declares "
                 f"{size.expected} bytes ({size.numrecs} records), the file has {size.actual}; "
                 "copy it again completely")
+    check_opens(paths)
+
+
+#: Seconds libnetcdf may take to open one file (read its header and every variable's
+#: metadata) before :func:`check_opens` takes it for hung; a header is read in well under
+#: a second even from a busy parallel file system.
+OPEN_TIMEOUT_S = 120.0
+
+
+def check_opens(paths: Sequence[str | os.PathLike], timeout_s: float | None = None) -> None:
+    """Open each file once with libnetcdf in a forked child: stop on one it crashes or hangs on.
+
+    A corrupt file that crashes libnetcdf (a segmentation fault) or makes it loop for ever
+    (both seen on byte-flipped files: a corrupt HDF5 structure, a NetCDF-3 dimension
+    count) stops the run with one line instead of killing or hanging it.
+
+    Errors libnetcdf reports normally are left to the reader (:func:`ncreel.source._open`),
+    which names them. A fork costs milliseconds: the child shares what is imported.
+
+    Parameters
+    ----------
+    paths : sequence of path
+        The input files.
+    timeout_s : float, optional
+        Seconds allowed per file; :data:`OPEN_TIMEOUT_S` when None.
+
+    Raises
+    ------
+    NcreelError
+        Naming the file and whether libnetcdf crashed (the signal) or did not finish.
+    """
+    import select
+    import signal
+
+    import netCDF4
+
+    paths = [os.fspath(p) for p in paths]
+    if not paths:
+        return
+    timeout_s = OPEN_TIMEOUT_S if timeout_s is None else timeout_s
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: open each file, say which one is next, never return
+        try:
+            os.close(read_fd)
+            # Said once, by the parent's own reader: nothing from libnetcdf here, and no
+            # Python fault dump (PYTHONFAULTHANDLER, pytest) when it crashes.
+            import faulthandler
+
+            faulthandler.disable()
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 1)
+            os.dup2(null, 2)
+            for i, path in enumerate(paths):
+                os.write(write_fd, b"%d\n" % i)
+                try:
+                    netCDF4.Dataset(path).close()
+                except BaseException:  # noqa: S110 (reported by the real reader)
+                    pass
+            os.write(write_fd, b"done\n")
+        finally:
+            os._exit(0)
+    os.close(write_fd)
+    said, current, hung = b"", 0, False
+    try:
+        while True:
+            ready, _, _ = select.select([read_fd], [], [], timeout_s)
+            if not ready:
+                hung = True
+                os.kill(pid, signal.SIGKILL)
+                break
+            chunk = os.read(read_fd, 4096)
+            if not chunk:
+                break
+            said += chunk
+            lines = said.split()
+            if lines and lines[-1] != b"done":
+                current = int(lines[-1])
+    finally:
+        os.close(read_fd)
+        _, status = os.waitpid(pid, 0)
+    path = paths[current]
+    if hung:
+        raise NcreelError(f"input '{path}': libnetcdf did not finish opening it within "
+                          f"{timeout_s:g} s: the file is most likely corrupt (copy it again "
+                          "completely), or its file system does not answer")
+    if os.WIFSIGNALED(status):
+        name = signal.Signals(os.WTERMSIG(status)).name
+        raise NcreelError(f"input '{path}': libnetcdf crashed ({name}) opening it: the file "
+                          "is corrupt; copy it again completely")
 
 
 def check_time_steps(paths: Sequence[str | os.PathLike], variable: str,
@@ -183,6 +159,8 @@ def check_time_steps(paths: Sequence[str | os.PathLike], variable: str,
                 total += len(ds.dimensions[name])
         except OSError:
             return  # not readable: ncreel.source names the file and the reason
+        except UnicodeDecodeError:  # netCDF4 decodes names strictly
+            raise not_utf8_error(path) from None
     if total > MAX_TIME_STEPS:
         raise NcreelError(f"variable '{variable}' has {total} time steps, more than ncreel's "
                           f"limit of {MAX_TIME_STEPS}: split the input into several runs "

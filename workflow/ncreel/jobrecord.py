@@ -40,7 +40,7 @@ def failure_reason(exc: BaseException) -> str:
     import errno
     import signal
 
-    from ncreel.errors import JobInterrupted, NcreelError, ProgramKilled
+    from ncreel.errors import DiskFull, JobInterrupted, NcreelError, ProgramKilled
 
     if isinstance(exc, MemoryError):
         return "memory"
@@ -48,7 +48,8 @@ def failure_reason(exc: BaseException) -> str:
         return "memory" if exc.signum == signal.SIGKILL else "interrupted"
     if isinstance(exc, JobInterrupted | KeyboardInterrupt):
         return "interrupted"
-    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+    if isinstance(exc, DiskFull) or (isinstance(exc, OSError)
+                                     and exc.errno in (errno.ENOSPC, errno.EDQUOT)):
         return "disk"
     if isinstance(exc, NcreelError):
         return "data"

@@ -36,12 +36,12 @@ class _Notes(logging.Handler):
 
 def list_variables(path: str | os.PathLike) -> list[str]:
     """One line per data variable of `path`: name, dimensions with sizes, long name."""
-    import xarray as xr
-
-    from ncreel.source import resolve_paths
+    from ncreel.inputcheck import check_input_sizes
+    from ncreel.source import _open, resolve_paths
 
     first = resolve_paths(os.fspath(path))[0]
-    with xr.open_dataset(first, decode_times=False) as ds:
+    check_input_sizes([first])
+    with _open(first) as ds:
         out = []
         for name, da in ds.data_vars.items():
             dims = ", ".join(f"{d}={n}" for d, n in da.sizes.items())
@@ -120,7 +120,7 @@ def preview_frame(series, path: str | os.PathLike, *, width: int = 960, height: 
         The colour limits used (the run takes them from the whole series instead).
     """
     from ncreel.configcheck import schema_defaults
-    from ncreel.render.shard import make_renderer
+    from ncreel.render.segment import make_renderer
     from ncreel.settings import RenderSettings
 
     t = series.n_time // 2
@@ -169,8 +169,9 @@ def inspect(input: str | Sequence[str], variable: str, *, select: Mapping | None
     NcreelError
         What the workflow would stop with (one line naming the file, variable or key).
     """
-    from ncreel.render.shard import time_labels
-    from ncreel.source import open_series
+    from ncreel.inputcheck import check_input_sizes
+    from ncreel.render.segment import time_labels
+    from ncreel.source import open_series, resolve_paths
 
     notes = _Notes()
     logger = logging.getLogger("ncreel")
@@ -178,6 +179,8 @@ def inspect(input: str | Sequence[str], variable: str, *, select: Mapping | None
     old_level = logger.level
     logger.setLevel(logging.INFO)
     try:
+        # As the workflow before it opens the series: a truncated or crashing file.
+        check_input_sizes(resolve_paths(input))
         series = open_series(input, variable, time_dim=time_dim, select=select, lat=lat,
                              lon=lon, time=time)
         with series:

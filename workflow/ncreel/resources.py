@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import sys
 from collections.abc import Callable
 
@@ -78,6 +79,36 @@ def fixed_runtime(rule: str, attempt: int = 1) -> int:
     return FIXED_RUNTIME_MIN[rule] * max(int(attempt), 1)
 
 
+#: Set by the ``pbs-pro`` executor in each of its jobs (``qsub -v``): the MB it added to the
+#: job's memory request for the job's own Snakemake process
+#: (``snakemake_executor_plugin_pbs_pro``'s ``JOB_OVERHEAD_ENV``).
+PBS_PRO_JOB_OVERHEAD_ENV = "SNAKEMAKE_PBS_PRO_JOB_OVERHEAD_MB"
+
+
+def executor_adds_overhead(executor: str | None, environ=None) -> bool:
+    """Whether the executor adds Snakemake's per-job overhead to memory requests itself.
+
+    The ``pbs-pro`` executor asks PBS for ``mem_mb`` plus the job's own Snakemake process
+    (its ``pbs-pro-job-overhead-mb``), so the workflow must not add it again: true in the
+    run's main process (`executor` is ``pbs-pro``) and inside its jobs (where Snakemake
+    runs the local executor, and the executor's ``$SNAKEMAKE_PBS_PRO_JOB_OVERHEAD_MB`` is
+    set). The Slurm and cluster-generic executors add nothing.
+
+    Parameters
+    ----------
+    executor : str or None
+        Name of the run's executor plugin (``pbs-pro``, ``slurm``, ``local``...).
+    environ : mapping, optional
+        Environment to read (default: ``os.environ``).
+
+    Returns
+    -------
+    bool
+    """
+    env = os.environ if environ is None else environ
+    return executor == "pbs-pro" or bool(env.get(PBS_PRO_JOB_OVERHEAD_ENV))
+
+
 def job_overhead_mb(separate_job: bool) -> int:
     """Memory of Snakemake's own processes that a job's limit also has to hold, in MB.
 
@@ -85,8 +116,10 @@ def job_overhead_mb(separate_job: bool) -> int:
     ----------
     separate_job : bool
         True when the job runs as its own scheduler job (a ``snakemake`` process, and on
-        Slurm an ``srun`` step, around the rule's process); False for local runs and for
-        ``localrules`` under a scheduler, where no such process exists.
+        Slurm an ``srun`` step, around the rule's process) and the executor does not add
+        that memory itself (:func:`executor_adds_overhead`); False for local runs, for
+        ``localrules`` under a scheduler, where no such process exists, and under the
+        ``pbs-pro`` executor.
 
     Returns
     -------

@@ -8,8 +8,11 @@ missing or unknown setting is an error naming it. :class:`Calibration` is the co
 ``calibration.json``, written by the ``calibrate_render`` checkpoint and read by the
 resources functions and the shard plan.
 
-This module imports the standard library only (``ncreel.source`` is imported when a
-series is opened), so login-node tools may read a calibration with it.
+This module is a leaf: it imports the standard library and :mod:`ncreel.errors` only (and
+:mod:`ncreel.io` to write a calibration), so login-node tools may read a calibration with
+it and any module may import it. A selection is opened with
+:func:`ncreel.selection.open_selection`; config ``cells`` is normalised into
+:class:`CellsSettings` parameters by :func:`ncreel.cells.cells_settings`.
 """
 
 from __future__ import annotations
@@ -150,6 +153,36 @@ class SeriesSelection(_Settings):
     lon: str | None
     time: str | None
     steps: list | None = None
+    region: dict | None = None
+
+    @classmethod
+    def from_params(cls, params: Mapping):
+        """Build from a rule's params dict; ``region`` may be left out (no region).
+
+        Raises
+        ------
+        NcreelError
+            Naming the missing, unknown or bad setting.
+        """
+        if isinstance(params, Mapping) and "region" not in params:
+            params = {**params, "region": None}
+        return super().from_params(params)
+
+    def to_params(self) -> dict:
+        """Return the plain dict :meth:`from_params` reads; no ``region`` key without one."""
+        params = super().to_params()
+        if params["region"] is None:
+            del params["region"]
+        return params
+
+    def table_selection(self) -> SeriesSelection:
+        """Return the selection the per-cell table reads.
+
+        The whole grid when ``region.table`` is ``global``, else this selection.
+        """
+        if self.region is not None and self.region.get("table") == "global":
+            return dataclasses.replace(self, region=None)
+        return self
 
     def __post_init__(self):
         w = self.KEY
@@ -173,25 +206,8 @@ class SeriesSelection(_Settings):
                     for r in runs) for runs in self.steps)):
             raise _bad(w, "steps", "null or one list of [start, stop] runs per path",
                        self.steps)
-
-    def open(self):
-        """Open the series lazily (:func:`ncreel.source.open_series`).
-
-        Returns
-        -------
-        ncreel.source.Series
-            A context manager closing its files, ``shape == (n_time, ny, nx)``.
-
-        Raises
-        ------
-        NcreelError
-            As :func:`ncreel.source.open_series`.
-        """
-        from ncreel.source import open_series
-
-        return open_series(list(self.paths), self.variable, time_dim=self.time_dim,
-                           select=self.select, lat=self.lat, lon=self.lon, time=self.time,
-                           steps=self.steps)
+        if self.region is not None and not isinstance(self.region, Mapping):
+            raise _bad(w, "region", "null or a mapping of region parameters", self.region)
 
 
 @dataclass(frozen=True)
@@ -208,6 +224,8 @@ class MapSettings(_Settings):
         Name of a ``cartopy.crs`` projection class.
     projection_params : dict
         Its keyword arguments.
+    gridlines : bool
+        Draw labelled gridlines.
     """
 
     KEY: ClassVar[str] = "render.map"
@@ -215,6 +233,27 @@ class MapSettings(_Settings):
     borders: bool
     projection: str
     projection_params: dict
+    gridlines: bool = False
+
+    @classmethod
+    def from_params(cls, params: Mapping):
+        """Build from a rule's params dict; ``gridlines`` may be left out (off).
+
+        Raises
+        ------
+        NcreelError
+            Naming the missing, unknown or bad setting.
+        """
+        if isinstance(params, Mapping) and "gridlines" not in params:
+            params = {**params, "gridlines": False}
+        return super().from_params(params)
+
+    def to_params(self) -> dict:
+        """Return the plain dict :meth:`from_params` reads; ``gridlines`` only when on."""
+        params = super().to_params()
+        if not params["gridlines"]:
+            del params["gridlines"]
+        return params
 
     def __post_init__(self):
         w = self.KEY
@@ -226,6 +265,8 @@ class MapSettings(_Settings):
         if not isinstance(self.projection_params, Mapping):
             raise _bad(w, "projection_params", "a mapping", self.projection_params)
         object.__setattr__(self, "projection_params", dict(self.projection_params))
+        if not isinstance(self.gridlines, bool):
+            raise _bad(w, "gridlines", "true or false", self.gridlines)
 
 
 @dataclass(frozen=True)
@@ -242,6 +283,14 @@ class RenderSettings(_Settings):
         Matplotlib colormap name.
     map : MapSettings
         Built from a mapping by :meth:`from_params`.
+    contours : dict or None
+        Config ``contours`` (contour lines of another variable), None: none.
+    vectors : dict or None
+        Config ``vectors`` (arrows of a u/v pair), None: none.
+    colorbar_extend : str or None
+        Config ``colorbar_extend``; None: ``auto``.
+    caption : str or None
+        Config ``caption``: a line at the bottom of every frame.
     """
 
     KEY: ClassVar[str] = "render"
@@ -250,6 +299,35 @@ class RenderSettings(_Settings):
     dpi: float
     cmap: str
     map: MapSettings
+    contours: dict | None = None
+    vectors: dict | None = None
+    colorbar_extend: str | None = None
+    caption: str | None = None
+
+    @classmethod
+    def from_params(cls, params: Mapping):
+        """Build from a rule's params dict; the optional keys may be left out.
+
+        ``contours``, ``vectors``, ``colorbar_extend`` and ``caption`` are None when not
+        given.
+
+        Raises
+        ------
+        NcreelError
+            Naming the missing, unknown or bad setting.
+        """
+        if isinstance(params, Mapping):
+            params = {"contours": None, "vectors": None, "colorbar_extend": None,
+                      "caption": None, **params}
+        return super().from_params(params)
+
+    def to_params(self) -> dict:
+        """Return the plain dict :meth:`from_params` reads; the keys above only when set."""
+        params = super().to_params()
+        for key in ("contours", "vectors", "colorbar_extend", "caption"):
+            if params[key] is None:
+                del params[key]
+        return params
 
     def __post_init__(self):
         w = self.KEY
@@ -261,6 +339,16 @@ class RenderSettings(_Settings):
             object.__setattr__(self, "map", MapSettings.from_params(self.map))
         elif not isinstance(self.map, MapSettings):
             raise _bad(w, "map", "a mapping of map settings", self.map)
+        _check_str(w, "caption", self.caption, optional=True)
+        if self.colorbar_extend is not None:
+            _check_str(w, "colorbar_extend", self.colorbar_extend,
+                       choices=("auto", "neither", "min", "max", "both"))
+        for key in ("contours", "vectors"):
+            value = getattr(self, key)
+            if value is not None and not isinstance(value, Mapping):
+                raise _bad(w, key, "null or a mapping", value)
+            if value is not None:
+                object.__setattr__(self, key, dict(value))
 
 
 @dataclass(frozen=True)
@@ -293,7 +381,7 @@ class CellsSettings(_Settings):
     """How the per-cell COPY rows are computed and written.
 
     The rule's ``cells`` params, i.e. config ``cells`` normalised by
-    :func:`ncreel.cells.cells_settings` (see :meth:`from_config`).
+    :func:`ncreel.cells.cells_settings`: ``CellsSettings.from_params(cells_settings(cells))``.
 
     Attributes
     ----------
@@ -332,19 +420,6 @@ class CellsSettings(_Settings):
         if self.suffix != COPY_SUFFIXES[self.compression]:
             raise _bad(w, "suffix", f"{COPY_SUFFIXES[self.compression]!r} for compression "
                        f"{self.compression}", self.suffix)
-
-    @classmethod
-    def from_config(cls, cells: Mapping) -> CellsSettings:
-        """Build from config ``cells`` (normalised by :func:`ncreel.cells.cells_settings`).
-
-        Raises
-        ------
-        NcreelError
-            A bad ``cells`` setting, named.
-        """
-        from ncreel.cells import cells_settings
-
-        return cls.from_params(cells_settings(cells))
 
 
 @dataclass(frozen=True)

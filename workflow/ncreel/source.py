@@ -9,70 +9,36 @@ from __future__ import annotations
 import glob
 import logging
 import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-import cftime
 import numpy as np
 import xarray as xr
 
+from ncreel.cfaxes import (
+    _check_constant,
+    _find_coordinate,
+    _find_projection,
+    _grid_array,
+    _grid_dims,
+    _grid_note,
+    _is_spatial,
+    _orientation,
+    cf_bounds,
+)
 from ncreel.errors import NcreelError
-from ncreel.gridmap import X_NAMES, Y_NAMES, GridMapping, edges_1d, unwrap_rows
-from ncreel.pg.types import time_type
+from ncreel.gridmap import GridMapping, edges_1d, unwrap_rows
+from ncreel.mesh import Mesh, check_not_points, load_mesh, mesh_kind
+from ncreel.timeaxis import TimeAxis, _file_dates, _find_time, _time_order, detect_time_dim
 
 log = logging.getLogger(__name__)
 
 #: Default bound on one block read by :meth:`Series.iter_blocks` (the statistics pass).
 BLOCK_BYTES = 64 * 2**20
 #: Bound on values in one block of the rows passes (time steps x cells): keeps row columns
-#: ~100 MB at most. Used by ncreel.shardjob and ncreel.cells.soil; modelled by ncreel.resources.
+#: ~100 MB at most. Used by ncreel.process_shard and ncreel.cells.soil; modelled by
+#: ncreel.resources.
 MAX_BLOCK_CELLS = 1_000_000
-
-# CF conventions section 4: how latitude/longitude and X/Y axes are recognised.
-_LAT_NAMES = {"lat", "latitude", "nav_lat", "rlat", "y", "yc", "south_north", "nlat", "j"}
-_LON_NAMES = {"lon", "longitude", "nav_lon", "rlon", "x", "xc", "west_east", "nlon", "i"}
-_LAT_UNITS = {"degrees_north", "degree_north", "degree_n", "degrees_n", "degreen", "degreesn"}
-_LON_UNITS = {"degrees_east", "degree_east", "degree_e", "degrees_e", "degreee", "degreese"}
-
-
-@dataclass(frozen=True)
-class TimeAxis:
-    """The time coordinate of a series.
-
-    Attributes
-    ----------
-    values : numpy.ndarray, shape (n_time,), float64
-        Raw numeric coordinate values as stored (``time_value`` column); NaN where absent
-        (``_FillValue``/``missing_value``, or netCDF's default fill value of the stored
-        type where the file declares none: steps never written).
-    labels : list of str or None, length n_time
-        ISO 8601 date-times in the data's calendar, or ``None`` where time could not be decoded.
-    calendar : str
-        CF calendar name (``"standard"`` if the attribute is missing).
-    units : str
-        CF units string as stored (may be empty).
-    decoded : bool
-        False when the units/calendar could not be decoded and raw values are used instead.
-    note : str
-        Why decoding fell back to raw values (empty when decoded).
-    name : str
-        The time coordinate variable (else the time dimension), for labels such as
-        ``name = value units`` where time is not decoded.
-    """
-
-    values: np.ndarray
-    labels: list
-    calendar: str
-    units: str
-    decoded: bool
-    note: str = ""
-    name: str = ""
-
-    @property
-    def postgres_type(self) -> str:
-        """PostgreSQL type for the ``time`` column (:func:`ncreel.pg.types.time_type`)."""
-        return time_type(self.labels, self.calendar, decoded=self.decoded)
 
 
 @dataclass
@@ -192,6 +158,30 @@ class Series:
         # One file's slice as (time, y, x) in file order (a mesh series overrides this).
         return da.transpose(self.time_dim, self.y_dim, self.x_dim).values
 
+    def _checked_read(self, i: int, offset: int, name: str, part: slice, read):
+        """``read(part)`` of file `i`; a read error is one line naming the exact step.
+
+        A corrupt compressed chunk fails the whole slice with libnetcdf's bare "NetCDF: HDF
+        error"; each step of `part` is then read alone to name the first one that fails
+        (its index in the series, and in the file when they differ).
+        """
+        try:
+            return read(part)
+        except (RuntimeError, OSError) as err:  # netCDF4's bare "NetCDF: HDF error"
+            bad, why = part.start, err
+            for t in range(part.start, part.stop):
+                try:
+                    read(slice(t, t + 1))
+                except (RuntimeError, OSError) as one:
+                    bad, why = t, one
+                    break
+            index = offset + int(np.searchsorted(self._file_kept(i), bad))
+            own = "" if index == bad else f" (step {bad} of this file)"
+            raise NcreelError(
+                f"input '{self.paths[i]}': variable '{name}': cannot read time step {index}"
+                f"{own} ({why}); the file is corrupt there: replace it with a good copy"
+            ) from err
+
     def read(self, start: int, stop: int) -> np.ndarray:
         """Read time steps ``start:stop`` as a float array with NaN for missing cells.
 
@@ -217,14 +207,10 @@ class Series:
             lo, hi = max(start - offset, 0), min(stop - offset, count)
             for part in self._file_slices(i, lo, hi) if lo < hi else ():
                 da = self._dataset(i)[self.variable]
-                da = da.isel({self.time_dim: part, **self.select})
-                try:
-                    values = self._values(da)
-                except (RuntimeError, OSError) as err:  # netCDF4's bare "NetCDF: HDF error"
-                    raise NcreelError(
-                        f"input '{self.paths[i]}': variable '{self.variable}': cannot read "
-                        f"time steps {part.start}..{part.stop - 1} of this file ({err}); "
-                        "the file is corrupt: replace it with a good copy") from err
+                values = self._checked_read(
+                    i, offset, self.variable, part,
+                    lambda run, da=da: self._values(da.isel({self.time_dim: run,
+                                                             **self.select})))
                 parts.append(self._oriented(values))
             offset += count
         if not parts:
@@ -273,9 +259,12 @@ class Series:
         for i, count in enumerate(self.counts):
             lo, hi = max(start - offset, 0), min(stop - offset, count)
             for run in self._file_slices(i, lo, hi) if lo < hi else ():
-                part = self._dataset(i)[name].isel({self.time_dim: run, **sel})
-                parts.append(self._oriented(np.asarray(
-                    part.transpose(self.time_dim, self.y_dim, self.x_dim).values, np.float64)))
+                var = self._dataset(i)[name]
+                values = self._checked_read(
+                    i, offset, name, run,
+                    lambda r, var=var: var.isel({self.time_dim: r, **sel}).transpose(
+                        self.time_dim, self.y_dim, self.x_dim).values)
+                parts.append(self._oriented(np.asarray(values, np.float64)))
             offset += count
         if not parts:
             return np.empty((0, self.ny, self.nx))
@@ -566,6 +555,10 @@ def _open(path: str, group: str | None = None) -> xr.Dataset:
                               f"{', '.join(_groups(path)) or 'none'})") from err
         raise NcreelError(f"input '{path}': not a readable NetCDF file ({err}): it may be "
                           "truncated or corrupt; copy it again completely") from err
+    except UnicodeDecodeError:  # a ValueError: netCDF4 decodes names strictly
+        from ncreel.netcdf3 import not_utf8_error
+
+        raise not_utf8_error(path) from None
     except ValueError as err:  # xarray: no backend recognises the file's first bytes
         raise NcreelError(f"input '{path}': not a readable NetCDF file (neither NetCDF-4/HDF5 "
                           "nor classic NetCDF): check the path, or re-download the file") from err
@@ -585,144 +578,6 @@ def _groups(path: str) -> list[str]:
             found.append(g.path.strip("/"))
             todo.extend(g.groups.values())
     return found
-
-
-def _attr(var, key: str) -> str:
-    return str(getattr(var, "attrs", {}).get(key, "")).strip().lower()
-
-
-# CF section 4.1/4.2: (standard names, units, names when strict, axis, loose names).
-# Rotated-pole grid_latitude/grid_longitude are not latitude/longitude (see _is_spatial).
-_AXES = {
-    "lat": ({"latitude"}, _LAT_UNITS, {"lat", "latitude", "nav_lat", "xlat"},
-            "y", {"lat", "latitude"}),
-    "lon": ({"longitude"}, _LON_UNITS, {"lon", "longitude", "nav_lon",
-                                        "xlong"}, "x", {"lon", "longitude"}),
-}
-
-
-def _is_axis(kind: str, name: str, var, strict: bool = False) -> bool:
-    std, units, strict_names, axis, names = _AXES[kind]
-    if _attr(var, "standard_name") in std or _attr(var, "units") in units:
-        return True
-    if strict:
-        return name.lower() in strict_names
-    return _attr(var, "axis") == axis or name.lower() in names
-
-
-def _is_lat(name: str, var, strict: bool = False) -> bool:
-    return _is_axis("lat", name, var, strict)
-
-
-def _is_lon(name: str, var, strict: bool = False) -> bool:
-    return _is_axis("lon", name, var, strict)
-
-
-def _is_spatial(name: str, var) -> bool:
-    if var is not None and (_attr(var, "axis") in {"x", "y"}
-                            or _is_lat(name, var) or _is_lon(name, var)
-                            or _attr(var, "standard_name").startswith(("projection_",
-                                                                       "grid_l"))):
-        return True
-    return name.lower() in _LAT_NAMES | _LON_NAMES
-
-
-#: CF units of a time axis without a reference date (UDUNITS names), as in "hours" or
-#: "Month" of files whose time is not CF-decodable: evidence of time all the same.
-_TIME_UNITS = re.compile(r"(s|sec|secs|seconds?|min|mins|minutes?|h|hr|hrs|hours?|d|days?|"
-                         r"weeks?|months?|mon|years?|yr|yrs|common_years?)")
-#: Dimension names taken as time without CF attributes: time, Time, TIME, t, T, and
-#: time_<suffix> / time<digits> (NEMO's time_counter, CMIP's time1).
-_TIME_NAMES = re.compile(r"t|time(_\w+|\d+)?", re.IGNORECASE)
-
-
-def _is_time(name: str, var, *, bare_units: bool = False) -> bool:
-    """Whether `var` is a time coordinate by CF attributes (axis, standard_name, units).
-
-    With `bare_units`, by units that are a time unit without a reference date only.
-    """
-    if var is None:
-        return False
-    units = _attr(var, "units")
-    if bare_units:
-        return _TIME_UNITS.fullmatch(units) is not None
-    return (_attr(var, "axis") == "t" or _attr(var, "standard_name") == "time"
-            or " since " in f" {units} ")
-
-
-def detect_time_dim(ds: xr.Dataset, variable: str, time_dim: str | None = None,
-                    select: Mapping | None = None, source: str = "") -> str:
-    """Find the time dimension of `variable`; never a guess.
-
-    In order: the configured `time_dim`; the one dimension with a CF time coordinate
-    (``axis: T``, ``standard_name: time`` or units ``UNIT since DATE``), either its own
-    coordinate variable or a 1-D variable along it named in the data variable's
-    ``coordinates`` attribute (WRF's ``XTIME``); else the one with bare time units such
-    as ``hours``; else the one dimension named ``time``, ``Time``, ``t`` (any case) or
-    ``time_<suffix>``. Two candidates at the first step that has any are an error. A
-    dimension in `select` is never time.
-
-    Parameters
-    ----------
-    ds : xarray.Dataset
-        Opened with ``decode_times=False``.
-    variable : str
-        Data variable name.
-    time_dim : str, optional
-        Configured name; must be one of the variable's dimensions.
-    select : mapping, optional
-        Extra dimensions fixed by index; they are never the time dimension.
-    source : str
-        File name used in error messages.
-
-    Returns
-    -------
-    str
-        The dimension name.
-
-    Raises
-    ------
-    NcreelError
-        If `time_dim` is not a dimension of the variable; if no dimension is a time axis
-        by the rules above (a file without time, e.g. model levels only: the message says
-        how to show another dimension as frames with ``time_dim``); if more than one is.
-        The message lists the variable's dimensions.
-    """
-    da = ds[variable]
-    dims = [str(d) for d in da.dims]
-    select = dict(select or {})
-    where = f"{source}: " if source else ""
-    if time_dim:
-        if time_dim not in dims:
-            raise NcreelError(f"{where}config key 'time_dim': '{time_dim}' is not a dimension of "
-                              f"'{variable}' (its dims: {', '.join(dims)})")
-        return time_dim
-    free = [d for d in dims if d not in select]
-    listed = [ds.variables[n] for n in _coordinates_attr(da) if n in ds.variables]
-
-    def cf(bare_units):
-        return [d for d in free if _is_time(d, ds.variables.get(d), bare_units=bare_units)
-                or any(tuple(v.dims) == (d,) and _is_time("", v, bare_units=bare_units)
-                       for v in listed)]
-
-    named = [d for d in free if _TIME_NAMES.fullmatch(d)]
-    # Bare time units are weaker evidence: a forecast's lead time (`step`, hours) beside
-    # its CF time.
-    for found, how in ((cf(False), "with a CF time coordinate"),
-                       (cf(True), "with time units"), (named, "named as time")):
-        if len(found) == 1:
-            return found[0]
-        if len(found) > 1:
-            raise NcreelError(f"{where}variable '{variable}': ambiguous time dimension, "
-                              f"{len(found)} dims {how}: {', '.join(found)} (its dims: "
-                              f"{', '.join(dims)}); set time_dim=NAME to the one that is time")
-    others = [d for d in free if not _is_spatial(d, ds.variables.get(d))]
-    example = f" (e.g. time_dim={others[0]})" if others else ""
-    raise NcreelError(
-        f"{where}variable '{variable}' has no time axis: none of its dims ({', '.join(dims)}) "
-        "has a coordinate with CF axis T, standard_name time or time units, or is named "
-        f"time; to show another dimension as frames set time_dim=NAME{example}, or choose "
-        "a variable with a time dimension")
 
 
 def split_variable(variable: str) -> tuple[str | None, str]:
@@ -805,8 +660,6 @@ def open_series(input: str | Sequence[str], variable: str, *, time_dim: str | No
                                   f"(variables: {', '.join(sorted(map(str, first.variables)))})")
         da = first[name]
         # Unstructured meshes (MPAS, ICON, UGRID, HEALPix, CF bounds): see ncreel.mesh.
-        from ncreel.mesh import mesh_kind, open_mesh_series
-
         found = mesh_kind(first, da)
         if found is not None:
             return open_mesh_series(paths, group, name, datasets, *found, time_dim=time_dim,
@@ -826,8 +679,6 @@ def open_series(input: str | Sequence[str], variable: str, *, time_dim: str | No
                 raise NcreelError(f"config key 'select': {dim}={index!r} must be an integer "
                                   f"index in 0..{da.sizes[dim] - 1}")
         spatial = [str(d) for d in da.dims if d != tdim and d not in select]
-        from ncreel.mesh import check_not_points
-
         check_not_points(first, da, tdim, spatial, where)  # cells without a mesh
         if len(spatial) != 2:
             extra = [d for d in spatial if not _is_spatial(d, first.variables.get(d))]
@@ -912,6 +763,174 @@ def open_series(input: str | Sequence[str], variable: str, *, time_dim: str | No
     if series.n_time == 0:
         series.close()
         raise NcreelError(f"{where}: time dimension '{tdim}' of '{name}' is empty (0 steps)")
+    return series
+
+
+class MeshSeries(Series):
+    """A :class:`Series` on the faces of an unstructured mesh (:mod:`ncreel.mesh`).
+
+    Seen as ``(time, 1, n_face)``: ``ny == 1``, ``nx == n_face``, cell id = face index in
+    the file's order. :attr:`mesh` holds the faces (see :class:`ncreel.mesh.Mesh`).
+    """
+
+    mesh: Mesh
+
+    @property
+    def has_lat_lon(self) -> bool:
+        """True: a mesh's faces have geographic longitudes/latitudes."""
+        return True
+
+    def _values(self, da: xr.DataArray) -> np.ndarray:
+        return da.transpose(self.time_dim, self.x_dim).values[:, None, :]
+
+    def read_variable(self, name: str, start: int, stop: int) -> np.ndarray:
+        """Read another face variable of the same files (as :meth:`Series.read_variable`).
+
+        Returns shape ``(stop - start, 1, n_face)``, or ``(1, n_face)`` without time.
+        """
+        ds = self._dataset(0)
+        if name not in ds.variables:
+            raise NcreelError(f"input '{self.paths[0]}': no variable '{name}'")
+        da = ds[name]
+        sel = {d: i for d, i in self.select.items() if d in da.dims}
+        dims = set(map(str, da.dims)) - set(sel)
+        if dims == {self.x_dim}:
+            return np.asarray(da.isel(sel).values, np.float64)[None, :]
+        if dims != {self.time_dim, self.x_dim}:
+            raise NcreelError(f"input '{self.paths[0]}': variable '{name}' has dims "
+                              f"({', '.join(map(str, da.dims))}); need ({self.time_dim}, "
+                              f"{self.x_dim}) or ({self.x_dim})")
+        parts, offset = [], 0
+        for i, count in enumerate(self.counts):
+            lo, hi = max(start - offset, 0), min(stop - offset, count)
+            for run in self._file_slices(i, lo, hi) if lo < hi else ():
+                part = self._dataset(i)[name].isel({self.time_dim: run, **sel})
+                parts.append(np.asarray(part.transpose(self.time_dim, self.x_dim).values,
+                                        np.float64)[:, None, :])
+            offset += count
+        if not parts:
+            return np.empty((0, 1, self.nx))
+        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+
+    def cell_coordinates(self, continuous: bool = False):
+        """Face-centre latitude and longitude, each shape (1, n_face), degrees.
+
+        Longitudes in [-180, 180); with `continuous`, a regional mesh's longitudes start
+        after the widest gap between them (a Pacific mesh across 180 degrees runs e.g.
+        150 to 210), so that the map is centred on it.
+        """
+        lon = self.mesh.face_lon.copy()
+        if continuous and lon.size > 1:
+            order = np.sort(lon)
+            gaps = np.diff(np.concatenate([order, order[:1] + 360.0]))
+            k = int(np.argmax(gaps))
+            start = order[(k + 1) % order.size]
+            lon = start + (lon - start) % 360.0
+        return self.mesh.face_lat[None, :].copy(), lon[None, :]
+
+    def coordinate_bounds(self, kind: str):
+        """None: a mesh's cells are polygons (see :attr:`mesh`), not 1-D bounds."""
+        return None
+
+    def axis_label(self, kind: str) -> str:
+        """``longitude`` / ``latitude`` (of the face centres)."""
+        return "longitude" if kind == "lon" else "latitude"
+
+    def spec(self) -> dict:
+        """As :meth:`Series.spec`; the mesh is found again on reopening."""
+        spec = super().spec()
+        spec["lat"] = spec["lon"] = None
+        return spec
+
+
+def open_mesh_series(paths: list[str], group: str | None, name: str, datasets: list,
+                     kind: str, face_dim: str, others: dict, *, time_dim: str | None,
+                     select: dict, time: str | None, where: str,
+                     steps=None) -> MeshSeries:
+    """Open `name` on a mesh (see :func:`ncreel.mesh.mesh_kind`) as a :class:`MeshSeries`.
+
+    `datasets` holds the first file opened (more are appended here, for the caller to
+    close on error).
+
+    Raises
+    ------
+    NcreelError
+        A variable on nodes or edges, extra dims without ``select`` (with an example),
+        no or ambiguous time dimension, an unreadable mesh, files whose meshes differ.
+    """
+    first = datasets[0]
+    da = first[name]
+    dims = [str(d) for d in da.dims]
+    on = [d for d in dims if d in others and d != face_dim]
+    if face_dim not in dims:
+        what = others.get(on[0], "node") if on else "node"
+        raise NcreelError(
+            f"{where}: variable '{name}' is on the {kind} mesh's {what}s (dimension "
+            f"{on[0] if on else ', '.join(dims)}), not its faces ({face_dim}); ncreel draws "
+            f"and tables face variables: choose a variable with dimension {face_dim}")
+    if time_dim is None and time is not None and first[time].ndim == 1 \
+            and first[time].dims[0] in da.dims:
+        time_dim = str(first[time].dims[0])
+    # As for grids (never a guess); the face dimension is never time.
+    tdim = detect_time_dim(first, name, time_dim, {**select, face_dim: 0}, source=where)
+    for dim, index in select.items():
+        if dim not in dims:
+            raise NcreelError(f"config key 'select': '{dim}' is not a dimension of "
+                              f"'{name}' (its dims: {', '.join(dims)})")
+        if dim in (tdim, face_dim):
+            raise NcreelError(f"config key 'select': '{dim}' is the "
+                              f"{'time' if dim == tdim else 'mesh face'} dimension")
+        if not isinstance(index, int) or isinstance(index, bool) or not (
+                -da.sizes[dim] <= index < da.sizes[dim]):
+            raise NcreelError(f"config key 'select': {dim}={index!r} must be an integer "
+                              f"index in 0..{da.sizes[dim] - 1}")
+    extra = [d for d in dims if d not in (tdim, face_dim) and d not in select]
+    if extra:
+        raise NcreelError(
+            f"{where}: variable '{name}' on the {kind} mesh has extra dims "
+            f"{', '.join(extra)} (sizes {', '.join(f'{d}={da.sizes[d]}' for d in extra)}); "
+            f"pick one index of each with config key select, e.g. "
+            f"--config 'select={{{extra[0]}: 0}}'")
+    mesh = load_mesh(first, da, kind, face_dim, where)
+    time_name = _find_time(first, da, tdim, time, where)
+    dtype = np.dtype(np.float32) if da.dtype == np.float32 else np.dtype(np.float64)
+    counts = [int(da.sizes[tdim])]
+    for path in paths[1:]:
+        ds = _open(path, group)
+        datasets.append(ds)
+        if name not in ds.variables:
+            raise NcreelError(f"input '{path}': no variable '{name}' (it is in '{paths[0]}')")
+        other = ds[name]
+        if tdim not in other.dims or int(other.sizes.get(face_dim, -1)) != mesh.n_face:
+            raise NcreelError(f"input '{path}': '{name}' differs from '{paths[0]}' (expected "
+                              f"dims {tdim} and {face_dim}={mesh.n_face})")
+        counts.append(int(other.sizes[tdim]))
+    for coord in ("lonCell", "latCell"):
+        if coord in first.variables:
+            _check_constant(first, coord, tdim, where)
+    # Files in time order, repeated times decided, as open_series does.
+    decoded = [_file_dates(ds, time_name, count)
+               for ds, count in zip(datasets, counts, strict=True)]
+    order = _time_order([d[1] for d in decoded], paths)
+    if steps is not None:
+        kept = _given_steps(steps, paths, counts)
+        kept, note = [kept[i] for i in order], ""
+    else:
+        kept, note = _repeated_steps([datasets[i] for i in order], [paths[i] for i in order],
+                                     name, tdim, select, [decoded[i] for i in order])
+    full = all(runs == ((0, counts[i]),) for runs, i in zip(kept, order, strict=True))
+    series = MeshSeries(
+        paths=tuple(paths[i] for i in order), variable=name, time_dim=tdim, y_dim="",
+        x_dim=face_dim, select=dict(select),
+        counts=tuple(sum(b - a for a, b in runs) for runs in kept), ny=1,
+        nx=mesh.n_face, dtype=dtype, units=str(da.attrs.get("units", "")),
+        long_name=str(da.attrs.get("long_name") or da.attrs.get("standard_name") or name),
+        group=group, lat_name=None, lon_name=None, time_name=time_name,
+        steps=None if full else tuple(kept), note=note,
+        _datasets=[datasets[i] for i in order], _decoded=[decoded[i] for i in order])
+    series.mesh = mesh
+    log.info("%s: '%s' on a %s mesh of %d faces (dimension %s)", where, name, kind,
+             mesh.n_face, face_dim)
     return series
 
 
@@ -1033,426 +1052,3 @@ def _times_text(labels: list) -> str:
     return f"{len(labels)} times {labels[0]} .. {labels[-1]}"
 
 
-def _coordinates_attr(da: xr.DataArray) -> list[str]:
-    # xarray moves the CF `coordinates` attribute into encoding when it decodes coordinates.
-    return str(da.encoding.get("coordinates", da.attrs.get("coordinates", ""))).split()
-
-
-def _find_coordinate(ds: xr.Dataset, da: xr.DataArray, kind: str, given: str | None,
-                     tdim: str, spatial: list[str], where: str) -> str | None:
-    """Name of the latitude or longitude coordinate of `da`'s grid, or None.
-
-    Candidates are variables whose dims are among the grid's (a leading time dimension is
-    allowed, as in WRF). The best CF evidence wins: ``standard_name`` latitude/longitude,
-    units degrees_north/east or ``_CoordinateAxisType`` Lat/Lon, then the name
-    (``lat``, ``nav_lat``, ``XLAT``...), then such a name with a grid suffix (``lat2d``,
-    ``lon_rho``), without time dimension, standard_name or units other than degrees, when
-    the values fit (latitudes within ±90 degrees, longitudes within -360..720), said in a
-    log note; ties go to those named in the ``coordinates``
-    attribute or being dimension coordinates. A tie after that is an error. Rotated-pole
-    ``grid_latitude``/``grid_longitude`` and projection x/y are never latitude/longitude
-    (CF section 5.6): their grid mapping places them.
-    """
-    allowed, grid = set(spatial) | {tdim}, set(spatial)
-    word = "latitude" if kind == "lat" else "longitude"
-    if given is not None:
-        dims = set(map(str, ds[given].dims))
-        if not dims <= allowed or not dims & grid:
-            raise NcreelError(f"config key '{kind}': '{given}' has dims "
-                              f"({', '.join(map(str, ds[given].dims))}); a {word} coordinate "
-                              f"needs dims among ({', '.join(spatial)})")
-        if _is_grid_xy(ds[given]):
-            raise NcreelError(f"config key '{kind}': '{given}' is a "
-                              f"{_attr(ds[given], 'standard_name')} (rotated or projected "
-                              f"grid coordinate), not a {word}: leave {kind} unset (the "
-                              "grid mapping places the grid) or name 2-D latitude/longitude")
-        return given
-    std, units, names, _, _ = _AXES[kind]
-    listed = set(_coordinates_attr(da)) | grid
-    found = []
-    for vname, var in ds.variables.items():
-        vname = str(vname)
-        dims = set(map(str, var.dims))
-        if not dims or not dims <= allowed or not dims & grid or var.dtype.kind not in "fiu":
-            continue
-        if _is_grid_xy(var):
-            continue
-        if (_attr(var, "standard_name") in std or _attr(var, "units") in units
-                or _attr(var, "_CoordinateAxisType") == kind):
-            tier = 0
-        elif vname.lower() in names:
-            tier = 2
-        elif _LOOSE[kind].fullmatch(vname) and dims <= grid and vname != da.name \
-                and not _attr(var, "standard_name") and "deg" in (_attr(var, "units") or "deg") \
-                and _plausible(var, kind):
-            tier = 3
-        else:
-            continue
-        found.append((tier, vname not in listed, vname))
-    if not found:
-        return None
-    found.sort()
-    best = [f[2] for f in found if f[:2] == found[0][:2]]
-    if len(best) > 1:
-        raise NcreelError(f"{where}: variable '{da.name}': ambiguous {word} coordinate, "
-                          f"candidates {', '.join(best)}; set {kind}=NAME")
-    if found[0][0] == 3:
-        log.warning("%s: '%s' taken as the %s of '%s' from its name and values alone (no "
-                    "units or standard_name); if that is wrong, set %s=NAME", where,
-                    best[0], word, da.name, kind)
-    return best[0]
-
-
-#: Names of latitudes / longitudes with a grid suffix (``lat2d``, ``lat_rho``, ``LONG``,
-#: ``lon_t``), for coordinates without attributes.
-_SUFFIX = r"(_?2d|_?\d+|_(rho|psi|cell|center|centre|grid|[tuvc])|[tc])?"
-_LOOSE = {"lat": re.compile(rf"(?i)(nav_)?lat(itude)?{_SUFFIX}"),
-          "lon": re.compile(rf"(?i)(nav_)?lon(g|gitude)?{_SUFFIX}")}
-
-
-def _plausible(var, kind: str) -> bool:
-    """Whether `var`'s values can be latitudes (within ±90) or longitudes (-360..720)."""
-    if var.size > 50_000_000:
-        return False
-    v = np.asarray(var.values, np.float64)
-    v = v[np.isfinite(v)]
-    if v.size == 0:
-        return False
-    lo, hi = (-90.0, 90.0) if kind == "lat" else (-360.0, 720.0)
-    return bool(v.min() >= lo and v.max() <= hi and (v.size == 1 or v.max() > v.min()))
-
-
-def _is_grid_xy(var) -> bool:
-    """Tell a rotated-pole or projection x/y coordinate (CF standard name): never lat/lon."""
-    return _attr(var, "standard_name") in X_NAMES | Y_NAMES
-
-
-def cf_bounds(ds: xr.Dataset, name: str) -> np.ndarray | None:
-    """Read the CF ``bounds`` of 1-D coordinate `name` (CF section 7.1).
-
-    Returns
-    -------
-    numpy.ndarray, shape (n, 2), float64; or None
-        In the coordinate's stored order; None when `name` has no usable ``bounds``.
-    """
-    bname = ds[name].attrs.get("bounds")
-    if not bname or bname not in ds.variables:
-        return None
-    b = np.asarray(ds[bname].values, dtype=np.float64)
-    if b.ndim != 2 or b.shape[1] != 2 or b.shape[0] != ds[name].size:
-        return None
-    return b
-
-
-def _find_projection(ds: xr.Dataset, da: xr.DataArray, spatial: list[str], where: str,
-                     name: str, has_lat_lon: bool = False
-                     ) -> tuple[str | None, str | None, GridMapping | None]:
-    """``(x_name, y_name, mapping)`` of a grid in projection x/y, else Nones.
-
-    x/y are the 1-D coordinate variables of the two spatial dims (or those the extended
-    ``grid_mapping`` form lists): x the one with CF ``standard_name``
-    projection_x_coordinate / grid_longitude (else ``axis: X``, else the last dim), y the
-    other. The mapping is the variable the data's ``grid_mapping`` names (CF 5.6; when it
-    names none but x/y have CF projection standard names, the file's only grid mapping
-    variable, said in a note), read
-    with pyproj (:func:`ncreel.gridmap.read_grid_mapping`); one pyproj cannot read is an
-    error, or a note when the file has its own latitude/longitude (`has_lat_lon`), which
-    then place the cells.
-    """
-    from ncreel.gridmap import parse_grid_mapping, read_grid_mapping
-
-    entries = parse_grid_mapping(da.attrs.get("grid_mapping",
-                                              da.encoding.get("grid_mapping", "")))
-    candidates = [c for _, coords in entries for c in coords] + list(spatial) \
-        + _coordinates_attr(da)
-    by_dim: dict[str, str] = {}
-    for c in candidates:
-        var = ds.variables.get(c)
-        if var is None or var.ndim != 1 or str(var.dims[0]) not in spatial \
-                or var.dtype.kind not in "fiu" or str(var.dims[0]) in by_dim:
-            continue
-        if _is_lat(c, var, strict=True) or _is_lon(c, var, strict=True):
-            continue  # geographic latitude/longitude: not projection x/y
-        by_dim[str(var.dims[0])] = c
-    if len(by_dim) != 2:
-        return None, None, None
-    a, b = (by_dim[d] for d in spatial)
-
-    def role(n):
-        var = ds.variables[n]
-        std, axis = _attr(var, "standard_name"), _attr(var, "axis")
-        return "x" if std in X_NAMES or axis == "x" else "y" if std in Y_NAMES or \
-            axis == "y" else ""
-
-    x_name, y_name = (a, b) if role(a) == "x" or role(b) == "y" else (b, a)
-    mapping = None
-    guessed = False
-    if not entries and {_attr(ds.variables[x_name], "standard_name"),
-                        _attr(ds.variables[y_name], "standard_name")} & (X_NAMES | Y_NAMES):
-        # CF x/y that need a mapping, but the variable names none: the file's only one
-        # is taken, and said (a tool may have dropped the attribute).
-        lone = [str(v) for v, var in ds.variables.items() if "grid_mapping_name" in var.attrs]
-        if len(lone) == 1:
-            entries, guessed = [(lone[0], [])], True
-    usable = [(m, coords) for m, coords in entries if m in ds.variables]
-    for m, _ in entries:
-        if m not in ds.variables:
-            log.warning("%s: grid_mapping '%s' of '%s' is not a variable of the file; "
-                        "ignored", where, m, name)
-    pick = [m for m, coords in usable if not coords or {x_name, y_name} & set(coords)]
-    if pick:
-        try:
-            mapping = read_grid_mapping(ds, pick[0], x_var=ds[x_name], y_var=ds[y_name],
-                                        where=where, variable=name)
-        except NcreelError as err:
-            if not has_lat_lon:
-                raise
-            log.warning("%s; the file's own latitude/longitude place the cells, their "
-                        "polygon corners are taken halfway between them", err)
-    if guessed and mapping is not None:
-        log.warning("%s: '%s' names no grid_mapping; the file's only grid mapping variable "
-                    "%s is taken for its %s/%s; if that is wrong, set lat=NAME lon=NAME "
-                    "to 2-D latitude/longitude variables", where, name, mapping.describe(),
-                    x_name, y_name)
-    return x_name, y_name, mapping
-
-
-def _grid_note(where: str, name: str, lat_name, x_name, y_name, mapping, dims) -> None:
-    """Say, once per open, how a grid without latitude/longitude variables is placed."""
-    if lat_name is not None:
-        return
-    if mapping is not None:
-        log.info("%s: '%s' is on a grid in %s/%s with grid mapping %s: latitude/longitude "
-                 "computed from it", where, name, x_name, y_name, mapping.describe())
-    elif x_name is not None:
-        log.warning("%s: '%s' is on projection x/y (%s, %s) with neither a CF grid_mapping "
-                    "nor latitude/longitude: drawn in its own x/y without a map, table "
-                    "lat/lon NULL; add a grid_mapping variable, or set lat=NAME lon=NAME to "
-                    "2-D latitude/longitude variables", where, name, x_name, y_name)
-    else:
-        log.warning("%s: '%s' has no latitude/longitude coordinates ncreel can find: "
-                    "drawn in grid indices (%s, %s) without a map, table lat/lon NULL; name "
-                    "them with lat=NAME lon=NAME", where, name, *dims)
-
-
-def wrap_longitude(d: np.ndarray) -> np.ndarray:
-    """Fold longitude differences into [-180, 180) degrees.
-
-    Parameters
-    ----------
-    d : array_like
-        Differences of longitudes, degrees, any shape.
-
-    Returns
-    -------
-    numpy.ndarray, same shape, float64
-    """
-    return (np.asarray(d, dtype=np.float64) + 180.0) % 360.0 - 180.0
-
-
-def _mean_abs(a: np.ndarray) -> float:
-    return float(np.nanmean(np.abs(a))) if a.size and np.isfinite(a).any() else 0.0
-
-
-def _grid_dims(ds: xr.Dataset, spatial: list[str], lat_name: str | None,
-               lon_name: str | None, tdim: str) -> tuple[str, str]:
-    """``(y_dim, x_dim)``: y along which latitude changes, x along which longitude changes.
-
-    Without latitude/longitude: the dimension with CF ``axis: Y`` (or a y-like name) is y;
-    when nothing decides, the file's order (first spatial dimension is y).
-    """
-    a, b = spatial
-    if lat_name is not None:
-        la, lo = ds[lat_name], ds[lon_name]
-        if tdim in la.dims:
-            la = la.isel({tdim: 0})
-        if tdim in lo.dims:
-            lo = lo.isel({tdim: 0})
-        if la.ndim == 1 and lo.ndim == 1 and la.dims != lo.dims:
-            return str(la.dims[0]), str(lo.dims[0])
-        lat2 = np.asarray(la.broadcast_like(lo).transpose(a, b).values, np.float64)
-        lon2 = np.asarray(lo.broadcast_like(la).transpose(a, b).values, np.float64)
-        dlon = [_mean_abs(wrap_longitude(np.diff(lon2, axis=k))) for k in (0, 1)]
-        along_a = _mean_abs(np.diff(lat2, axis=0)) + dlon[1]
-        along_b = _mean_abs(np.diff(lat2, axis=1)) + dlon[0]
-        return (b, a) if along_b > along_a else (a, b)
-
-    def y_like(d):
-        var = ds.variables.get(d)
-        return (_attr(var, "axis") == "y" if var is not None and _attr(var, "axis")
-                else d.lower() in _LAT_NAMES)
-
-    def x_like(d):
-        var = ds.variables.get(d)
-        return (_attr(var, "axis") == "x" if var is not None and _attr(var, "axis")
-                else d.lower() in _LON_NAMES)
-
-    if y_like(b) and x_like(a) and not (y_like(a) and x_like(b)):
-        return b, a
-    return a, b
-
-
-def _grid_array(ds: xr.Dataset, name: str, y_dim: str, x_dim: str,
-                tdim: str | None) -> np.ndarray:
-    """Coordinate `name` as a float64 ``(ny, nx)`` array in file order (first time step)."""
-    var = ds[name]
-    if tdim in var.dims:
-        var = var.isel({tdim: 0})
-    full = xr.DataArray(np.zeros((ds.sizes[y_dim], ds.sizes[x_dim])), dims=(y_dim, x_dim))
-    return np.asarray(var.broadcast_like(full).transpose(y_dim, x_dim).values, np.float64)
-
-
-def _check_constant(ds: xr.Dataset, name: str, tdim: str, where: str) -> None:
-    var = ds[name]
-    if tdim not in var.dims or var.sizes[tdim] < 2:
-        return
-    values = np.asarray(var.transpose(tdim, ...).values, np.float64)
-    if not np.allclose(values, values[:1], equal_nan=True):
-        raise NcreelError(f"{where}: coordinate '{name}' changes along '{tdim}' (a moving "
-                          "grid); ncreel needs a grid fixed in time, split the file per grid")
-
-
-def _orientation(ds: xr.Dataset, lat_name: str, lon_name: str, y_dim: str, x_dim: str,
-                 tdim: str) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """Row and column order that puts south at the bottom and longitudes increasing."""
-    lat = _grid_array(ds, lat_name, y_dim, x_dim, tdim)
-    lon = _grid_array(ds, lon_name, y_dim, x_dim, tdim)
-    one_d = {d for d in (ds[lat_name].dims + ds[lon_name].dims) if d != tdim}
-    y_index = x_index = None
-    if len(one_d) == 2 and ds[lat_name].ndim - (tdim in ds[lat_name].dims) == 1:
-        # Rectilinear: sort each axis (a ±180 axis stored from 0 eastwards is rolled).
-        for axis_values, is_y in ((lat[:, 0], True), (lon[0, :], False)):
-            if np.all(np.diff(axis_values) > 0):
-                continue
-            order = np.argsort(axis_values, kind="stable")
-            if np.all(np.diff(axis_values[order]) > 0):
-                if is_y:
-                    y_index = order
-                else:
-                    x_index = order
-        return y_index, x_index
-    if np.nanmean(np.diff(lat, axis=0)) < 0:
-        y_index = np.arange(lat.shape[0])[::-1].copy()
-    if np.nanmean(wrap_longitude(np.diff(lon, axis=1))) < 0:
-        x_index = np.arange(lon.shape[1])[::-1].copy()
-    return y_index, x_index
-
-
-def _find_time(ds: xr.Dataset, da: xr.DataArray, tdim: str, given: str | None,
-               where: str) -> str | None:
-    """Name of the time coordinate variable along `tdim`, or None when there is none."""
-    if given is not None:
-        if tuple(ds[given].dims) != (tdim,):
-            raise NcreelError(f"config key 'time': '{given}' has dims "
-                              f"({', '.join(map(str, ds[given].dims))}); a time coordinate "
-                              f"needs exactly ({tdim})")
-        return given
-    listed = _coordinates_attr(da)
-    along = [str(n) for n in [*listed, *ds.variables]
-             if n in ds.variables and tuple(ds[n].dims) == (tdim,)]
-    # A CF time coordinate has units "UNIT since DATE" (CF 4.4). NEMO's time_counter
-    # dimension coordinate may have none while the variable's `coordinates` attribute
-    # names time_centered, which has them: prefer the one that decodes.
-    numeric = [n for n in along if ds[n].dtype.kind in "fiu"]
-    for n in sorted(numeric, key=lambda n: n != tdim):  # the dimension's own first
-        if " since " in f" {_attr(ds[n], 'units')} ":
-            return n
-    if tdim in ds.variables:
-        return tdim
-    for n in numeric:
-        if _is_time(n, ds[n]):
-            return n
-    for n in along:  # WRF's Times(Time, DateStrLen), joined into strings by xarray
-        if ds[n].dtype.kind in "SUO" and ("time" in n.lower() or "date" in n.lower()):
-            return n
-    return None
-
-
-_ISO = re.compile(r"\s*(-?\d+)-(\d{1,2})-(\d{1,2})(?:[T _](\d{1,2}):(\d{1,2})"
-                  r"(?::(\d{1,2})(?:\.\d*)?)?)?\s*(?:Z|UTC|[+-]00(?::?00)?)?\s*")
-
-
-def _parse_iso(text: str, calendar: str):
-    """Parse ISO 8601 `text` (``T``, ``_`` or space before the time) as a date in `calendar`.
-
-    Returns a cftime date, or None when `text` is not such a date (e.g. day 30 of February
-    in the standard calendar).
-    """
-    m = _ISO.fullmatch(text)
-    if m is None:
-        return None
-    try:
-        return cftime.datetime(*(int(g or 0) for g in m.groups()), calendar=calendar)
-    except (ValueError, TypeError):
-        return None
-
-
-def _file_dates(ds: xr.Dataset, time_name: str | None, count: int):
-    """``(raw, dates, units, calendar, note)`` of one file's time coordinate."""
-    if time_name is None or time_name not in ds.variables:
-        return np.full(count, np.nan), [None] * count, "", "standard", "no time coordinate"
-    var = ds[time_name]
-    units = str(var.attrs.get("units", ""))
-    calendar = str(var.attrs.get("calendar", "standard")).lower()
-    values = np.asarray(var.values).reshape(-1)
-    if values.dtype.kind in "SUO":
-        texts = [v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
-                 for v in values]
-        dates = [_parse_iso(t, calendar) for t in texts]
-        bad = sum(d is None for d in dates)
-        note = f"{bad} of {count} '{time_name}' strings are not ISO 8601 dates" if bad else ""
-        return np.full(count, np.nan), dates, units, calendar, note
-    raw = values.astype(np.float64)
-    # netCDF's default fill value marks steps never written; without a _FillValue
-    # attribute xarray leaves it as a number (9.96921e+36 for doubles): a missing step.
-    fill = _default_fill(var)
-    if fill is not None:
-        raw[raw == fill] = np.nan
-    dates: list = [None] * count
-    if not units or " since " not in f" {units.lower()} ":
-        return raw, dates, units, calendar, (
-            f"'{time_name}' units {units!r} are not CF 'UNIT since DATE' (set config key "
-            "time=<name> to use another time coordinate of the file)")
-    ok = np.isfinite(raw)
-    try:
-        decoded = np.atleast_1d(cftime.num2date(raw[ok], units, calendar=calendar,
-                                                only_use_cftime_datetimes=True))
-    except Exception as err:  # cftime raises ValueError/TypeError/… for many unit oddities
-        return raw, dates, units, calendar, (f"cannot decode time units {units!r} calendar "
-                                             f"{calendar!r} ({err})")
-    for i, d in zip(np.flatnonzero(ok), decoded, strict=True):
-        dates[i] = d
-    note = "" if ok.all() else (f"{int((~ok).sum())} of {count} '{time_name}' values are "
-                                "missing (fill values); those steps have no time")
-    return raw, dates, units, calendar, note
-
-
-def _default_fill(var: xr.Variable) -> float | None:
-    """Return the netCDF default fill value of `var`'s stored type (float64), or None."""
-    import netCDF4
-
-    stored = np.dtype(var.encoding.get("dtype", var.dtype))
-    key = f"{stored.kind}{stored.itemsize}"
-    if key not in netCDF4.default_fillvals or stored.kind not in "fiu":
-        return None
-    return float(np.array(netCDF4.default_fillvals[key], dtype=stored))
-
-
-def _time_order(file_dates: list, paths: list) -> list:
-    """Order of the files by their first time (name order when that cannot be decided).
-
-    `file_dates` holds each file's decoded dates (:func:`_file_dates`; None where not).
-    """
-    if len(file_dates) < 2:
-        return list(range(len(file_dates)))
-    firsts = []
-    for dates in file_dates:
-        dates = [d for d in dates if d is not None]
-        firsts.append(min(dates) if dates else None)
-    try:
-        if None in firsts:
-            raise TypeError("a file has no decodable time")
-        return sorted(range(len(file_dates)), key=lambda i: firsts[i])
-    except TypeError as err:  # also cftime dates of different calendars
-        log.warning("input files joined in name order: %s (%s)", err, ", ".join(paths))
-        return list(range(len(file_dates)))

@@ -202,7 +202,9 @@ def nonsingular_range(vmin: float, vmax: float) -> tuple[float, float]:
 
 def write_statistics(series: Series, stats_json: str | os.PathLike,
                      cell_mean_npy: str | os.PathLike, *, vmin: float | None = None,
-                     vmax: float | None = None, percentiles=(2.0, 98.0)) -> dict:
+                     vmax: float | None = None, percentiles=(2.0, 98.0),
+                     limits_series: Series | None = None,
+                     overlays: dict | None = None) -> dict:
     """Compute :func:`series_statistics` and write ``stats.json`` and ``cell_mean.npy``.
 
     Configured `vmin`/`vmax` override the computed percentiles (each independently). A
@@ -212,6 +214,11 @@ def write_statistics(series: Series, stats_json: str | os.PathLike,
     ``stats.json`` also records each input's identity (``inputs``, see
     :mod:`ncreel.identity`), taken before the pass and checked again after it, so later jobs
     can tell whether the files they read are the ones these statistics describe.
+
+    `limits_series`, when given, is what the movie shows (a region of `series`, whose
+    cells the table has): the colour limits and value statistics are its, the cell means
+    `series`'. `overlays` (config ``contours`` and ``vectors``) adds their fixed levels
+    and scale as ``overlays`` (:func:`ncreel.render.overlays.overlay_limits`).
 
     Returns
     -------
@@ -233,6 +240,9 @@ def write_statistics(series: Series, stats_json: str | os.PathLike,
         log.warning("time of '%s' not decoded for some steps (column time is NULL there): %s",
                     series.variable, time.note)
     stats, cell_mean = series_statistics(series, percentiles=tuple(percentiles))
+    if limits_series is not None:
+        stats = {**series_statistics(limits_series, percentiles=tuple(percentiles))[0],
+                 "table_ny": stats["ny"], "table_nx": stats["nx"]}
     stats["time_decoded"] = time.decoded
     if vmin is not None:
         stats["vmin"] = float(vmin)
@@ -260,6 +270,11 @@ def write_statistics(series: Series, stats_json: str | os.PathLike,
                         "range %.6g..%.6g (set both vmin and vmax to choose it)",
                         "vmin" if vmin is not None else "vmax", lo, hi)
     stats["vmin"], stats["vmax"], stats["widened"] = lo, hi, widened
+    if overlays and (overlays.get("contours") or overlays.get("vectors")):
+        from ncreel.render.overlays import overlay_limits
+
+        stats["overlays"] = overlay_limits(limits_series or series, overlays.get("contours"),
+                                           overlays.get("vectors"))
     check_inputs(inputs)  # a file replaced during the pass: these statistics mix versions
     stats["inputs"] = inputs
     with atomic_path(cell_mean_npy) as tmp, open(tmp, "wb") as fh:

@@ -1,5 +1,6 @@
-# Parse-time set-up: validate the config, read the input's header. The shard plan is read
-# from the calibrate_render checkpoint's output (see shard_plan()).
+# Parse-time set-up: one call checks the config and reads the input's header
+# (ncreel.runconfig.load_config), one makes the run's side effects (start_run). The shard
+# plan is read from the calibrate_render checkpoint's output (see shard_plan()).
 import os
 import signal
 import sys
@@ -10,41 +11,16 @@ from snakemake.utils import validate
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 
-from ncreel import resources as res  # noqa: E402
-from ncreel.cells import (  # noqa: E402
-    cells_settings,
-    series_columns,
-    upgrade_cells_config,
-)
-from ncreel.configcheck import (  # noqa: E402
-    check_colours,
-    check_database,
-    check_names,
-    coerce_cli_values,
-    load_schema,
-    report_before_results,
-    schema_error_message,
-    schema_path,
-    unknown_key_message,
-    upgrade_renamed_keys,
-)
-from ncreel.errors import NcreelError  # noqa: E402
-from ncreel.identity import input_stamps  # noqa: E402
-from ncreel.jobrecord import attempts_path, read_attempts  # noqa: E402
-from ncreel.inputcheck import (  # noqa: E402
-    check_input_sizes,
-    check_series_size,
-    check_time_steps,
-)
-from ncreel.cells.soil import check_run, needs_prepass  # noqa: E402
-from ncreel.cluster.runlock import clear_stale_lock, hold_run_lock  # noqa: E402
-from ncreel.render.shard import png_sample  # noqa: E402
-from ncreel.jobtext import input_link, pass_config_by_file  # noqa: E402
-from ncreel.settings import Calibration, SeriesSelection  # noqa: E402
-from ncreel.shards import frame_name, plan_shards  # noqa: E402
-from ncreel.source import resolve_paths  # noqa: E402
-
-SCHEMA = schema_path()
+from ncreel import resources as res
+from ncreel.cells.soil import needs_prepass
+from ncreel.configcheck import report_before_results, reporting_only
+from ncreel.errors import NcreelError
+from ncreel.jobrecord import attempts_path, read_attempts
+from ncreel.lastrun import report_config
+from ncreel.render.segment import png_sample
+from ncreel.runconfig import load_config, start_run
+from ncreel.settings import Calibration
+from ncreel.shardplan import ShardPlanCache, frame_name
 
 
 def fail(message):
@@ -59,48 +35,12 @@ if workflow.is_main_process and signal.getsignal(signal.SIGINT) is signal.SIG_IG
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-try:
-    for _note in upgrade_renamed_keys(config):
-        if workflow.is_main_process:
-            print(f"ncreel: note: {_note}", file=sys.stderr)
-except NcreelError as err:
-    fail(err)
-_known = load_schema()["properties"]
-for _key in config:
-    if _key not in _known:
-        fail(unknown_key_message(_key))
-try:
-    # Before anything echoes config values: a password must not reach jobs or messages.
-    check_database(config.get("database"))
-except NcreelError as err:
-    fail(err)
-# Model parameters have one key, cells.params; the deprecated cells.etr is moved into it
-# before validation, so the schema checks and completes etr_risk's parameters there.
-if isinstance(config.get("cells"), dict):
-    try:
-        config["cells"], _note = upgrade_cells_config(config["cells"])
-    except NcreelError as err:
-        fail(err)
-    if _note and workflow.is_main_process:
-        print(f"ncreel: note: {_note}", file=sys.stderr)
-# `--config select={level: 0}` (any nested value on the command line) arrives as strings;
-# give them their YAML types ('0' -> 0, 'true' -> True) before validation.
-coerce_cli_values(config, workflow.config_settings.overwrite_config or {})
-try:
-    validate(config, str(SCHEMA))
-except Exception as err:  # WorkflowError wrapping jsonschema's ValidationError
-    _cause = err.__cause__ or err.__context__
-    _cause = _cause if hasattr(_cause, "absolute_path") else None
-    fail(
-        schema_error_message(_cause)
-        if _cause is not None
-        else "config: does not match workflow/schemas/config.schema.yaml"
-    )
-try:
-    TABLE = check_names(config)
-    check_colours(config)
-except NcreelError as err:
-    fail(err)
+# `snakemake --report` without a run file reports the last run made here, with its
+# settings (ncreel.lastrun): the config is replaced before it is checked.
+if workflow.is_main_process and reporting_only(sys.argv):  # the run's own settings
+    _given = workflow.config_settings
+    for _note in report_config(config, _given.configfiles, _given.config):
+        print(f"ncreel: {_note}", file=sys.stderr)
 
 
 def mem_cap_mb():
@@ -112,12 +52,15 @@ def mem_cap_mb():
 
 def separate_job(rule_name):
     """Whether jobs of `rule_name` run as their own scheduler job (Snakemake's processes around
-    the rule's own then count against the job's memory); False locally and for localrules.
+    the rule's own then count against the job's memory) and the executor does not add that
+    memory itself (pbs-pro does); False locally and for localrules.
     """
     plugin = workflow.executor_plugin
     remote = plugin is not None and plugin.common_settings.non_local_exec
+    if res.executor_adds_overhead(plugin.name if remote else None):
+        return False
     # Inside the scheduler job Snakemake evaluates resources again: the job must see (and
-    # record, see ncreel.jobrecord) the mem_mb the scheduler was asked for.
+    # record, see ncreel.jobrecord) the mem_mb the workflow declared.
     return (remote or workflow.remote_exec) and rule_name not in workflow._localrules
 
 
@@ -149,92 +92,25 @@ def rule_runtime(rule_name):
     return lambda wc, attempt: res.fixed_runtime(rule_name, attempt)
 
 
-RUN = config["run"]
-OUT = f"results/{RUN}"
-LOGS = f"logs/{RUN}"
-
+# The whole config pipeline and the input's header: one call (ncreel.runconfig), then the
+# run's side effects (input links, the config file jobs read, the run lock, a killed
+# run's stale lock) in the main process only.
 try:
-    INPUTS = resolve_paths(config["input"])
-    INPUT_STAMPS = input_stamps(INPUTS)
-    check_input_sizes(INPUTS)
-    check_time_steps(INPUTS, config["variable"], config["time_dim"])
-    with SeriesSelection(
-        paths=INPUTS,
-        variable=config["variable"],
-        time_dim=config["time_dim"],
-        select=config["select"],
-        lat=config["lat"],
-        lon=config["lon"],
-        time=config["time"],
-    ).open() as _series:
-        # Reopened by every job exactly as detected here (files in time order).
-        SERIES = _series.spec()
-        GRID = {"n_time": _series.n_time, "ny": _series.ny, "nx": _series.nx}
-        check_series_size(**GRID, variable=_series.variable, mem_cap_mb=mem_cap_mb())
-        TIME_DIM = _series.time_dim
-        CELLS = cells_settings(config["cells"])
-        # The table's columns, declared by the cell model (imported here, so a bad
-        # cells.model stops the run before any job starts).
-        CELL_COLUMNS = series_columns(_series, CELLS)
-        # etr_risk's time course: dates, temperature variable and units, before any job.
-        check_run(_series, CELLS)
-        _time = _series.time_axis()
-        CELL_NOTE = f"'{_series.variable}' from {', '.join(_series.paths)}" + (
-            ""
-            if not _time.note
-            else (
-                f"\ntime could not be decoded ({_time.note}); column time is NULL"
-                if not _time.decoded
-                else f"\ntime not decoded for some steps ({_time.note}); column time is NULL there"
-            )
-        )
-        if _series.note and workflow.is_main_process:  # repeated times dropped
-            print(f"ncreel: note: {_series.note}", file=sys.stderr)
-        if _time.note and workflow.is_main_process:
-            print(
-                f"ncreel: note: {_time.note}; column time is NULL there",
-                file=sys.stderr,
-            )
+    RUN_CONFIG = load_config(
+        config,
+        overrides=workflow.config_settings.overwrite_config or {},
+        validate=validate,
+        mem_cap_mb=mem_cap_mb(),
+    )
 except NcreelError as err:
     fail(err)
-# What rules declare as input: a path with any but plain characters (a quote, `$`, braces
-# that Snakemake would read as a wildcard) as a plain-named link to it; jobs open the real
-# paths from SERIES (params, which never pass through a shell).
-try:
-    RULE_INPUTS = [input_link(p, create=workflow.is_main_process) for p in INPUTS]
-except NcreelError as err:
-    fail(err)
-
-try:  # a wrong projection name or parameter stops the run before any job or file
-    from ncreel.render.maps import map_projection  # noqa: E402
-
-    map_projection(config["map"]["projection"], config["map"]["projection_params"])
-except ValueError as err:
-    fail(f"config: {err}")
-
 if workflow.is_main_process:
-    # No config value on a job's shell command line (Snakemake quotes --config values with
-    # repr(), which sh re-parses): jobs read them from a file written once, here, after
-    # every check above, so each job sees exactly the values that were checked.
-    try:
-        pass_config_by_file(workflow.config_settings)
-    except NcreelError as err:
-        fail(err)
-
+    for _note in RUN_CONFIG.notes:
+        print(f"ncreel: note: {_note}", file=sys.stderr)
 STALE_LOCK_CLEARED = False
 if workflow.is_main_process:
-    # One run at a time per run, whatever happens to Snakemake's own locks (another run
-    # finishing removes them all): taken before Snakemake builds the DAG, which removes
-    # incomplete outputs. Dry runs, --unlock and --report of a running run are refused too.
     try:
-        hold_run_lock(f"{OUT}/.ncreel-run.lock", RUN)
-    except NcreelError as err:
-        fail(err)
-    # A run killed with kill -9 leaves Snakemake's lock behind; remove it only when that
-    # run is certainly dead, so that running the same command again resumes.
-    # (Its scheduler jobs still queued are cancelled in scheduler.smk.)
-    try:
-        STALE_LOCK_CLEARED = clear_stale_lock(".")
+        STALE_LOCK_CLEARED = start_run(RUN_CONFIG, workflow.config_settings)
     except NcreelError as err:
         fail(err)
     if STALE_LOCK_CLEARED:
@@ -242,13 +118,30 @@ if workflow.is_main_process:
             "ncreel: removed the stale lock of a killed run; resuming", file=sys.stderr
         )
 
-RENDER = {k: config[k] for k in ("width", "height", "dpi", "cmap", "map")}
-ENCODE = {k: config[k] for k in ("fps", "crf", "preset")}
+RUN = RUN_CONFIG.run
+OUT = RUN_CONFIG.out
+LOGS = RUN_CONFIG.logs
+TABLE = RUN_CONFIG.table
+INPUTS = RUN_CONFIG.inputs
+INPUT_STAMPS = RUN_CONFIG.input_stamps
+RULE_INPUTS = RUN_CONFIG.rule_inputs
+SERIES = RUN_CONFIG.series
+GRID = RUN_CONFIG.grid
+TABLE_GRID = RUN_CONFIG.table_grid
+REGION = RUN_CONFIG.region
+CONTOURS = RUN_CONFIG.contours
+VECTORS = RUN_CONFIG.vectors
+TIME_DIM = RUN_CONFIG.time_dim
+CELLS = RUN_CONFIG.cells
+CELL_COLUMNS = RUN_CONFIG.cell_columns
+CELL_NOTE = RUN_CONFIG.cell_note
+RENDER = RUN_CONFIG.render
+ENCODE = RUN_CONFIG.encode
 RENDER_PROCESSES = config["render_processes"]
-MID_T = GRID["n_time"] // 2
-MOVIE = f"{OUT}/movie.mp4"
-COPY_FILE = f"{OUT}/cells{CELLS['suffix']}"
-PREVIEW = f"{OUT}/preview.png"
+MID_T = RUN_CONFIG.mid_t
+MOVIE = RUN_CONFIG.movie
+COPY_FILE = RUN_CONFIG.copy_file
+PREVIEW = RUN_CONFIG.preview
 if workflow.is_main_process and any(
     a == "--report" or a.startswith("--report=") for a in sys.argv[1:]
 ):
@@ -278,18 +171,12 @@ def shard_plan():
     (configured, or what fills ``target_shard_minutes`` at the measured speed) and stored
     in its calibration.json, so rerunning the same command reads back the same plan.
     """
-    path = checkpoints.calibrate_render.get().output.calibration
-    # Called for every shard job's params and resources: built once per calibration.json
-    # (keyed by its mtime), or a 10 000-shard DAG would build the plan 10 000s of times.
-    stamp = (path, os.stat(path).st_mtime_ns)
-    if _PLAN_CACHE.get("stamp") != stamp:
-        frames_per_shard = Calibration.from_json(path).frames_per_shard
-        plan = {s.name: s for s in plan_shards(GRID["n_time"], frames_per_shard)}
-        _PLAN_CACHE.update(stamp=stamp, plan=plan)
-    return _PLAN_CACHE["plan"]
+    return _SHARD_PLAN.plan(
+        checkpoints.calibrate_render.get().output.calibration, GRID["n_time"]
+    )
 
 
-_PLAN_CACHE = {}
+_SHARD_PLAN = ShardPlanCache()  # built once per calibration.json, not once per job
 
 
 def plan_shard(name):

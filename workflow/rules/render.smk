@@ -54,7 +54,7 @@ rule degradation_state:
         mem_mb=rule_mem_mb(
             "degradation_state",
             lambda wc, attempt: res.statistics_mem_mb(
-                ny=GRID["ny"], nx=GRID["nx"], attempt=attempt
+                ny=TABLE_GRID["ny"], nx=TABLE_GRID["nx"], attempt=attempt
             ),
         ),
         runtime=lambda wc, attempt: res.series_pass_runtime(GRID["n_time"], attempt),
@@ -104,8 +104,9 @@ rule process_shard:
             "process_shard",
             lambda wc, input, threads, attempt: res.render_mem_mb_calibrated(
                 Calibration.from_json(input.calibration),
-                ny=GRID["ny"],
-                nx=GRID["nx"],
+                # the larger of the frames' and the table's grids (cell means, rows)
+                ny=max(GRID["ny"], TABLE_GRID["ny"]),
+                nx=max(GRID["nx"], TABLE_GRID["nx"]),
                 n_frames=plan_shard(wc.shard).n_frames,
                 workers=threads,
                 attempt=attempt,

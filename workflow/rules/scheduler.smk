@@ -1,9 +1,8 @@
 # Everything about batch schedulers (Slurm, PBS Pro), in one place: which one the run
 # submits to (the executor's own, or config `scheduler` for a generic executor), the jobs
 # a killed run left queued, and the checks made once before the first submission.
-import os
-
-from ncreel.cluster.pbs import (  # noqa: E402
+# (os, sys and fail come from common.smk: the rule files share one namespace.)
+from ncreel.cluster.pbs import (
     ACCOUNT_ENV,
     MissingAccount,
     cancel_orphan_pbs_jobs,
@@ -11,13 +10,13 @@ from ncreel.cluster.pbs import (  # noqa: E402
     project_account,
     queue_problem,
 )
-from ncreel.cluster.schedulers import job_scheduler  # noqa: E402
+from ncreel.cluster.schedulers import job_scheduler
 from ncreel.cluster.slurm import (
     cancel_orphan_slurm_jobs,
     slurm_env_problem,
-)  # noqa: E402
-from ncreel.errors import NcreelError  # noqa: E402
-from ncreel.jobtext import envvar_problem, shell_unsafe  # noqa: E402
+)
+from ncreel.errors import NcreelError
+from ncreel.jobtext import envvar_problem, shell_unsafe
 
 if STALE_LOCK_CLEARED:
     # The killed run's scheduler jobs still queued or running would redo work this run
@@ -78,3 +77,4 @@ onstart:
         _problem = _queue and queue_problem(_queue)
         if _problem:
             fail(_problem)
+    controller_started()  # controller.smk

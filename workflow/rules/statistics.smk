@@ -17,7 +17,7 @@ rule statistics:
         mem_mb=rule_mem_mb(
             "statistics",
             lambda wc, attempt: res.statistics_mem_mb(
-                ny=GRID["ny"], nx=GRID["nx"], attempt=attempt
+                ny=TABLE_GRID["ny"], nx=TABLE_GRID["nx"], attempt=attempt
             ),
         ),
         runtime=lambda wc, attempt: res.series_pass_runtime(GRID["n_time"], attempt),
@@ -30,5 +30,7 @@ rule statistics:
         inputs=lambda wc: INPUT_STAMPS,
         vmin=config["vmin"],
         vmax=config["vmax"],
+        # contour levels and vector scale, fixed for the whole movie
+        overlays={"contours": CONTOURS, "vectors": VECTORS},
     script:
         "../scripts/statistics.py"

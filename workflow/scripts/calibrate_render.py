@@ -10,7 +10,7 @@ from ncreel.identity import check_against_stats  # noqa: E402
 from ncreel.jobrecord import record_attempt  # noqa: E402
 from ncreel.logs import configure  # noqa: E402
 from ncreel.render.calibrate import calibrate_render  # noqa: E402
-from ncreel.render.shard import FrameJob  # noqa: E402
+from ncreel.render.segment import FrameJob, colorbar_extend  # noqa: E402
 from ncreel.settings import EncodeSettings, RenderSettings, SeriesSelection  # noqa: E402
 
 configure(snakemake.log[0])  # noqa: F821
@@ -18,10 +18,11 @@ record_attempt(snakemake)  # noqa: F821
 p = snakemake.params  # noqa: F821
 check_against_stats(snakemake.input.stats)  # noqa: F821
 stats = json.loads(Path(snakemake.input.stats).read_text())  # noqa: F821
-job = FrameJob(series=SeriesSelection.from_params(p.series),
-               render=RenderSettings.from_params(p.render),
+render = RenderSettings.from_params(p.render)
+job = FrameJob(series=SeriesSelection.from_params(p.series), render=render,
                encode=EncodeSettings.from_params(p.encode), vmin=stats["vmin"],
-               vmax=stats["vmax"])
+               vmax=stats["vmax"], overlay_limits=stats.get("overlays"),
+               extend=colorbar_extend(render.colorbar_extend, stats))
 result = calibrate_render(job, n_time=p.n_time, probe_frames=p.probe_frames,
                           target_minutes=p.target_minutes, frames_per_shard=p.frames_per_shard,
                           workers=p.workers)

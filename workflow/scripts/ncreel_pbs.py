@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """PBS submit/status helper for the cheyenne, derecho and casper profiles.
 
-Runs ``ncreel.cluster.pbs`` from this checkout (standard library only, so any ``python3``
+For Snakemake's cluster-generic executor (the profiles use ``--executor pbs-pro``). Runs
+``ncreel.cluster.pbs`` from this checkout (standard library only, so any ``python3``
 works, with or without the workflow's environment):
 
     python3 workflow/scripts/ncreel_pbs.py submit --queue casper JOBSCRIPT
@@ -11,7 +12,9 @@ works, with or without the workflow's environment):
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# ncreel, and the PBS Pro executor plugin it uses (standard-library modules only).
+_WORKFLOW = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(_WORKFLOW), str(_WORKFLOW / "executor-plugin-pbs-pro")]
 
 from ncreel.cluster.pbs import main  # noqa: E402
 

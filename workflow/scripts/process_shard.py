@@ -7,14 +7,14 @@ sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821
 
 from ncreel.jobrecord import record_attempt  # noqa: E402
 from ncreel.logs import configure  # noqa: E402
+from ncreel.process_shard import run_shard  # noqa: E402
 from ncreel.settings import (  # noqa: E402
     CellsSettings,
     EncodeSettings,
     RenderSettings,
     SeriesSelection,
 )
-from ncreel.shardjob import run_shard  # noqa: E402
-from ncreel.shards import Shard  # noqa: E402
+from ncreel.shardplan import Shard  # noqa: E402
 
 configure(snakemake.log[0])  # noqa: F821
 record_attempt(snakemake)  # noqa: F821

@@ -7,7 +7,7 @@ sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821
 
 from ncreel.jobrecord import record_attempt  # noqa: E402
 from ncreel.logs import configure  # noqa: E402
-from ncreel.report.resources import resources_report  # noqa: E402
+from ncreel.report.resourcepage import resources_report  # noqa: E402
 from ncreel.report.summary import write_summary  # noqa: E402
 
 configure(snakemake.log[0])  # noqa: F821

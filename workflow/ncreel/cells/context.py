@@ -11,12 +11,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ncreel.source import TimeAxis
+from ncreel.pg.types import GEOMETRY_COLUMN, RUN_COLUMN
+from ncreel.timeaxis import TimeAxis
 
-#: Column name the load step adds to every table (the run's name); models may not use it.
-RUN_COLUMN = "run"
-#: Name of the optional polygon column appended when ``cells.geometry`` is not ``none``.
-GEOMETRY_COLUMN = "geom"
+__all__ = ["GEOMETRY_COLUMN", "RUN_COLUMN", "CellContext", "cell_model"]
 
 
 @dataclass(frozen=True)
@@ -31,7 +29,8 @@ class CellContext:
         Mean of each cell over the whole series (NaN if never finite). Empty, shape (0,),
         when ``columns`` is called at parse time.
     lat, lon : numpy.ndarray, shape (ny, nx), float64, degrees; or None
-        Cell-centre coordinates when the grid has them.
+        Cell-centre coordinates when the grid has them, ``lon`` in EPSG:4326's
+        [-180, 180) (:func:`ncreel.cells.geometry.fold_longitude`).
     value_type : str
         PostgreSQL type of the variable's values (``real`` or ``double precision``).
     variable : str
@@ -42,6 +41,10 @@ class CellContext:
         (or ``(ny, nx)`` if it has no time dimension), NaN where missing. None at parse time.
     state : dict
         Pre-pass results by name, and a per-shard cache of the model.
+    lon_raw : numpy.ndarray, shape (ny, nx), float64, degrees; or None
+        Cell-centre longitude as the file stores it (e.g. 0…360), or as computed from its
+        grid mapping; None when the grid has no longitude, or when not given (then
+        models use ``lon``).
     """
 
     time: TimeAxis
@@ -56,6 +59,7 @@ class CellContext:
     #: of :func:`ncreel.cells.soil.degradation_prepass`), and a cache a model may fill while it
     #: is called on a shard's blocks in order.
     state: dict = field(default_factory=dict, repr=False)
+    lon_raw: np.ndarray | None = None
 
 
 def cell_model(*, columns: Callable[..., Sequence[tuple[str, str]]]):

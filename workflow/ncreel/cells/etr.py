@@ -11,6 +11,14 @@ import numpy as np
 
 from ncreel.cells.context import CellContext, cell_model
 from ncreel.cells.field import _position, _present_rows, _time_column
+from ncreel.cells.soil import (
+    applications,
+    build_clock,
+    check_time_course,
+    time_course,
+    time_course_columns,
+    time_course_enabled,
+)
 from ncreel.configcheck import schema_defaults
 from ncreel.errors import NcreelError
 
@@ -28,17 +36,16 @@ def etr_columns(ctx: CellContext, **params) -> list[tuple[str, str]]:
 
     With applications configured, :func:`ncreel.cells.soil.time_course_columns` follow.
     """
-    from ncreel.cells import soil
-
     p = {**ETR_DEFAULTS, **params}
-    extra = soil.time_course_columns(ctx.time.postgres_type, p) \
-        if soil.time_course_enabled(p) else []
+    extra = time_course_columns(ctx.time.postgres_type, p) \
+        if time_course_enabled(p) else []
     return [
         ("time_index", "integer"),
         ("time", ctx.time.postgres_type),
         ("cell_id", "bigint"),
         ("lat", "double precision"),
         ("lon", "double precision"),
+        ("lon_raw", "double precision"),
         ("interception_percent", "double precision"),
         ("pec_soil_mg_kg", "double precision"),
         ("etr", "double precision"),
@@ -113,14 +120,12 @@ def risk_level(etr: np.ndarray, thresholds: Sequence[float]) -> np.ndarray:
 
 
 def _check_etr(params: Mapping) -> None:
-    from ncreel.cells import soil
-
     unknown = sorted(set(params) - set(ETR_DEFAULTS))
     if unknown:
         raise NcreelError(f"config key 'cells.params': unknown setting(s) {', '.join(unknown)} "
                           f"(known: {', '.join(ETR_DEFAULTS)})")
-    if soil.time_course_enabled(params):
-        soil.check_time_course(params)
+    if time_course_enabled(params):
+        check_time_course(params)
     t = list(params["thresholds"])
     if len(t) != len(RISK_CLASSES) - 1 or any(b <= a for a, b in zip(t, t[1:], strict=False)):
         raise NcreelError(f"config key 'cells.params.thresholds': need {len(RISK_CLASSES) - 1} "
@@ -205,7 +210,7 @@ def etr_risk_model(block: np.ndarray, t0: int, ctx: CellContext, **params) -> di
     etr = pec / p["ec50_mg_kg"]
     level = risk_level(etr, p["thresholds"])
     classes = pl.Series("risk_class", [*RISK_CLASSES, None], dtype=pl.Utf8)
-    lat, lon = _position(ctx, cell)
+    lat, lon, lon_raw = _position(ctx, cell)
     extra = _etr_time_course(p, block, t0, ctx, t_local, cell)
     return {
         "time_index": (t_local + t0).astype(np.int32),
@@ -213,6 +218,7 @@ def etr_risk_model(block: np.ndarray, t0: int, ctx: CellContext, **params) -> di
         "cell_id": cell.astype(np.int64),
         "lat": lat,
         "lon": lon,
+        "lon_raw": lon_raw,
         "interception_percent": interception,
         "pec_soil_mg_kg": pec,
         "etr": etr,
@@ -225,18 +231,16 @@ def etr_risk_model(block: np.ndarray, t0: int, ctx: CellContext, **params) -> di
 def _etr_time_course(p: Mapping, block: np.ndarray, t0: int, ctx: CellContext,
                      t_local: np.ndarray, cell: np.ndarray) -> dict:
     """:func:`ncreel.cells.soil.time_course` columns, or none without applications."""
-    from ncreel.cells import soil
-
-    if not soil.time_course_enabled(p):
+    if not time_course_enabled(p):
         return {}
     n_cells = block.shape[1] * block.shape[2]
     # Set up once per shard (the same ctx serves all its blocks) and per parameter set.
     key = repr(sorted(p.items()))
     cached = ctx.state.get("etr_time_course")
     if cached is None or cached[0] != key:
-        clock = soil.build_clock(p, ctx.time, read_variable=ctx.read_variable,
+        clock = build_clock(p, ctx.time, read_variable=ctx.read_variable,
                                  n_cells=n_cells, state=ctx.state.get("degradation"))
-        apps = soil.applications(p, ctx.time.calendar)
+        apps = applications(p, ctx.time.calendar)
         steps = np.searchsorted(clock.days, clock.app_days, side="right") - 1
         name = p["interception_variable"]
         pec0 = []
@@ -257,5 +261,5 @@ def _etr_time_course(p: Mapping, block: np.ndarray, t0: int, ctx: CellContext,
         pec0 = np.stack([np.broadcast_to(x, (width,)) for x in pec0])
         cached = ctx.state["etr_time_course"] = (key, clock, pec0, [a[2] for a in apps])
     _, clock, pec0, labels = cached
-    return soil.time_course(p=p, clock=clock, pec0=pec0, t0=t0, n_t=block.shape[0],
+    return time_course(p=p, clock=clock, pec0=pec0, t0=t0, n_t=block.shape[0],
                             t_local=t_local, cell=cell, app_labels=labels)

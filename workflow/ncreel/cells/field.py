@@ -28,10 +28,13 @@ def _time_column(ctx: CellContext, t0: int, n_t: int, t_local: np.ndarray):
     return pl.Series("time", ctx.time.labels[t0:t0 + n_t], dtype=pl.Utf8).gather(t_local)
 
 
-def _position(ctx: CellContext, cell: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    lat = ctx.lat.reshape(-1)[cell] if ctx.lat is not None else np.full(len(cell), np.nan)
-    lon = ctx.lon.reshape(-1)[cell] if ctx.lon is not None else np.full(len(cell), np.nan)
-    return lat, lon
+def _position(ctx: CellContext, cell: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``lat``, ``lon`` (-180…180) and ``lon_raw`` (as the file stores it) of each row's cell."""
+    def gather(a):
+        return a.reshape(-1)[cell] if a is not None else np.full(len(cell), np.nan)
+    raw = ctx.lon_raw if ctx.lon_raw is not None else ctx.lon
+    return gather(ctx.lat), gather(ctx.lon), gather(raw)
 
 
 def field_columns(ctx: CellContext) -> list[tuple[str, str]]:
@@ -43,6 +46,7 @@ def field_columns(ctx: CellContext) -> list[tuple[str, str]]:
         ("cell_id", "bigint"),
         ("lat", "double precision"),
         ("lon", "double precision"),
+        ("lon_raw", "double precision"),
         ("value", ctx.value_type),
         ("anomaly", "double precision"),
     ]
@@ -71,7 +75,7 @@ def field_model(block: np.ndarray, t0: int, ctx: CellContext) -> dict[str, objec
     """
     t_local, cell, value = _present_rows(block, t0)
     t_global = t_local + t0
-    lat, lon = _position(ctx, cell)
+    lat, lon, lon_raw = _position(ctx, cell)
     return {
         "time_index": t_global.astype(np.int32),
         "time": _time_column(ctx, t0, block.shape[0], t_local),
@@ -79,6 +83,7 @@ def field_model(block: np.ndarray, t0: int, ctx: CellContext) -> dict[str, objec
         "cell_id": cell.astype(np.int64),
         "lat": lat,
         "lon": lon,
+        "lon_raw": lon_raw,
         "value": value,
         "anomaly": value.astype(np.float64) - ctx.cell_mean.reshape(-1)[cell],
     }

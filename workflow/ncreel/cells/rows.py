@@ -10,7 +10,7 @@ import numpy as np
 
 from ncreel.cells.context import GEOMETRY_COLUMN, CellContext
 from ncreel.cells.etr import ETR_DEFAULTS, _check_etr
-from ncreel.cells.geometry import CellGeometry
+from ncreel.cells.geometry import CellGeometry, fold_longitude
 from ncreel.cells.registry import ResolvedModel, check_columns, resolve_model
 from ncreel.configcheck import schema_defaults
 from ncreel.errors import NcreelError
@@ -52,7 +52,8 @@ class ShardRows:
             Pre-pass results for the model (:attr:`CellContext.state`).
         """
         lat, lon = series.cell_coordinates()
-        ctx = CellContext(time=series.time_axis(), cell_mean=cell_mean, lat=lat, lon=lon,
+        ctx = CellContext(time=series.time_axis(), cell_mean=cell_mean, lat=lat,
+                          lon=None if lon is None else fold_longitude(lon), lon_raw=lon,
                           value_type=value_type(series.dtype), variable=series.variable,
                           read_variable=series.read_variable, state=dict(state or {}))
         model = resolve_model(cells.model, cells.params)
@@ -60,7 +61,7 @@ class ShardRows:
         mesh = getattr(series, "mesh", None)
         if cells.geometry != "none":
             if mesh is not None:  # an unstructured mesh: its face polygons
-                from ncreel.mesh import MeshGeometry
+                from ncreel.cells.geometry import MeshGeometry
 
                 geometry = MeshGeometry(mesh)
             else:
@@ -103,16 +104,11 @@ def table_columns(model: ResolvedModel, ctx: CellContext, *,
                   geometry: str = "none", mesh: bool = False) -> list[tuple[str, str]]:
     """Return the COPY file's columns: the model's declaration plus ``geom`` if enabled.
 
-    On an unstructured mesh (`mesh`) a PostGIS ``geom`` is any geometry: faces split at
-    the antimeridian are MultiPolygons (:data:`ncreel.mesh.MESH_GEOMETRY_TYPE`).
+    ``geom`` is a MultiPolygon on every grid kind, meshes (`mesh`) included
+    (:data:`ncreel.pg.types.GEOMETRY_TYPES`).
     """
     cols = model.columns(ctx)
     if geometry != "none":
-        if mesh and geometry == "postgis":
-            from ncreel.mesh import MESH_GEOMETRY_TYPE
-
-            cols.append((GEOMETRY_COLUMN, MESH_GEOMETRY_TYPE))
-            return cols
         cols.append((GEOMETRY_COLUMN, GEOMETRY_TYPES[geometry]))
     return cols
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +35,7 @@ import numpy as np
 from ncreel.errors import NcreelError
 from ncreel.io import atomic_path
 from ncreel.source import MAX_BLOCK_CELLS
+from ncreel.timeaxis import ISO_FORM, iso_fields
 
 #: Molar gas constant R, J/(mol K) (CODATA 2018, exact).
 GAS_CONSTANT_J_MOL_K = 8.314462618
@@ -43,10 +43,6 @@ GAS_CONSTANT_J_MOL_K = 8.314462618
 ZERO_C_K = 273.15
 #: Reference units for day numbers computed from the series' labels.
 DAY_UNITS = "days since 1970-01-01 00:00:00"
-
-_ISO = re.compile(r"^\s*(-?\d{1,4})-(\d{1,2})-(\d{1,2})"
-                  r"(?:[T ](\d{1,2}):(\d{2})(?::(\d{2})(?:\.\d*)?)?)?\s*$")
-
 
 def first_order_rate_per_day(dt50_days: float | None) -> float:
     """Return the first-order rate constant ``k = ln 2 / DT50``, 1/day (0 for DT50 null).
@@ -87,19 +83,21 @@ def arrhenius_factor(temperature_k, *, ea_kj_mol: float = 65.4,
 
 
 def parse_date(text: str, calendar: str, key: str = "cells.params.applications") -> cftime.datetime:
-    """Parse ``YYYY-MM-DD[THH:MM[:SS]]`` as a date of the series' CF `calendar`.
+    """Parse an ISO 8601 date[-time] as a date of the series' CF `calendar`.
+
+    The form is the package's one (:func:`ncreel.timeaxis.iso_fields`), as for time strings
+    in files.
 
     Raises
     ------
     NcreelError
         Not that form, or not a date of the calendar (e.g. 2001-02-29 in ``noleap``).
     """
-    m = _ISO.match(str(text))
-    if not m:
-        raise NcreelError(f"config key '{key}': date {text!r} is not YYYY-MM-DD[THH:MM[:SS]]")
-    parts = [int(g) if g else 0 for g in m.groups()]
+    fields = iso_fields(text)
+    if fields is None:
+        raise NcreelError(f"config key '{key}': date {text!r} is not {ISO_FORM}")
     try:
-        return cftime.datetime(*parts, calendar=calendar)
+        return cftime.datetime(*fields, calendar=calendar)
     except (ValueError, TypeError) as err:
         raise NcreelError(f"config key '{key}': {text!r} is not a date of calendar "
                           f"'{calendar}' ({err})") from err
@@ -474,7 +472,7 @@ def check_series(p: Mapping, time, read_variable: Callable | None, units_of: Cal
     ----------
     p : mapping
         ``cells.params`` of etr_risk (defaults applied).
-    time : ncreel.source.TimeAxis
+    time : ncreel.timeaxis.TimeAxis
     read_variable : callable or None
         As :attr:`ncreel.cells.CellContext.read_variable`, to check the temperature
         variable's dims (reads one step).

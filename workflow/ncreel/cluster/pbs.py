@@ -1,42 +1,35 @@
-"""Submit Snakemake jobs to PBS Pro (or Torque) and report their status.
+"""PBS Pro on the login node, for ncreel; and the legacy cluster-generic submit/status helper.
 
-Used by the ``cheyenne``, ``derecho`` and ``casper`` profiles through Snakemake's
-cluster-generic executor (``workflow/scripts/ncreel_pbs.py`` runs :func:`main`):
+All ``qsub``/``qstat`` logic lives in the PBS Pro executor plugin
+(``snakemake_executor_plugin_pbs_pro``, its own distribution under
+``workflow/executor-plugin-pbs-pro/``). ncreel uses it for what it needs on a login node
+before and after a run: the project account and the queue (checked once before the first
+submission, ``workflow/rules/scheduler.smk``) and deleting the jobs of a killed run
+(:func:`cancel_orphan_pbs_jobs`).
+
+Isolated here, for sites that run Snakemake's cluster-generic executor instead of the
+plugin (no profile of ncreel does): ``workflow/scripts/ncreel_pbs.py`` runs :func:`main`:
 
 ``submit [options] JOBSCRIPT``
     Reads the job's declared threads, ``mem_mb`` and ``runtime`` from the
-    ``# properties = {...}`` line Snakemake writes into every jobscript, so no value
-    from config, wildcards or rule names passes through a shell: the profile's submit
-    command holds only fixed options. Calls ``qsub`` with an argument list and prints
-    the job id. The job runs a small wrapper that records the jobscript's exit status
-    in ``.snakemake/ncreel-pbs/<jobid>.exit``.
+    ``# properties = {...}`` line Snakemake writes into every jobscript, builds the
+    plugin's ``qsub`` argument list and prints the job id.
 
 ``status JOBID``
-    Prints exactly one of ``running``, ``success``, ``failed``. PBS Pro only lists
-    finished jobs with ``qstat -x``; ``qstat -x -f -F json`` gives ``job_state`` and
-    ``Exit_status``. Where that is not available (Torque, Slurm's Torque wrappers),
-    ``qstat -f`` is read instead; it has no exit status on Slurm's wrapper (finished
-    jobs are ``C`` whether they failed or not), so the exit-status file decides, then
-    ``sacct`` where present. A job that ended without writing that file (killed for
-    memory or walltime) is ``failed``. Transient ``qstat`` errors are retried.
+    Prints exactly one of ``running``, ``success``, ``failed``: PBS Pro's ``qstat -x -f
+    -F json``; where that is not available (Torque, Slurm's Torque wrappers), ``qstat -f``,
+    then the exit status the job's wrapper recorded, then ``sacct`` where present.
+    Transient ``qstat`` errors are retried. ``ncreel status`` asks it about single jobs.
 
-Only the standard library is used, so any ``python3`` can run it.
-
-Exit-status conventions (PBS Pro, from OpenPBS ``src/include/job.h`` and the PBS
-Professional reference guide): ``0`` success; ``1..255`` the job script's own exit
-status; ``> 256`` killed by signal ``status - 256`` (e.g. ``271`` = SIGTERM at the
-walltime limit on older servers); negative values are ``JOB_EXEC_*`` codes, e.g.
-``-27`` JOB_EXEC_KILL_MEM, ``-29`` JOB_EXEC_KILL_WALLTIME, ``-11`` JOB_EXEC_RERUN.
-Everything other than ``0`` is a failure.
+Standard library only (with the plugin's standard-library modules), so any ``python3``
+can run it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
-import re
 import shlex
 import shutil
 import subprocess
@@ -44,85 +37,41 @@ import sys
 import time
 from pathlib import Path
 
-from ncreel.cluster.commands import stdout_of
-
-#: Where job wrappers record exit statuses (relative to the Snakemake working directory).
-STATE_DIR = ".snakemake/ncreel-pbs"
-#: Environment variable holding the project account (``qsub -A``) unless a profile names another.
-ACCOUNT_ENV = "PBS_ACCOUNT"
-
-#: PBS Pro / Torque job states that mean "not finished yet".
-#: Q queued, R running, H held, W waiting, T transit, B array begun, E exiting (still
-#: cleaning up: Exit_status may not be final), S/U suspended, M moved.
-ACTIVE_STATES = frozenset("QRHWTBESUM")
-#: F finished (PBS Pro, with -x), X finished subjob, C completed (Torque, Slurm wrapper).
-DONE_STATES = frozenset("FXC")
-
-#: ``qstat`` exit status for "Unknown Job Id" (PBS Pro and Torque; Slurm's wrapper too).
-UNKNOWN_JOB_RC = 153
-
-JOB_EXEC_CODES = {
-    -1: "JOB_EXEC_FAIL1 (exec failed before files)",
-    -2: "JOB_EXEC_FAIL2 (exec failed after files)",
-    -3: "JOB_EXEC_RETRY",
-    -4: "JOB_EXEC_INITABT",
-    -10: "JOB_EXEC_FAILUID",
-    -11: "JOB_EXEC_RERUN",
-    -24: "JOB_EXEC_KILL_NCPUS_BURST",
-    -25: "JOB_EXEC_KILL_NCPUS_SUM",
-    -26: "JOB_EXEC_KILL_VMEM (exceeded vmem)",
-    -27: "JOB_EXEC_KILL_MEM (exceeded mem)",
-    -28: "JOB_EXEC_KILL_CPUT (exceeded cput)",
-    -29: "JOB_EXEC_KILL_WALLTIME (exceeded walltime)",
-}
-
-
-class QstatError(RuntimeError):
-    """``qstat`` failed in a way that may be transient."""
+from snakemake_executor_plugin_pbs_pro.cancel import (  # noqa: F401  (ncreel's API)
+    cancel_orphan_pbs_jobs,
+    pbs_peer_servers,
+)
+from snakemake_executor_plugin_pbs_pro.checks import (  # noqa: F401  (ncreel's API)
+    ACCOUNT_ENV,
+    MissingAccount,
+    _missing_account,
+    log_dir_problem,
+    project_account,
+    queue_problem,
+)
+from snakemake_executor_plugin_pbs_pro.job_status_query import (
+    PBS_PRO_PATH_HINT,
+    UNKNOWN_JOB_RC,
+    QstatError,
+    QstatUnusable,
+    _exit_status,
+    _lookup,
+    _unsupported,
+    classify,
+    describe_exit,
+    parse_torque,
+)
+from snakemake_executor_plugin_pbs_pro.state import STATE_DIR, read_marker
+from snakemake_executor_plugin_pbs_pro.submit_string import (
+    QsubError,
+    build_qsub,
+    run_qsub,
+    write_wrapper,
+)
 
 
-class QstatUnusable(QstatError):
-    """The ``qstat`` on PATH cannot answer PBS Pro's questions; asking again cannot help.
-
-    It is missing, rejects PBS Pro's options (Torque's ``qstat``, Slurm's Torque wrapper)
-    or prints something other than PBS Pro's ``qstat -f`` records.
-    """
-
-
-#: What to do when the PBS commands on PATH are not PBS Pro's.
-PBS_PRO_PATH_HINT = ("put PBS Pro's commands first on PATH (on NCAR login nodes they are "
-                     "there by default; a local OpenPBS: export PATH=/opt/pbs/bin:$PATH), "
-                     "then run the same command again")
-
-
-# ----------------------------------------------------------------------------- parsing
-
-
-def parse_torque(text: str) -> dict[str, dict[str, str]]:
-    """Parse Torque-style ``qstat -f`` output into ``{job id: {key: value}}``.
-
-    Handles PBS Pro's 4-space indentation, Torque's tab indentation and continuation
-    lines (long values wrapped onto lines indented deeper or by a tab).
-    """
-    jobs: dict[str, dict[str, str]] = {}
-    current: dict[str, str] | None = None
-    last_key = None
-    for raw in text.splitlines():
-        line = raw.rstrip("\n")
-        m = re.match(r"^Job Id:\s*(\S+)", line)
-        if m:
-            current = jobs.setdefault(m.group(1), {})
-            last_key = None
-            continue
-        if current is None or not line.strip():
-            continue
-        m = re.match(r"^\s+([A-Za-z_][\w.]*) = ?(.*)$", line)
-        if m:
-            last_key = m.group(1)
-            current[last_key] = m.group(2).strip()
-        elif last_key is not None:  # continuation of a wrapped value
-            current[last_key] += line.strip()
-    return jobs
+def _run(cmd: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 
 def parse_pbs_json(text: str) -> dict[str, dict]:
@@ -139,133 +88,6 @@ def parse_pbs_json(text: str) -> dict[str, dict]:
     if not isinstance(jobs, dict):
         raise ValueError("qstat JSON 'Jobs' is not an object")
     return jobs
-
-
-def same_job(a: str, b: str) -> bool:
-    """Whether PBS job ids `a` and `b` name the same job.
-
-    A PBS job id is ``<sequence number>.<server>`` (``4127005.desched1``,
-    ``812.casper-pbs``); the server part may be missing (``4127005``) or fully qualified
-    (``4127005.desched1.hpc.ucar.edu``). Ids match when the sequence numbers are equal and
-    the servers are the same, one is missing, or one is the other's leading labels. Jobs
-    of different servers (NCAR's Casper and Derecho are separate PBS servers) never match.
-    """
-    seq_a, _, srv_a = a.partition(".")
-    seq_b, _, srv_b = b.partition(".")
-    if seq_a != seq_b:
-        return False
-    if not srv_a or not srv_b or srv_a == srv_b:
-        return True
-    short, full = sorted((srv_a, srv_b), key=len)
-    return full.startswith(short + ".")
-
-
-def _lookup(jobs: dict, jobid: str):
-    """Return the record of `jobid` in `jobs` (see :func:`same_job`), or None."""
-    if jobid in jobs:
-        return jobs[jobid]
-    for key, rec in jobs.items():
-        if same_job(key, jobid):
-            return rec
-    return None
-
-
-def _exit_status(rec: dict) -> int | None:
-    for key in ("Exit_status", "exit_status"):
-        if key in rec and str(rec[key]).strip() != "":
-            try:
-                return int(str(rec[key]).strip())
-            except ValueError:
-                return None
-    return None
-
-
-def classify(rec: dict) -> str | None:
-    """Return ``running``, ``success``, ``failed``, or None when the record cannot tell.
-
-    None means "finished, but the record has no exit status" (Slurm's Torque wrapper),
-    so another source must decide.
-    """
-    state = str(rec.get("job_state", "")).strip()[:1].upper()
-    if state in ACTIVE_STATES:
-        return "running"
-    if state in DONE_STATES:
-        status = _exit_status(rec)
-        if status is None:
-            return None
-        return "success" if status == 0 else "failed"
-    return None
-
-
-def describe_exit(status: int) -> str:
-    """Human-readable meaning of a PBS exit status (for logs)."""
-    if status in JOB_EXEC_CODES:
-        return JOB_EXEC_CODES[status]
-    if status > 256:
-        return f"killed by signal {status - 256}"
-    if status > 128:
-        return f"exited {status} (shell: signal {status - 128})"
-    return f"exit status {status}"
-
-
-# ----------------------------------------------------------------------------- qstat
-
-
-def _run(cmd: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-
-
-def _unsupported(proc: subprocess.CompletedProcess) -> bool:
-    """Whether a failed ``qstat`` rejected its options (it is not PBS Pro's)."""
-    # stdout only when it holds no job records (whose values may say anything).
-    out = "" if "Job Id:" in (proc.stdout or "") else proc.stdout or ""
-    err = f"{proc.stderr or ''}\n{out}".lower()
-    return proc.returncode != 0 and any(
-        s in err for s in ("unknown option", "invalid option", "illegal option", "usage"))
-
-
-def _first_line(text: str) -> str:
-    return next((ln.strip() for ln in (text or "").splitlines() if ln.strip()), "")[:200]
-
-
-def _located(cmd: str) -> str:
-    """`cmd` with the directory PATH finds it in (what a user must look at)."""
-    return shutil.which(cmd) or cmd
-
-
-def pbs_pro_problem(qsub: str = "qsub", qstat: str = "qstat", runner=_run,
-                    attempts: int = 4, delay: float = 2.0, sleep=time.sleep) -> str | None:
-    """One line saying why the PBS commands on PATH cannot serve PBS Pro, or None.
-
-    Checks that `qsub` and `qstat` are found and that ``qstat --version`` answers
-    ``pbs_version = ...`` as PBS Pro's does (Torque's ``qstat`` and Slurm's Torque wrapper
-    do not; they also reject ``qstat -x``, which the executor needs to see finished jobs).
-    A ``qstat`` that fails without rejecting the option (a busy or unreachable server, a
-    timeout) is asked again, `attempts` times with growing pauses (`delay` x attempt
-    seconds), as the executor retries it during a run; when it keeps failing the line
-    says so, not that it is not PBS Pro's.
-    """
-    for cmd in (qsub, qstat):
-        if shutil.which(cmd) is None:
-            return f"{cmd} not found on PATH: {PBS_PRO_PATH_HINT}"
-    said = ""
-    for attempt in range(max(1, attempts)):
-        if attempt:
-            sleep(delay * attempt)
-        try:
-            proc = runner([qstat, "--version"], timeout=60)
-        except (subprocess.TimeoutExpired, OSError) as err:
-            said = str(err)
-            continue
-        if "pbs_version" in f"{proc.stdout}{proc.stderr}":
-            return None
-        said = _first_line(proc.stderr) or _first_line(proc.stdout) or f"exit {proc.returncode}"
-        if proc.returncode == 0 or _unsupported(proc):
-            return (f"{_located(qstat)} is not PBS Pro's qstat (`qstat --version` said: "
-                    f"{said!r}; the pbs-pro executor needs `qstat -x -f`): {PBS_PRO_PATH_HINT}")
-    return (f"`{_located(qstat)} --version` failed {max(1, attempts)} times (last: {said!r}): "
-            "the PBS server may be busy or unreachable; run the same command again when "
-            "`qstat -Q` answers")
 
 
 def query(jobid: str, *, qstat: str = "qstat", attempts: int = 4, delay: float = 2.0,
@@ -309,38 +131,6 @@ def query(jobid: str, *, qstat: str = "qstat", attempts: int = 4, delay: float =
     raise QstatError(last or "qstat failed")
 
 
-# ----------------------------------------------------------------------------- markers
-
-
-def safe_name(text: str, limit: int = 200) -> str:
-    """`text` reduced to ``[A-Za-z0-9_.-]`` (for file names and job names)."""
-    out = re.sub(r"[^A-Za-z0-9_.-]", "_", str(text)).strip("._") or "job"
-    return out[:limit]
-
-
-def marker_path(jobid: str, state_dir: str | os.PathLike = STATE_DIR) -> Path:
-    """Return the file where the job wrapper records the jobscript's exit status."""
-    return Path(state_dir) / f"{safe_name(jobid)}.exit"
-
-
-def write_marker(jobid: str, status: int, state_dir: str | os.PathLike = STATE_DIR) -> None:
-    """Record `status` as the exit status of `jobid` (atomically: temporary name, rename)."""
-    path = marker_path(jobid, state_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(f"{status}\n")
-    tmp.replace(path)
-
-
-def read_marker(jobid: str, state_dir: str | os.PathLike = STATE_DIR) -> int | None:
-    """Return the recorded exit status of `jobid`, or None if the job did not record one."""
-    path = marker_path(jobid, state_dir)
-    try:
-        return int(path.read_text().strip())
-    except (OSError, ValueError):
-        return None
-
-
 def sacct_status(jobid: str, runner=_run) -> str | None:
     """``success``/``failed``/``running`` from Slurm accounting, or None if unavailable."""
     if shutil.which("sacct") is None:
@@ -361,12 +151,11 @@ def sacct_status(jobid: str, runner=_run) -> str | None:
     return "failed" if state else None
 
 
-def _verdict(jobid: str, rec: dict | None, *, state_dir, runner, log, waits=(0, 2),
-             accounting=True) -> str:
-    """Decide one job from its ``qstat`` record.
+def _verdict(jobid: str, rec: dict | None, *, state_dir, runner, log, waits=(0, 2)) -> str:
+    """Decide one job from its ``qstat`` record (Torque-style records too).
 
-    Without a record, or without an exit status in it: from the exit status its wrapper
-    recorded, then (`accounting`) Slurm's; else ``failed``.
+    Without a record, or without an exit status in it (Slurm's Torque wrapper): from the
+    exit status its wrapper recorded, then Slurm's accounting; else ``failed``.
     """
     if rec is not None:
         verdict = classify(rec)
@@ -375,13 +164,12 @@ def _verdict(jobid: str, rec: dict | None, *, state_dir, runner, log, waits=(0, 
                 code = _exit_status(rec)
                 log(f"job {jobid} failed: {describe_exit(code)}; {rec.get('comment', '')}")
             return verdict
-    # Finished without an exit status (Torque wrapper) or no longer known to qstat.
     for wait in waits:
         time.sleep(wait)
         marker = read_marker(jobid, state_dir)
         if marker is not None:
             return "success" if marker == 0 else "failed"
-    accounted = sacct_status(jobid, runner=runner) if accounting else None
+    accounted = sacct_status(jobid, runner=runner)
     if accounted in ("success", "failed"):
         return accounted
     log(f"job {jobid} ended without recording an exit status (killed for memory or "
@@ -416,123 +204,6 @@ def status(jobid: str, *, state_dir: str | os.PathLike = STATE_DIR, qstat: str =
     return _verdict(jobid, rec, state_dir=state_dir, runner=runner, log=log)
 
 
-def array_parent(jobid: str) -> str:
-    """Return the whole-array id (``123[].server``) of a sub-job id (``123[4].server``).
-
-    Other ids are returned unchanged.
-    """
-    return re.sub(r"^(\d+)\[\d*\]", r"\1[]", jobid)
-
-
-def query_many(jobids: list[str], *, qstat: str = "qstat", attempts: int = 4,
-               delay: float = 2.0, runner=_run) -> dict[str, dict | None]:
-    """Ask ONE ``qstat -x -f -t`` call about all `jobids`.
-
-    The text form (:func:`parse_torque`) is read, not ``-F json``: with several job ids,
-    OpenPBS 23.06.06 prints only the first job's JSON document (openpbs/openpbs issue
-    #2672; seen on the CI server), while the text form lists them all, with the same
-    ``job_state`` and ``Exit_status``. Sub-job ids (``123[4].server``) are asked for
-    through their array (``123[].server``; ``-t`` lists its sub-jobs), each array once.
-
-    Returns
-    -------
-    dict
-        Every id of `jobids` -> its record, or None when PBS no longer knows it (purged
-        from the history: ``qstat: Unknown Job Id``, exit status 153, the other jobs
-        are still printed).
-
-    Raises
-    ------
-    QstatUnusable
-        At once, without retrying, when ``qstat`` is missing, rejects ``-x -f -t`` or
-        prints no ``Job Id:`` records (not PBS Pro's ``qstat``).
-    QstatError
-        When ``qstat`` keeps failing otherwise (server busy, timeout) after `attempts`
-        tries with growing delays.
-    """
-    asked = list(dict.fromkeys(array_parent(j) for j in jobids))
-    cmd = [qstat, "-x", "-f", "-t", *asked]
-    last = ""
-    for attempt in range(attempts):
-        if attempt:
-            time.sleep(delay * attempt)
-        try:
-            proc = runner(cmd)
-        except FileNotFoundError:
-            raise QstatUnusable(f"{qstat} not found on PATH: {PBS_PRO_PATH_HINT}") from None
-        except (subprocess.TimeoutExpired, OSError) as err:
-            last = f"{cmd[0]}: {err}"
-            continue
-        if _unsupported(proc):
-            said = _first_line(proc.stderr) or _first_line(proc.stdout)
-            raise QstatUnusable(
-                f"{_located(qstat)} rejects `qstat -x -f -t` ({said!r}): it is not PBS Pro's "
-                f"qstat (Torque's, or Slurm's Torque wrapper); {PBS_PRO_PATH_HINT}")
-        unknown = re.search(r"Unknown Job Id", proc.stderr or "", re.I)
-        if proc.returncode != 0 and not (unknown and proc.returncode == UNKNOWN_JOB_RC):
-            said = " ".join((proc.stderr or "").split())[:300]
-            last = f"{cmd[0]}: exit {proc.returncode}: {said}"
-            continue
-        jobs = parse_torque(proc.stdout)
-        if proc.stdout.strip() and not jobs:
-            raise QstatUnusable(
-                f"{_located(qstat)} -x -f -t printed no 'Job Id:' records "
-                f"({_first_line(proc.stdout)!r}): it is not PBS Pro's qstat; "
-                f"{PBS_PRO_PATH_HINT}")
-        return {j: _lookup(jobs, j) for j in jobids}
-    raise QstatError(last or "qstat failed")
-
-
-def marker_statuses(jobids: list[str], state_dir: str | os.PathLike = STATE_DIR
-                    ) -> dict[str, str]:
-    """Verdicts from the exit statuses job wrappers recorded; ``running`` where none is."""
-    out = {}
-    for j in jobids:
-        marker = read_marker(j, state_dir)
-        out[j] = "running" if marker is None else ("success" if marker == 0 else "failed")
-    return out
-
-
-def statuses(jobids: list[str], *, state_dir: str | os.PathLike = STATE_DIR,
-             qstat: str = "qstat", attempts: int = 4, delay: float = 2.0, runner=_run,
-             log=None, strict: bool = False) -> dict[str, str]:
-    """``running``/``success``/``failed`` for every id of `jobids`, from ONE ``qstat``.
-
-    The same rules as :func:`status` (PBS Pro only, :func:`query_many`): ``Exit_status`` 0 is
-    ``success``, anything else (−27, −29, 265, 271, a script's own status) ``failed``;
-    a purged job is decided by the exit status its wrapper recorded. When ``qstat``
-    keeps failing (:class:`QstatError`): with `strict` the error is raised (the caller
-    counts failed polls), else jobs with a recorded exit status are decided by it and
-    the others stay ``running`` (asked again at the next poll).
-
-    Raises
-    ------
-    QstatUnusable
-        Always, when the ``qstat`` on PATH is missing or not PBS Pro's.
-    QstatError
-        With `strict`, when ``qstat`` keeps failing `attempts` times.
-    """
-    log = log or _log_stderr
-    if not jobids:
-        return {}
-    try:
-        recs = query_many(jobids, qstat=qstat, attempts=attempts, delay=delay, runner=runner)
-    except QstatUnusable:
-        raise
-    except QstatError as err:
-        if strict:
-            raise
-        log(f"qstat keeps failing ({err}); jobs without a recorded exit status stay running")
-        return marker_statuses(jobids, state_dir)
-    # PBS Pro ids are not Slurm ids: no sacct fallback here.
-    return {j: _verdict(j, recs[j], state_dir=state_dir, runner=runner, log=log, waits=(0,),
-                        accounting=False)
-            for j in jobids}
-
-
-# ----------------------------------------------------------------------------- submit
-
-
 def read_properties(jobscript: str | os.PathLike) -> dict:
     """Return the ``# properties = {...}`` JSON Snakemake writes into each jobscript."""
     with open(jobscript, encoding="utf-8") as fh:
@@ -542,146 +213,8 @@ def read_properties(jobscript: str | os.PathLike) -> dict:
     raise ValueError(f"{jobscript}: no '# properties' line (not a Snakemake jobscript?)")
 
 
-def walltime(minutes: float) -> str:
-    """PBS ``HH:MM:SS`` for `minutes` (rounded up to whole minutes, at least 1)."""
-    total = max(1, int(math.ceil(float(minutes))))
-    return f"{total // 60:02d}:{total % 60:02d}:00"
-
-
-def parse_walltime(text: str) -> int:
-    """Minutes in a ``HH:MM:SS`` walltime."""
-    parts = [int(p) for p in text.split(":")]
-    while len(parts) < 3:
-        parts.insert(0, 0)
-    h, m, s = parts
-    return h * 60 + m + (1 if s else 0)
-
-
-def job_name(props: dict, prefix: str = "nc") -> str:
-    """Return a PBS-safe job name: ``[A-Za-z0-9_.-]``, starting with a letter, <= 64."""
-    if props.get("type") == "group":
-        base = f"group_{props.get('groupid', '')}"
-    else:
-        wc = "_".join(str(v) for v in (props.get("wildcards") or {}).values())
-        base = f"{props.get('rule', 'job')}_{wc}" if wc else str(props.get("rule", "job"))
-    name = safe_name(f"{prefix}_{base}", limit=64)
-    return name if name[0].isalpha() else f"j{name}"[:64]
-
-
-def build_qsub(props: dict, jobscript: str, *, queue: str | None, account: str | None,
-               log_dir: str, max_walltime: str | None = None, node_cores: int | None = None,
-               node_mem_gb: int | None = None, default_mem_mb: int = 1000,
-               default_runtime: int = 30, extra_l: list[str] | None = None,
-               prefix: str = "nc", array_size: int | None = None,
-               log_tag: str | None = None) -> list[str]:
-    """Return the ``qsub`` argument list for one Snakemake job (no shell involved).
-
-    One ``-l select=1:ncpus=N:mem=XMB,walltime=HH:MM:SS`` (Slurm's Torque wrapper keeps
-    only the last ``-l``, PBS Pro accepts the combined form). With `node_cores` the job
-    asks for a whole node (``ncpus=node_cores:mem=node_mem_gbGB``): for queues that
-    charge whole nodes anyway (Derecho ``main``). With `array_size` N (>= 2, OpenPBS
-    refuses smaller ranges) the job is an array ``-J 0-(N-1)`` whose sub-jobs all get
-    these resources, each its own log ``<name>.<log_tag>.<index>.log``.
-    """
-    res = props.get("resources") or {}
-    threads = max(1, int(props.get("threads") or 1))
-    mem_mb = int(math.ceil(float(res.get("mem_mb") or default_mem_mb)))
-    minutes = float(res.get("runtime") or default_runtime)
-    if max_walltime:
-        minutes = min(minutes, parse_walltime(max_walltime))
-    if node_cores:
-        if threads > node_cores:
-            raise ValueError(f"job wants {threads} cores; a node has {node_cores}")
-        chunk = f"select=1:ncpus={node_cores}"
-        chunk += f":mem={node_mem_gb}GB" if node_mem_gb else ""
-    else:
-        chunk = f"select=1:ncpus={threads}:mem={mem_mb}MB"
-    limits = ",".join([chunk, f"walltime={walltime(minutes)}", *(extra_l or [])])
-    name = job_name(props, prefix)
-    tag = log_tag or props.get("jobid", "x")
-    if array_size is not None:
-        if array_size < 2:
-            raise ValueError(f"a PBS job array needs at least 2 sub-jobs, got {array_size}")
-        log = Path(log_dir) / f"{name}.{tag}.^array_index^.log"
-    else:
-        log = Path(log_dir) / f"{name}.{tag}.log"
-    cmd = ["qsub", "-N", name, "-j", "oe", "-o", str(log), "-V", "-l", limits]
-    if array_size is not None:
-        cmd += ["-J", f"0-{array_size - 1}"]
-    if account:
-        cmd += ["-A", account]
-    if queue:
-        cmd += ["-q", queue]
-    return [*cmd, str(jobscript)]
-
-
-def write_wrapper(jobscript: str | os.PathLike, state_dir: str | os.PathLike) -> Path:
-    """Write a job script that runs `jobscript` and records its exit status by job id."""
-    jobscript = Path(jobscript).resolve()
-    state = Path(state_dir).resolve()
-    state.mkdir(parents=True, exist_ok=True)
-    wrapper = jobscript.with_name(jobscript.name + ".pbs.sh")
-    wrapper.write_text(
-        "#!/bin/bash\n"
-        "# Written by ncreel.cluster.pbs: runs the Snakemake jobscript, records its exit status.\n"
-        f"/bin/sh {shlex.quote(str(jobscript))}\n"
-        "status=$?\n"
-        'id="${PBS_JOBID:-${SLURM_JOB_ID:-unknown}}"\n'
-        "name=$(printf '%s' \"$id\" | tr -c 'A-Za-z0-9_.-' '_')\n"
-        f"dir={shlex.quote(str(state))}\n"
-        "printf '%s\\n' \"$status\" > \"$dir/$name.exit.tmp\" && "
-        "mv -f \"$dir/$name.exit.tmp\" \"$dir/$name.exit\"\n"
-        'exit "$status"\n'
-    )
-    wrapper.chmod(0o755)
-    return wrapper
-
-
 class SubmitError(RuntimeError):
     """A job cannot be submitted (no project account, no ``qsub``, ``qsub`` refused it)."""
-
-
-class MissingAccount(SubmitError):
-    """The project account's environment variable is unset (its message says what to do)."""
-
-
-def project_account(account_env: str = ACCOUNT_ENV, *, no_account: bool = False,
-                    environ=None) -> str | None:
-    """Return the project account for ``qsub -A``, from the environment variable `account_env`.
-
-    The one place the account is checked: the ``qsub`` CLI, the ``pbs-pro`` executor
-    plugin and the workflow's parse-time check all call it.
-
-    Parameters
-    ----------
-    account_env : str
-        Name of the environment variable (``PBS_ACCOUNT`` unless the profile says otherwise).
-    no_account : bool
-        The site needs no account: return None without looking.
-    environ : mapping, optional
-        Environment to read (default: ``os.environ``).
-
-    Returns
-    -------
-    str or None
-        The account, or None when `no_account`.
-
-    Raises
-    ------
-    MissingAccount
-        The variable is unset or empty and an account is needed.
-    """
-    if no_account:
-        return None
-    account = (os.environ if environ is None else environ).get(account_env)
-    if not account:
-        raise _missing_account(account_env)
-    return account
-
-
-def _missing_account(account_env: str) -> MissingAccount:
-    return MissingAccount(f"{account_env} is unset: export {account_env}=<project code> "
-                          "(NCAR: from `gladequota`/`sam`), then run the same command again")
 
 
 def submit(jobscript: str, *, queue: str | None, account: str | None, log_dir: str,
@@ -710,55 +243,6 @@ def submit(jobscript: str, *, queue: str | None, account: str | None, log_dir: s
         raise SubmitError(str(err)) from None
 
 
-class QsubError(RuntimeError):
-    """``qsub`` refused a job (its message says why: unknown queue, bad resources...)."""
-
-
-def run_qsub(cmd: list[str], runner=_run) -> str:
-    """Run the ``qsub`` argument list `cmd` (no shell); return the job id it printed.
-
-    The exact command is saved next to the job's log (``-o`` path, suffix ``.qsub``)
-    for post-mortems.
-
-    Raises
-    ------
-    QsubError
-        If ``qsub`` fails or prints no job id.
-    """
-    log = cmd[cmd.index("-o") + 1].replace(".^array_index^", "")
-    Path(log).with_suffix(".qsub").write_text(shlex.join(cmd) + "\n")
-    proc = runner(cmd, timeout=120)
-    if proc.returncode != 0:
-        raise QsubError(f"{shlex.join(cmd)} failed (exit {proc.returncode}): "
-                        f"{proc.stderr.strip()}")
-    jobid = proc.stdout.strip().splitlines()[0].strip() if proc.stdout.strip() else ""
-    if not jobid:
-        raise QsubError(f"qsub printed no job id: {shlex.join(cmd)}")
-    return jobid
-
-
-# ----------------------------------------------------------------------------- checks
-
-
-def log_dir_problem(log_dir: str | os.PathLike) -> str | None:
-    """One line refusing a relative `log_dir` that leads out of the working directory, or None.
-
-    ``../..`` would scatter job logs (and the ``qsub`` records next to them) into other
-    people's folders without a word; a directory outside is given as an absolute path.
-    """
-    text = os.fspath(log_dir)
-    if not text.strip():
-        return "pbs-pro-log-dir is empty: name a directory (default logs/pbs)"
-    if os.path.isabs(text):
-        return None
-    norm = os.path.normpath(text)
-    if norm == ".." or norm.startswith(".." + os.sep):
-        return (f"pbs-pro-log-dir {text!r} leads out of the working directory: give a "
-                f"directory inside it, or an absolute path ({os.path.abspath(text)}) if "
-                "the logs belong there")
-    return None
-
-
 def profile_queue(submit_cmd: str, env=None) -> str | None:
     """Return the queue a PBS profile's submit command sends jobs to.
 
@@ -776,152 +260,6 @@ def profile_queue(submit_cmd: str, env=None) -> str | None:
         if arg.startswith("--queue="):
             return arg.split("=", 1)[1]
     return None
-
-
-def queue_problem(queue: str, runner=_run, attempts: int = 3, delay: float = 2.0,
-                  sleep=time.sleep) -> str | None:
-    """One line saying that PBS does not know `queue` (``queue`` or ``queue@server``), or None.
-
-    Asks ``qstat -Q <queue>``. PBS's "Unknown queue" and "illegal destination" answers are
-    problems; so is a named ``@server`` that does not answer `attempts` times (pauses of
-    `delay` x attempt seconds): its jobs could not be submitted or followed. A missing
-    ``qstat`` or a default server that does not answer leaves the verdict to ``qsub`` and
-    the executor's retries. The message lists the queues the server has.
-    """
-    _, _, server = queue.partition("@")
-    for attempt in range(max(1, attempts)):
-        if attempt:
-            sleep(delay * attempt)
-        try:
-            proc = runner(["qstat", "-Q", queue], timeout=60)
-        except (subprocess.TimeoutExpired, OSError):
-            return None
-        said = " ".join((proc.stderr or "").split())
-        if proc.returncode == 0:
-            return None
-        if "illegal 'destination'" in said.lower() or "illegally formed" in said.lower():
-            return (f"PBS queue {queue!r} is not a valid destination (qstat: {said}): set "
-                    "NCREEL_PBS_QUEUE=<queue> or <queue>@<server>, or use the profile of "
-                    "your site")
-        if "unknown queue" in said.lower():
-            break
-        if not server:
-            return None
-    else:
-        return (f"PBS server '{server}' of queue '{queue}' does not answer (qstat -Q said "
-                f"{attempts} times: {said}): check the server name in NCREEL_PBS_QUEUE or "
-                "pbs-pro-queue, or run the same command again when `qstat -Q @"
-                f"{server}` answers")
-    where = f"on PBS server '{server}'" if server else "on the PBS server"
-    known = ""
-    try:
-        listed = runner(["qstat", "-Q", *([f"@{server}"] if server else [])], timeout=60)
-        names = [ln.split()[0] for ln in listed.stdout.splitlines()[2:] if ln.strip()]
-        known = f" (queues there: {', '.join(names)})" if names else ""
-    except (subprocess.TimeoutExpired, OSError, IndexError):
-        pass
-    return (f"PBS queue '{queue}' does not exist {where}{known}: set NCREEL_PBS_QUEUE="
-            "<queue> or <queue>@<server>, or use the profile of your site")
-
-
-# ----------------------------------------------------------------------------- CLI
-
-
-def _pbs_active_jobs(run, servers=()) -> dict[str, dict] | None:
-    """Queued, held and running jobs of the default PBS server and of `servers`."""
-    jobs, answered = {}, False
-    for where in (None, *servers):
-        out = run(["qstat", "-f", "-F", "json", *([f"@{where}"] if where else [])])
-        if out is None:
-            continue
-        try:
-            jobs.update(json.loads(out).get("Jobs") or {})
-            answered = True
-        except (ValueError, AttributeError):
-            continue
-    return jobs if answered else None
-
-
-def pbs_peer_servers(workdir=".", env=None) -> list[str]:
-    """PBS servers a run in `workdir` may have sent jobs to, besides the default one.
-
-    The servers named in the ``pbs-pro`` executor's journal (the suffix of each job id it
-    recorded, ``123.casper-pbs``) and in ``$NCREEL_PBS_QUEUE`` (``queue@server``).
-    NCAR's Casper and Derecho are separate PBS servers: the default one does not list
-    the other's jobs.
-    """
-    env = os.environ if env is None else env
-    servers = []
-    queue = env.get("NCREEL_PBS_QUEUE") or ""
-    if "@" in queue:
-        servers.append(queue.split("@", 1)[1])
-    journal = Path(workdir, STATE_DIR, "journal.jsonl")
-    try:
-        lines = journal.read_text().splitlines()
-    except OSError:
-        lines = []
-    for line in lines:
-        try:
-            jobid = json.loads(line).get("submit") or ""
-        except (ValueError, AttributeError):
-            continue  # a line cut short by a kill
-        server = jobid.partition(".")[2]
-        if server:
-            servers.append(server)
-    return list(dict.fromkeys(servers))
-
-
-def cancel_orphan_pbs_jobs(workdir=".", run=stdout_of, cancel=None, timeout=120.0,
-                           poll=2.0) -> list[str]:
-    """Delete PBS jobs that a killed Snakemake run submitted from `workdir`; wait for them.
-
-    The PBS counterpart of :func:`ncreel.cluster.slurm.cancel_orphan_slurm_jobs`, with the
-    same precondition (the run is known dead). Snakemake's jobs are recognised in ``qstat -f
-    -F json`` (the queued, held and running jobs of the default server and of the peer
-    servers the run used, :func:`pbs_peer_servers`) by ``Variable_List.PBS_O_WORKDIR``
-    (where ``qsub`` ran) being `workdir` and by their submission naming a jobscript under
-    ``.snakemake/`` (``Submit_arguments``), which every Snakemake executor writes there.
-    Then ``qdel`` deletes them, and this waits until PBS no longer lists them (at most
-    `timeout` seconds), so that no output is worked on by an old and a new job at once.
-
-    Parameters
-    ----------
-    workdir : path
-        The Snakemake working directory.
-    run : callable
-        ``run(argv) -> stdout or None`` (None: command missing or failed).
-    cancel : callable, optional
-        ``cancel(ids)``; default ``qdel <ids>``.
-    timeout, poll : float
-        Seconds to wait for the deleted jobs to leave, and between checks.
-
-    Returns
-    -------
-    list of str
-        The deleted job ids (as PBS names them, e.g. ``1234.desched1``).
-    """
-    peers = pbs_peer_servers(workdir)
-    jobs = _pbs_active_jobs(run, peers)
-    if not jobs:
-        return []
-    here = os.path.realpath(workdir)
-    ids = []
-    for jobid, rec in jobs.items():
-        env = rec.get("Variable_List") or {}
-        wd = env.get("PBS_O_WORKDIR", "") if isinstance(env, dict) else ""
-        args = str(rec.get("Submit_arguments", ""))
-        if wd and os.path.realpath(wd) == here and "/.snakemake/" in f"/{args}":
-            ids.append(jobid)
-    if not ids:
-        return []
-    (cancel or (lambda i: run(["qdel", *i])))(ids)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        left = _pbs_active_jobs(run, peers)
-        if left is None or not set(ids) & set(left):
-            break
-        time.sleep(poll)
-    return ids
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -958,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
                            account_env=args.account_env, max_walltime=args.max_walltime,
                            node_cores=args.node_cores, node_mem_gb=args.node_mem_gb,
                            extra_l=args.extra_l)
-        except SubmitError as err:
+        except (SubmitError, MissingAccount) as err:
             print(f"ncreel-pbs: error: {err}", file=sys.stderr)
             return 1
         print(jobid)
@@ -970,7 +308,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ncreel-pbs: error: {err}", file=sys.stderr)
         return 2
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -172,8 +172,101 @@ def clear_stale_lock(workdir: str | os.PathLike = ".") -> bool:
     return removed
 
 
-def hold_run_lock(path: str | os.PathLike, run: str) -> None:
+def _place_line(place: str, what: str, problem: str, todo: str) -> NcreelError:
+    return NcreelError(f"{what} '{place}' {problem}: {todo}")
+
+
+def _os_problem(err: OSError) -> tuple[str, str]:
+    """``(problem, what to do)`` for an OSError met creating or writing a place."""
+    import errno
+
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return ("is on a full file system (or over its quota)",
+                "free space there, or run in a working directory on another file system")
+    if err.errno == errno.EROFS:
+        return ("is on a read-only file system",
+                "run in a working directory on a writable file system")
+    if err.errno in (errno.EACCES, errno.EPERM):
+        return ("cannot be written (" + (err.strerror or "permission denied").lower() + ")",
+                "make it writable (chmod u+w), or run in a working directory you can write")
+    return (f"cannot be created or written ({err.strerror})",
+            "fix or remove it, or run in another working directory")
+
+
+def check_place(directory: str | os.PathLike, what: str, *, probe: bool = True) -> None:
+    """Make sure `directory` is (or can be made) a writable directory, or say why not.
+
+    Every part of the path is looked at from the working directory down: a file where a
+    directory must be, a dangling symbolic link, a directory that cannot be written, a
+    full file system. `directory` is created if missing and, with `probe`, a few bytes are
+    written there and removed (a full file system still creates empty files).
+
+    Parameters
+    ----------
+    directory : path
+        E.g. ``results/<run>`` or ``logs/<run>`` (relative to the working directory).
+    what : str
+        What it holds, for the message (``the run's outputs``, ``the run's logs``).
+    probe : bool
+        Write and remove a small file to find a full file system.
+
+    Raises
+    ------
+    NcreelError
+        One line naming the path, what is wrong with it, and what to do.
+    """
+    import errno
+    import stat
+    import tempfile
+
+    directory = os.path.normpath(os.fspath(directory))
+    parts = directory.split(os.sep)
+    for i in range(1, len(parts) + 1):
+        place = os.sep.join(parts[:i]) or os.sep
+        try:
+            st = os.stat(place)
+        except FileNotFoundError:
+            if os.path.islink(place):
+                raise _place_line(place, what, f"is a symbolic link to "
+                                  f"'{os.readlink(place)}', which does not exist",
+                                  "create that directory, or remove the link") from None
+            break  # created below
+        except OSError as err:
+            raise _place_line(place, what, *_os_problem(err)) from None
+        if not stat.S_ISDIR(st.st_mode):
+            raise _place_line(place, what, "is a file, not a directory",
+                              "move it away (ncreel writes there)"
+                              + (", or choose another run name (run=NAME)"
+                                 if i == len(parts) else ""))
+    try:
+        os.makedirs(directory, exist_ok=True)
+        if os.statvfs(directory).f_flag & os.ST_RDONLY:
+            raise OSError(errno.EROFS, "Read-only file system", directory)
+        if not os.access(directory, os.W_OK | os.X_OK):
+            raise PermissionError(errno.EACCES, "Permission denied", directory)
+        if probe:
+            fd, name = tempfile.mkstemp(dir=directory, prefix=".ncreel-probe-")
+            try:
+                os.write(fd, b"\0" * 4096)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+                os.unlink(name)
+    except OSError as err:
+        failed = os.path.normpath(err.filename) if isinstance(err.filename, str) else None
+        place = directory
+        if failed and not failed.startswith(os.path.join(directory, ".ncreel-probe-")):
+            place = failed  # the part that could not be created
+        raise _place_line(place, what, *_os_problem(err)) from None
+
+
+def hold_run_lock(path: str | os.PathLike, run: str,
+                  places: dict[str, str] | None = None) -> None:
     """Take the run's exclusive lock for the rest of this process's life.
+
+    The lock's directory (``results/<run>``) and every directory of `places` are first
+    checked with :func:`check_place`, so that a bad place stops the run with one line
+    before any job.
 
     Parameters
     ----------
@@ -181,20 +274,27 @@ def hold_run_lock(path: str | os.PathLike, run: str) -> None:
         The lock file (``results/<run>/.ncreel-run.lock``); created with its directory.
     run : str
         The run's name, for the message.
+    places : dict of str to str, optional
+        Further directories the run writes (``{"logs/<run>": "log directory"}``).
 
     Raises
     ------
     NcreelError
-        Another live process holds the lock; the message names its pid.
+        A place is not a writable directory (a file, a dangling link, read-only, a full
+        file system), or another live process holds the lock; the message names the path
+        or the holder's pid.
     """
-    from ncreel.errors import NcreelError
-
-    path = os.path.abspath(path)
+    given, path = os.fspath(path), os.path.abspath(path)
     if path in _HELD:
         return
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+    check_place(os.path.dirname(given) or ".", "output directory")
+    for place, what in (places or {}).items():
+        check_place(place, what)
     # Not inherited by jobs (PEP 446): the lock lives exactly as long as this process.
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as err:
+        raise _place_line(os.path.relpath(path), "run lock", *_os_problem(err)) from None
     for wait in (0.05, 0.2, None):
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -208,8 +308,12 @@ def hold_run_lock(path: str | os.PathLike, run: str) -> None:
         raise NcreelError(f"run '{run}' is already running in this directory (pid {holder} "
                           f"holds {os.path.relpath(path)}): wait for it to finish or stop "
                           "it, then run the same command again") from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    except OSError as err:
+        os.close(fd)
+        raise _place_line(os.path.relpath(path), "run lock", *_os_problem(err)) from None
     _HELD[path] = fd
 
 

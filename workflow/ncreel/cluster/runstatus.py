@@ -37,7 +37,7 @@ from ncreel.cluster.runlock import run_lock_holder
 from ncreel.errors import NcreelError
 from ncreel.jobrecord import attempts_path, read_attempts
 from ncreel.settings import Calibration
-from ncreel.shards import plan_shards
+from ncreel.shardplan import plan_shards
 
 
 def _incomplete_marker(workdir: Path, output: str) -> dict | None:
@@ -123,7 +123,9 @@ def shard_status(workdir: str | os.PathLike = ".", run: str = "demo", *,
     Returns
     -------
     list of dict
-        ``shard``, ``frames``, ``state``, ``attempts``, ``jobid`` and ``detail`` per shard.
+        ``shard``, ``frames``, ``state``, ``attempts``, ``jobid`` and ``detail`` per shard,
+        and ``started``: whether its newest attempt has begun and not ended (its job's
+        process runs now, as opposed to queued by the scheduler or not yet submitted).
 
     Raises
     ------
@@ -175,7 +177,8 @@ def shard_status(workdir: str | os.PathLike = ".", run: str = "demo", *,
         if state == "done" and last.get("status") != "ok":
             detail = "no attempts record"
         rows.append({"shard": shard.name, "frames": shard.n_frames, "state": state,
-                     "attempts": len(attempts), "jobid": jobid, "detail": detail})
+                     "attempts": len(attempts), "jobid": jobid, "detail": detail,
+                     "started": state == "running" and last.get("status") == "running"})
     return rows
 
 

@@ -15,6 +15,11 @@ import numpy as np
 
 TIMESTAMP = "timestamp without time zone"
 
+#: Column name the load step adds to every table (the run's name); models may not use it.
+RUN_COLUMN = "run"
+#: Name of the optional polygon column appended when ``cells.geometry`` is not ``none``.
+GEOMETRY_COLUMN = "geom"
+
 #: numpy dtype → PostgreSQL type that holds it exactly.
 NUMPY_TYPES = {
     np.dtype(np.float32): "real",
@@ -25,8 +30,10 @@ NUMPY_TYPES = {
     np.dtype(np.bool_): "boolean",
 }
 
-#: Geometry column type by config ``cells.geometry`` (PostGIS: WGS 84 polygons).
-GEOMETRY_TYPES = {"text": "text", "postgis": "geometry(Polygon, 4326)"}
+#: Geometry column type by config ``cells.geometry``. PostGIS: WGS 84 multipolygons for
+#: every grid kind, so a cell split at the antimeridian and an ordinary cell have one
+#: type (one layer in QGIS, one shapefile/GeoPackage geometry type on export).
+GEOMETRY_TYPES = {"text": "text", "postgis": "geometry(MultiPolygon, 4326)"}
 
 #: CF calendars that PostgreSQL's proleptic-Gregorian ``timestamp`` type can hold exactly.
 GREGORIAN_CALENDARS = {"standard", "gregorian", "proleptic_gregorian"}

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ncreel.procmem import current_rss_mb, peak_rss_mb
 from ncreel.render.movie import SegmentEncoder
+from ncreel.selection import open_selection
 from ncreel.settings import Calibration
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ def calibrate_render(job, *, n_time: int, probe_frames: int = PROBE_FRAMES,
 
     Parameters
     ----------
-    job : ncreel.render.shard.FrameJob
+    job : ncreel.render.segment.FrameJob
         As for a shard job: the input's selection, render and encode settings, colour
         limits.
     n_time : int
@@ -70,7 +71,8 @@ def calibrate_render(job, *, n_time: int, probe_frames: int = PROBE_FRAMES,
     NcreelError
         If the input cannot be read or ffmpeg fails.
     """
-    from ncreel.render.shard import make_renderer, time_labels
+    from ncreel.render.overlays import read_overlay_fields
+    from ncreel.render.segment import make_renderer, time_labels
 
     if probe_frames < 1 or n_time < 1:
         raise ValueError(f"probe_frames={probe_frames}, n_time={n_time}: need >= 1")
@@ -79,19 +81,23 @@ def calibrate_render(job, *, n_time: int, probe_frames: int = PROBE_FRAMES,
     t_start = time.perf_counter()
     draw_s = 0.0
     n_read = min(n_time, probe_frames)
-    with job.series.open() as series, \
+    with open_selection(job.series) as series, \
             tempfile.TemporaryDirectory(prefix="ncreel-calibrate-") as tdir:
         labels = time_labels(series)
         block = series.read(0, n_read)
+        # The full layout: overlays' fields read and drawn as a shard job does.
+        extra = read_overlay_fields(series, rend.contours, rend.vectors, 0, n_read)
         renderer = make_renderer(series, rend, vmin=job.vmin, vmax=job.vmax,
-                                 labels=labels)
+                                 labels=labels, overlay_limits=job.overlay_limits,
+                                 extend=job.extend)
         startup_s = time.perf_counter() - t_start
         with SegmentEncoder(Path(tdir) / "probe.mp4", width=rend.width,
                             height=rend.height, fps=enc.fps, crf=enc.crf,
                             preset=enc.preset, threads=1) as encoder:
             for i in range(probe_frames):
                 t1 = time.perf_counter()
-                rgba = renderer.draw(block[i % n_read], labels[i % n_read])
+                rgba = renderer.draw(block[i % n_read], labels[i % n_read],
+                                     [tuple(a[i % n_read] for a in g) for g in extra])
                 draw_s += time.perf_counter() - t1
                 encoder.write(rgba)
             # Shard jobs also write a few PNGs: include Pillow's encoder in the peak.

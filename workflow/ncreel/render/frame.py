@@ -33,7 +33,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.colors import Colormap, ListedColormap, NoNorm, Normalize  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from ncreel.render.colorlookup import ColorLookup  # noqa: E402
 from ncreel.render.frametext import (  # noqa: E402
+    add_caption,
     align_header,
     fit_header,
     keep_below,
@@ -42,8 +44,6 @@ from ncreel.render.frametext import (  # noqa: E402
 
 #: Cells an index image can tell apart: 24 bits of RGB, 0 meaning "no cell".
 MAX_INDEX_CELLS = 2**24 - 1
-#: Values coloured per block by :class:`ColorLookup` (a block's work arrays fit in L2 cache).
-_BLOCK = 2**16
 
 
 class FrameRenderer:
@@ -90,6 +90,18 @@ class FrameRenderer:
         The faces of an unstructured mesh (:mod:`ncreel.render.meshdraw`), in place of a
         grid: `shape` is then ``(1, n_face)``, `projection` is required and `x`, `y`
         are the face centres.
+    caption : str
+        One line at the bottom of the frame (credits, the experiment), drawn once; the map
+        and colour bar are laid out above it.
+    gridlines : bool
+        Dotted lines at round longitudes and latitudes, labelled on the map's left and
+        bottom edges (needs `projection`); drawn once, above the field, like coastlines.
+    extend : {"neither", "min", "max", "both"}
+        Arrows at the colour bar's ends, for values below `vmin` / above `vmax` (drawn in
+        the colormap's under / over colours, as the cells are).
+    overlays : sequence of ncreel.render.overlays.ContourOverlay or VectorOverlay
+        Drawn per frame above the field (and the map lines); :meth:`draw` takes their
+        fields. Needs `projection` and cell-centre `x`, `y`.
 
     Raises
     ------
@@ -102,7 +114,8 @@ class FrameRenderer:
                  cmap: str, vmin: float, vmax: float, x=None, y=None, title: str = "",
                  xlabel: str = "", ylabel: str = "", blit: bool = True, projection=None,
                  features=(), units: str = "", time_labels: Sequence[str] = (),
-                 mesh=None) -> None:
+                 mesh=None, overlays: Sequence = (), extend: str = "neither",
+                 gridlines: bool = False, caption: str = "") -> None:
         if width < 16 or height < 16:
             raise ValueError(f"frame size {width}x{height}: need at least 16x16 pixels")
         if cmap not in matplotlib.colormaps:
@@ -140,14 +153,26 @@ class FrameRenderer:
                                                 norm=self.norm, projection=projection)
         for feature in features:
             feature.add_to(ax, projection)
-        self.colorbar = self.fig.colorbar(self.mesh, ax=ax, shrink=0.9, pad=0.02)
+        if overlays and mesh is not None:
+            raise ValueError("overlays are not supported yet on unstructured meshes")
+        self.overlays = list(overlays)
+        for overlay in self.overlays:
+            overlay.attach(ax, self._x, self._y, self.shape, projection,
+                           (self.width, self.height))
+        self.colorbar = self.fig.colorbar(self.mesh, ax=ax, shrink=0.9, pad=0.02,
+                                          extend=extend)
         style_colorbar(self.colorbar, vmin, vmax, units)
         set_labels(ax, xlabel=xlabel, ylabel=ylabel, projection=projection)
+        if gridlines and projection is not None:
+            from ncreel.render.maps import add_gridlines
+
+            add_gridlines(ax, projection)
         # Title and time label in a band above the map and colour bar, which are laid out
         # below it: the label, drawn per frame, never covers data.
         header = fit_header(self.fig, self.canvas.get_renderer(), title, time_labels)
         self.title, self.label = header.title, header.label
-        self.fig.get_layout_engine().set(rect=(0.0, 0.0, 1.0, header.bottom))
+        foot = add_caption(self.fig, self.canvas.get_renderer(), caption)
+        self.fig.get_layout_engine().set(rect=(0.0, foot, 1.0, header.bottom - foot))
         self.canvas.draw()
         # Fix the layout and the view after one draw, so frames never shift and the index
         # image stays valid.
@@ -196,6 +221,8 @@ class FrameRenderer:
         self._opaque = np.empty(cells.shape, dtype=bool)  # reused from frame to frame
         self.label.set_visible(False)
         self.mesh.set_visible(False)
+        for overlay in self.overlays:  # drawn per frame, never part of the background
+            overlay.artist.set_visible(False)
         self.canvas.draw()
         self._background = np.array(self.canvas.buffer_rgba())
         # What lies above the field (coastlines, spines, tick marks): the figure drawn with
@@ -209,13 +236,16 @@ class FrameRenderer:
         f1 = np.asarray(self.canvas.buffer_rgba())[self._box][..., :3]
         self.mesh.remove()  # never drawn again; the colour bar keeps its norm and cmap
         self.label.set_visible(True)
+        for overlay in self.overlays:
+            overlay.artist.set_visible(True)
         over = ((f0 != 0) | (f1 != 255)).any(-1)
         over &= cells < ncells
         self._over = np.flatnonzero(over)
         self._overlay = AggOverlay(f0.reshape(-1, 3)[self._over], f1.reshape(-1, 3)[self._over])
         del f0, f1, over
 
-    def draw(self, field: np.ndarray, label: str) -> np.ndarray:
+    def draw(self, field: np.ndarray, label: str, overlay_fields: Sequence = ()
+             ) -> np.ndarray:
         """Draw `field` with time label `label`; return the frame's pixels.
 
         Parameters
@@ -224,6 +254,9 @@ class FrameRenderer:
             Values in the variable's units; NaN cells are left transparent.
         label : str
             Time shown above the map (e.g. ``1980-06-01``).
+        overlay_fields : sequence of tuple of numpy.ndarray
+            For each overlay, the arrays its ``update`` takes (contours: the field; vectors:
+            u and v), each of shape (ny, nx).
 
         Returns
         -------
@@ -240,6 +273,11 @@ class FrameRenderer:
         if field.shape != self.shape:
             raise ValueError(f"field shape {field.shape} != grid shape {self.shape}")
         self.label.set_text(label)
+        if len(overlay_fields) != len(self.overlays):
+            raise ValueError(f"{len(self.overlays)} overlay(s), {len(overlay_fields)} "
+                             "overlay field set(s)")
+        for overlay, arrays in zip(self.overlays, overlay_fields, strict=True):
+            overlay.update(*arrays)
         if not self.blit:
             self.mesh.set_array(self._to_mesh(field))
             self.canvas.draw()
@@ -263,7 +301,10 @@ class FrameRenderer:
         buf[...] = self._background
         box = buf[self._box].view(np.uint32)[..., 0]
         np.copyto(box, rgba, where=opaque)
-        self.label.draw(self.canvas.get_renderer())
+        renderer = self.canvas.get_renderer()
+        for overlay in self.overlays:  # Agg lines onto the frame, as a full draw does
+            overlay.artist.draw(renderer)
+        self.label.draw(renderer)
         return buf
 
     def save_png(self, path: str | os.PathLike, *, compress_level: int = 6) -> None:
@@ -692,126 +733,6 @@ def cell_index_image(ax, x, y, shape: tuple[int, int], size: tuple[int, int],
     index -= 1
     index[empty] = -1
     return index
-
-
-class ColorLookup:
-    """Colours of values exactly as ``pcolormesh`` paints them: `norm`, then `cmap`'s LUT.
-
-    The steps are those of :class:`matplotlib.colors.Normalize` (same ufuncs, same dtype)
-    and :meth:`matplotlib.colors.Colormap.__call__` (``N`` bins, the top edge in the last
-    bin, under / over / bad colours, non-finite values bad), and the 8-bit colours are
-    rounded as Agg rounds them (``uround(c * 255)``).
-
-    Parameters
-    ----------
-    cmap : matplotlib.colors.Colormap
-    norm : matplotlib.colors.Normalize
-        A plain ``Normalize`` with finite ``vmin < vmax`` is applied with the same ufuncs,
-        in blocks; any other norm (or ``clip=True``) is called as it is.
-    """
-
-    def __init__(self, cmap: Colormap, norm: Normalize) -> None:
-        self.cmap, self.norm = cmap, norm
-        n = self.n = cmap.N
-        # Rows in slot order (see _slots): the N colours, over, bad, under (slot -1).
-        lut = np.vstack([cmap(np.arange(n)), cmap.get_over(), cmap.get_bad(),
-                         cmap.get_under()])
-        lut8 = np.floor(lut * 255 + 0.5).astype(np.uint8)
-        self.lut32 = np.ascontiguousarray(lut8).view(np.uint32)[:, 0]
-        #: Colormap row (``index``'s numbering) of each slot.
-        self._row = np.array([*range(n), n + 1, n + 2, n], dtype=np.intp)
-        if not ((lut8[:, 3] == 255) | (lut8[:, 3] == 0)).all():
-            raise ValueError(f"colormap '{cmap.name}': partly transparent colours are not "
-                             "supported")
-        self._linear = type(norm) is Normalize and not norm.clip
-        self._buffers = None
-
-    def index(self, values: np.ndarray) -> np.ndarray:
-        """LUT row of each value: ``0..N-1`` colours, ``N`` under, ``N+1`` over, ``N+2`` bad.
-
-        Parameters
-        ----------
-        values : numpy.ndarray, shape (n,)
-            Values in the variable's units.
-
-        Returns
-        -------
-        numpy.ndarray, shape (n,), intp
-        """
-        return self._map(values, self._row, None)
-
-    def rgba32(self, values: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        """RGBA of `values` as one uint32 each (memory order R, G, B, A).
-
-        Parameters
-        ----------
-        values : numpy.ndarray, shape (n,)
-            Values in the variable's units.
-        out : numpy.ndarray, shape (n,), uint32, optional
-            Written in place and returned.
-
-        Returns
-        -------
-        numpy.ndarray, shape (n,), uint32
-            A colour is opaque where its alpha byte (bits 24-31) is 255, else transparent.
-        """
-        return self._map(values, self.lut32, out)
-
-    def _map(self, values: np.ndarray, table: np.ndarray, out: np.ndarray | None):
-        # table[slot] of each value, a block at a time: the dozen passes over a block then
-        # run in the CPU cache instead of memory (about twice as fast on a 0.25 degree grid).
-        values = np.asarray(values)
-        if values.ndim != 1:
-            raise ValueError(f"values: need a 1-D array, got shape {values.shape}")
-        if out is None:
-            out = np.empty(values.shape, table.dtype)
-        # Integers are normalised in a float type, as Normalize.process_value does.
-        dtype = (values.dtype if values.dtype.kind == "f"
-                 else np.promote_types(values.dtype, np.float32))
-        if self._buffers is None or self._buffers[0].dtype != dtype:
-            self._buffers = (np.empty(_BLOCK, dtype), np.empty(_BLOCK, bool),
-                             np.empty(_BLOCK, bool), np.empty(_BLOCK, np.intp))
-        if not self._linear and values.size:
-            self.norm.autoscale_None(np.ma.masked_invalid(values))  # on all values, once
-        # A huge finite value may overflow to inf on the way: it is then over / under.
-        with np.errstate(over="ignore"):
-            for a in range(0, values.size, _BLOCK):
-                b = min(a + _BLOCK, values.size)
-                r, bad, edge, slot = (buf[:b - a] for buf in self._buffers)
-                self._slots(values[a:b], r, bad, edge, slot)
-                table.take(slot, out=out[a:b], mode="wrap")  # slot -1: the last row, under
-        return out
-
-    def _slots(self, values, r, bad, edge, slot) -> None:
-        # Slot of each value: 0..N-1 colours, N over, N+1 bad, -1 under. Clipping to
-        # [-1, N] and flooring do Colormap.__call__'s under / over tests in one pass each
-        # (floor, not the cast's truncation, takes [-1, 0) to under); all steps are exact,
-        # in the data's float type as Colormap's. copyto(where=) is several times faster
-        # than putmask.
-        n = self.n
-        if self._linear:
-            vmin, vmax = np.float64(self.norm.vmin), np.float64(self.norm.vmax)
-            # Normalize subtracts in float64, then divides in place in the data's dtype.
-            np.subtract(values, vmin, out=r, dtype=np.float64, casting="same_kind")
-            np.divide(r, vmax - vmin, out=r, casting="same_kind")
-            # Bad is what masked_invalid masks; a finite value whose r overflows to
-            # +-inf is over / under, as in Colormap.
-            np.isfinite(values, out=bad)
-            np.logical_not(bad, out=bad)
-        else:
-            # In the norm's own result type, which Colormap then bins; bad is the norm's
-            # mask when anything is masked, else NaN (Colormap's rule).
-            res = self.norm(np.ma.masked_invalid(values))
-            r = np.ma.getdata(res).copy()
-            np.copyto(bad, np.ma.getmaskarray(res) if np.ma.is_masked(res) else np.isnan(r))
-        if r.dtype.kind == "f":  # integers (BoundaryNorm) are LUT rows already
-            r *= n
-            # The top edge belongs to the last colour.
-            np.copyto(r, n - 1, where=np.equal(r, n, out=edge))
-        np.clip(r, -1, n, out=r)
-        np.floor(r, out=r)
-        np.copyto(r, n + 1, where=bad)
-        np.copyto(slot, r, casting="unsafe")
 
 
 def write_png(rgba: np.ndarray, path: str | os.PathLike, *, compress_level: int = 6) -> None:

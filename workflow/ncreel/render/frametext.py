@@ -30,6 +30,10 @@ MIN_TITLE_SCALE = 0.5
 KEEP_ONE_ROW = 0.8
 #: Time label reserved when the run's labels are not known.
 DEFAULT_LABEL = "8888-88-88 88:88"
+#: Longest title kept, in characters: two lines across a 1920-pixel frame at the normal
+#: size. A longer one (a 200 000-character ``long_name``) is cut with an ellipsis before it
+#: is measured or drawn, which otherwise cost every frame time in proportion to its length.
+MAX_TITLE_CHARS = 200
 #: A colour range narrower than this share of its magnitude is shown as one value.
 CONSTANT_SPAN = 1e-5
 
@@ -145,6 +149,33 @@ def _widest(labels: Iterable[str], size: float, measure: _Measure) -> tuple[floa
     return max(w for w, _ in sizes), max(h for _, h in sizes)
 
 
+def bounded_title(title: str, limit: int = MAX_TITLE_CHARS) -> str:
+    """Return `title` cut to at most `limit` characters with an ellipsis, keeping its units.
+
+    A trailing ``" [units]"`` (as :func:`ncreel.render.frame` builds the title) is kept
+    whole when it is short, so that the cut title still says its units.
+
+    Parameters
+    ----------
+    title : str
+        ``long_name [units]`` or any text.
+    limit : int
+        Most characters returned.
+
+    Returns
+    -------
+    str
+    """
+    title = " ".join(title.split()) if len(title) > limit else title
+    if len(title) <= limit:
+        return title
+    head, sep, units = title.rpartition(" [")
+    tail = f" [{units}" if sep and units.endswith("]") and len(units) < limit // 4 else ""
+    keep = limit - len(tail) - 1
+    cut = (head if tail else title)[:keep].rstrip()
+    return f"{cut}\u2026{tail}"
+
+
 def fit_header(fig, renderer, title: str, labels: Sequence[str] = ()) -> Header:
     """Place the title and the time label in a band across the top of `fig`, fitted to it.
 
@@ -163,7 +194,8 @@ def fit_header(fig, renderer, title: str, labels: Sequence[str] = ()) -> Header:
     renderer : matplotlib.backend_bases.RendererBase
         The figure canvas's renderer.
     title : str
-        Title text, drawn literally (no mathtext).
+        Title text, drawn literally (no mathtext); cut to :data:`MAX_TITLE_CHARS`
+        (:func:`bounded_title`).
     labels : sequence of str
         Every time label the frames will show (room is kept for the widest); empty: room
         for :data:`DEFAULT_LABEL`.
@@ -173,6 +205,7 @@ def fit_header(fig, renderer, title: str, labels: Sequence[str] = ()) -> Header:
     Header
     """
     measure = _Measure(fig, renderer)
+    title = bounded_title(title)
     width, height = fig.bbox.width, fig.bbox.height
     px = fig.dpi / 72.0  # pixels per point
     f_title = FontProperties(size=rcParams["axes.titlesize"]).get_size_in_points()
@@ -288,6 +321,31 @@ def align_header(header: Header, fig, renderer, ax=None) -> None:
             else:  # centred on a row of its own
                 x = (lo + hi) / 2 / width
         text.set_position((x, y - drop))
+
+
+def add_caption(fig, renderer, caption: str) -> float:
+    """Put `caption` in one line at the bottom left of `fig`; return its band's height.
+
+    The line is in the small font of tick labels, shrunk (to :data:`MIN_TITLE_SCALE`) and
+    then cut with an ellipsis to fit the frame's width; drawn literally (no mathtext).
+
+    Returns
+    -------
+    float
+        Height in figure coordinates of the band the caption takes (0 without one): the
+        layout keeps the axes above it.
+    """
+    if not caption:
+        return 0.0
+    w_px, h_px = fig.bbox.width, fig.bbox.height
+    size = FontProperties(size="small").get_size_in_points()
+    margin = 0.4 * size * fig.dpi / 72.0
+    text = " ".join(str(caption).split())  # one line
+    f, text, _ = _fit(text, w_px - 2 * margin, h_px / 4, size, _Measure(fig, renderer))
+    artist = fig.text(margin / w_px, margin / h_px, text, ha="left", va="bottom",
+                      fontsize=f, parse_math=False)
+    height = artist.get_window_extent(renderer).height
+    return (height + 2 * margin) / h_px
 
 
 def keep_below(fig, top: float) -> bool:

@@ -165,6 +165,61 @@ class MapLines:
                                          zorder=1.5), autolim=False)
 
 
+#: Style of the gridlines (``map.gridlines``): thin dotted grey, above the field.
+GRID_STYLE = {"color": "0.25", "linewidth": 0.5, "linestyle": ":"}
+
+
+def degree_label(value: float, kind: str) -> str:
+    """``30°E``, ``120°W``, ``0°``, ``45°N``, ``15°S`` for a longitude or latitude."""
+    if kind == "lon":
+        value = (value + 180.0) % 360.0 - 180.0
+        hemi = "E" if value > 0 else "W" if value < 0 and value != -180.0 else ""
+    else:
+        hemi = "N" if value > 0 else "S" if value < 0 else ""
+    return f"{abs(value):g}°{hemi}"
+
+
+def add_gridlines(ax, projection) -> None:
+    """Gridlines at round longitudes / latitudes, labelled on the left and bottom.
+
+    On a :class:`PlainPlateCarree` map the axes' own ticks and grid (map x is longitude
+    minus the central longitude); on a cartopy map its ``Gridliner``. Both are drawn
+    above the field (and so composited onto each frame as the coastlines are).
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+    projection : cartopy.crs.Projection or PlainPlateCarree
+    """
+    if not isinstance(projection, PlainPlateCarree):
+        import cartopy.crs as ccrs
+
+        gl = ax.gridlines(crs=ccrs.PlateCarree(), draw_labels=True, zorder=2.2,
+                          **GRID_STYLE)
+        gl.top_labels = gl.right_labels = False
+        gl.xlabel_style = gl.ylabel_style = {"size": "small"}
+        return
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+    class LongitudeLocator(MaxNLocator):
+        # Round longitudes, not round map x (x = longitude - centre, and the centre of a
+        # regional map is the middle of its grid: -94.6875, say).
+        def tick_values(self, vmin, vmax):
+            return super().tick_values(vmin + centre, vmax + centre) - centre
+
+    centre = projection.central_longitude
+    steps = [1, 1.5, 2, 2.5, 3, 5, 10]
+    ax.xaxis.set_visible(True)
+    ax.yaxis.set_visible(True)
+    ax.xaxis.set_major_locator(LongitudeLocator(nbins=5, steps=steps))
+    ax.yaxis.set_major_locator(MaxNLocator(nbins=5, steps=steps))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: degree_label(x + centre, "lon")))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: degree_label(y, "lat")))
+    ax.tick_params(labelsize="small", length=2)
+    ax.set_axisbelow(False)  # the grid above the field, as cartopy's gridliner
+    ax.grid(True, zorder=2.2, **GRID_STYLE)
+
+
 def map_xy(projection, lon: float, lat: float) -> tuple[float, float]:
     """Map coordinates of one point (`lon`, `lat` in degrees) in `projection`.
 

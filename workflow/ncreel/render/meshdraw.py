@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ncreel.source import wrap_longitude
+from ncreel.cfaxes import wrap_longitude
 
 #: Longitudes this close to the map's edge meridian are kept on their side of it.
 _EDGE_EPS = 1e-7
@@ -319,7 +319,7 @@ def _colour_image_class():
     class ColourMappedImage(BboxImage):
         """A ``BboxImage`` whose ``set_array`` takes values, coloured on the way in.
 
-        The values are coloured once, by :class:`ncreel.render.frame.ColorLookup` (as
+        The values are coloured once, by :class:`ncreel.render.colorlookup.ColorLookup` (as
         the frames are), into 8-bit RGBA that matplotlib then draws without its own
         colour mapping (which holds several float copies of a frame-sized image);
         ``get_array`` returns the values, so a colour bar and the reference draws (a
@@ -329,7 +329,7 @@ def _colour_image_class():
         _values = None
 
         def set_array(self, A):
-            from ncreel.render.frame import ColorLookup
+            from ncreel.render.colorlookup import ColorLookup
 
             A = np.ma.asarray(A)
             self._values = A

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ncreel.errors import NcreelError, ProgramKilled
+from ncreel.errors import DiskFull, NcreelError, ProgramKilled
 from ncreel.io import atomic_path
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,8 @@ def ffmpeg_error(returncode: int, doing: str, stderr: str) -> NcreelError:
 
     A negative `returncode` (killed by a signal) gives a
     :class:`ncreel.errors.ProgramKilled`, so a memory kill of ffmpeg is retried with more
-    memory and an interruption is not.
+    memory and an interruption is not; a full disk gives :class:`ncreel.errors.DiskFull`
+    (not retried with more memory either).
     """
     text = stderr.strip()[-2000:]
     if returncode < 0:
@@ -60,6 +61,10 @@ def ffmpeg_error(returncode: int, doing: str, stderr: str) -> NcreelError:
         return ProgramKilled(f"ffmpeg was killed by {name} {doing}"
                              + (" (out of memory?)" if name == "SIGKILL" else "")
                              + (f": {text}" if text else ""), -returncode)
+    for full in ("No space left on device", "Disk quota exceeded"):
+        if full in text:
+            return DiskFull(f"ffmpeg could not finish {doing}: {full.lower()} (the disk is "
+                            "full): free space there, then run the same command again")
     return NcreelError(f"ffmpeg failed (exit {returncode}) {doing}: {text}")
 
 
@@ -346,6 +351,72 @@ def transcode_args(ffmpeg: str, movie: str, output: str, fmt: str, *, crf: int =
                 "[v][1:v]paletteuse=dither=bayer:bayer_scale=5:diff_mode=rectangle",
                 "-loop", "0", "-f", "gif", output]
     raise ValueError(f"movie format {fmt!r}: use one of {', '.join(EXTRA_FORMATS)}")
+
+
+def preview_movie(movie: str | os.PathLike, output: str | os.PathLike, *,
+                  duration_s: float, max_bytes: int, width: int = 480,
+                  min_kbps: float = 150.0, ffmpeg: str | None = None) -> float:
+    """Write a smaller H.264 copy of `movie` that fits in `max_bytes`, for a web page.
+
+    The copy is scaled to at most `width` pixels wide and encoded at the bitrate that
+    fits `max_bytes` over `duration_s` (``-b:v`` with ``-maxrate``/``-bufsize`` so no
+    stretch overshoots much). When even `min_kbps` would not fit the whole movie, the copy
+    holds only its first ``max_bytes * 8 / min_kbps`` seconds: a preview a person can
+    judge beats a blur of the whole run. The encoder overshoots a little, so the bitrate
+    is lowered by a quarter and the copy made again until it fits (at most four times).
+
+    Parameters
+    ----------
+    movie : path
+        The joined H.264 MP4.
+    output : path
+        The copy (MP4, yuv420p, ``+faststart``); written under a temporary name.
+    duration_s : float
+        Length of `movie` in seconds (frames / fps).
+    max_bytes : int
+        Largest size of the copy in bytes.
+    width : int
+        Largest width of the copy in pixels (a smaller movie keeps its own).
+    min_kbps : float
+        Lowest video bitrate (kbit/s) worth watching at `width`.
+    ffmpeg : str, optional
+        ffmpeg executable; see :func:`ffmpeg_executable`.
+
+    Returns
+    -------
+    float
+        Seconds of the movie the copy holds (`duration_s` when it holds all of it).
+
+    Raises
+    ------
+    NcreelError
+        If ffmpeg fails, or no copy fits in `max_bytes`.
+    """
+    exe = ffmpeg or ffmpeg_executable()
+    duration_s = max(float(duration_s), 0.1)
+    # 5 % for the MP4 container and the encoder's start-up.
+    budget_bits = max_bytes * 8 * 0.95
+    seconds = min(duration_s, budget_bits / (min_kbps * 1000))
+    kbps = budget_bits / seconds / 1000
+    for _ in range(4):
+        with atomic_path(output) as tmp:
+            args = [exe, "-hide_banner", "-loglevel", "error", "-nostdin", "-y",
+                    "-i", os.fspath(movie), "-t", f"{seconds:.3f}", "-an",
+                    "-vf", f"scale='min({int(width)},iw)':-2:flags=lanczos",
+                    "-c:v", "libx264", "-preset", "medium", "-b:v", f"{kbps:.0f}k",
+                    "-maxrate", f"{kbps:.0f}k", "-bufsize", f"{2 * kbps:.0f}k",
+                    "-pix_fmt", "yuv420p", "-movflags", "+faststart", "-f", "mp4",
+                    os.fspath(tmp)]
+            log.info("running %s", " ".join(args))
+            proc = subprocess.run(args, capture_output=True, start_new_session=True)
+            if proc.returncode != 0:
+                raise ffmpeg_error(proc.returncode, f"making a preview of {movie}",
+                                   proc.stderr.decode(errors="replace"))
+            if Path(tmp).stat().st_size <= max_bytes:
+                return seconds
+        kbps *= 0.75
+    Path(output).unlink(missing_ok=True)
+    raise NcreelError(f"no preview of {movie} fits in {max_bytes} bytes")
 
 
 def palette_args(ffmpeg: str, movie: str, palette: str, *, width: int = 480,

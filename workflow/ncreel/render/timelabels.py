@@ -1,6 +1,6 @@
 """Time labels of frames: dates as precise as the time step needs, in the file's calendar.
 
-The table keeps full ISO 8601 date-times (:attr:`ncreel.source.TimeAxis.labels`); a frame
+The table keeps full ISO 8601 date-times (:attr:`ncreel.timeaxis.TimeAxis.labels`); a frame
 shows what tells its steps apart: annual means read ``1860``, monthly ``1980-06``, daily
 ``1980-06-01`` and sub-daily ``1980-06-01 12:00``. The step is the median of the
 differences between consecutive dates, computed with cftime in the file's own calendar (a
@@ -179,7 +179,7 @@ def frame_labels(labels: Sequence[str | None], values: np.ndarray, *, calendar: 
     Parameters
     ----------
     labels : sequence of str or None, length n_time
-        ISO 8601 date-times (:attr:`ncreel.source.TimeAxis.labels`); None where a step did
+        ISO 8601 date-times (:attr:`ncreel.timeaxis.TimeAxis.labels`); None where a step did
         not decode.
     values : numpy.ndarray, shape (n_time,)
         Raw time values as stored (NaN where absent).

@@ -1,7 +1,7 @@
 """Pages of the Snakemake report: contact sheet and run plan, resources page, screenshot.
 
 Owns: :mod:`.contactsheet` (a grid of sampled frames and the run plan page),
-:mod:`.resources` (declared ``mem_mb``/``runtime`` against measured, per job) and
+:mod:`.resourcepage` (declared ``mem_mb``/``runtime`` against measured, per job) and
 :mod:`.screenshot` (``python -m ncreel.report.screenshot``: a PNG of a report page, with
 headless Chromium, for the documentation).
 

@@ -15,14 +15,18 @@ import html
 import io
 import json
 import os
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ncreel.io import atomic_path
 
-#: Movies larger than this are not embedded (the page would not open); the page says where
-#: the file is instead.
-EMBED_LIMIT_MB = 200
+#: Largest page (bytes) that opens inside Snakemake's single-file report: the report shows
+#: an HTML result in a frame whose source is a base64 ``data:`` URL of the page, and
+#: Chromium loads no ``data:`` URL longer than 2 MiB. 4 KiB are left for the URL's prefix.
+PAGE_LIMIT_BYTES = 2 * 1024 * 1024 * 3 // 4 - 4096
+#: Below this many bytes for the movie a copy is not worth watching; the page links instead.
+SMALLEST_COPY_BYTES = 100_000
 
 
 def _size(n: float) -> str:
@@ -46,7 +50,7 @@ def run_numbers(jobs: Sequence[Mapping]) -> dict:
     Parameters
     ----------
     jobs : sequence of mapping
-        Rows of :func:`ncreel.report.resources.collect_jobs` (``rule``, ``threads``,
+        Rows of :func:`ncreel.report.resourcepage.collect_jobs` (``rule``, ``threads``,
         ``wall_s``, ``max_rss_mb``, ``mem_mb``, ``attempts``, ``attempt_records``).
 
     Returns
@@ -78,7 +82,8 @@ def write_summary(path: str | os.PathLike, *, run: str, variable: str,
                   inputs: Sequence[str], movie: str | os.PathLike,
                   poster: str | os.PathLike, copy_file: str | os.PathLike,
                   stats_json: str | os.PathLike, fps: float, jobs: Sequence[Mapping],
-                  shards: int, embed_limit_mb: float = EMBED_LIMIT_MB) -> dict:
+                  shards: int, page_limit_bytes: int = PAGE_LIMIT_BYTES,
+                  ffmpeg: str | None = None) -> dict:
     """Write the summary page (HTML, self-contained).
 
     Parameters
@@ -99,11 +104,15 @@ def write_summary(path: str | os.PathLike, *, run: str, variable: str,
     fps : float
         Movie frames per second.
     jobs : sequence of mapping
-        Rows of :func:`ncreel.report.resources.collect_jobs`.
+        Rows of :func:`ncreel.report.resourcepage.collect_jobs`.
     shards : int
         Number of shard jobs in the plan.
-    embed_limit_mb : float
-        Largest movie (MB) embedded in the page.
+    page_limit_bytes : int
+        Largest page; a movie that would make the page larger is embedded as a smaller
+        copy (:func:`ncreel.render.movie.preview_movie`) that fits, or only linked when
+        even that cannot fit.
+    ffmpeg : str, optional
+        ffmpeg executable for the copy.
 
     Returns
     -------
@@ -121,24 +130,13 @@ def write_summary(path: str | os.PathLike, *, run: str, variable: str,
         "values": int(stats["n_finite"]), "copy_bytes": Path(copy_file).stat().st_size,
         "colour_range": [stats["vmin"], stats["vmax"]], "shards": int(shards), **numbers,
     }
-    out = io.StringIO()
     esc = html.escape
-    out.write("<!DOCTYPE html><html><head><meta charset='utf-8'>"
-              f"<title>run {esc(run)}</title><style>body{{font-family:sans-serif;"
-              "font-size:14px;max-width:1100px}table{border-collapse:collapse}"
-              "td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}"
-              "td.n{text-align:right}video{max-width:100%;background:#000}</style>"
-              "</head><body>")
-    out.write(f"<h2>run {esc(run)}: {esc(variable)}</h2>")
-    if movie_bytes <= embed_limit_mb * 1e6:
-        mp4 = base64.b64encode(Path(movie).read_bytes()).decode()
-        png = base64.b64encode(Path(poster).read_bytes()).decode()
-        out.write(f"<video id='movie' controls loop preload='auto' "
-                  f"poster='data:image/png;base64,{png}'>"
-                  f"<source type='video/mp4' src='data:video/mp4;base64,{mp4}'></video>")
-    else:
-        out.write(f"<p>The movie ({_size(movie_bytes)}) is too large to embed here: open "
-                  f"<code>{esc(os.fspath(movie))}</code>.</p>")
+    head = ("<!DOCTYPE html><html><head><meta charset='utf-8'>"
+            f"<title>run {esc(run)}</title><style>body{{font-family:sans-serif;"
+            "font-size:14px;max-width:1100px}table{border-collapse:collapse}"
+            "td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}"
+            "td.n{text-align:right}video{max-width:100%;background:#000}</style>"
+            f"</head><body><h2>run {esc(run)}: {esc(variable)}</h2>")
     ratio = (None if not numbers["shard_peak_mb"] or not numbers["shard_declared_mb"]
              else numbers["shard_declared_mb"] / numbers["shard_peak_mb"])
     rows = [
@@ -159,6 +157,7 @@ def write_summary(path: str | os.PathLike, *, run: str, variable: str,
         ("input", "<br>".join(esc(p) for p in inputs[:5])
          + (f"<br>… and {len(inputs) - 5} more" if len(inputs) > 5 else "")),
     ]
+    out = io.StringIO()
     out.write("<table>")
     for key, value in rows:
         value = value if key == "input" else esc(value)
@@ -167,8 +166,53 @@ def write_summary(path: str | os.PathLike, *, run: str, variable: str,
     out.write("<p>More in this report: <b>Resources</b> (every job's declared against "
               "measured memory and time), <b>Frames</b> (the contact sheet and the run plan), "
               "and the movie file itself under <b>Movie</b>.</p>")
-    out.write("<script type='application/json' id='ncreel-summary'>"
-              f"{esc(json.dumps(shown))}</script></body></html>\n")
+    rest = out.getvalue()
+    # The movie part is decided last: it gets what the page's limit leaves.
+    poster_uri = "data:image/png;base64," + base64.b64encode(Path(poster).read_bytes()).decode()
+    json_room = 400  # the numbers below grow by the movie_in_page entry
+    room = page_limit_bytes - len(head) - len(rest) - len(esc(json.dumps(shown))) - json_room
+    video, shown["movie_in_page"] = _movie_part(movie, room - len(poster_uri), poster_uri,
+                                                float(shown["movie_seconds"]), ffmpeg)
+    page = (head + video + rest + "<script type='application/json' id='ncreel-summary'>"
+            f"{esc(json.dumps(shown))}</script></body></html>\n")
     with atomic_path(path) as tmp:
-        tmp.write_text(out.getvalue())
+        tmp.write_text(page)
     return shown
+
+
+def _video(mp4: bytes, poster_uri: str, note: str = "") -> str:
+    uri = "data:video/mp4;base64," + base64.b64encode(mp4).decode()
+    return (f"<video id='movie' controls loop preload='auto' poster='{poster_uri}'>"
+            f"<source type='video/mp4' src='{uri}'></video>{note}")
+
+
+def _movie_part(movie, room: int, poster_uri: str, seconds: float,
+                ffmpeg: str | None) -> tuple[str, str]:
+    """Return the page's movie HTML within `room` characters, and what it holds.
+
+    ``"movie"`` (the file itself), ``"copy"`` (a smaller copy of all of it),
+    ``"first N s"`` (a copy of its beginning) or ``"link"``.
+    """
+    esc = html.escape
+    size = Path(movie).stat().st_size
+    room_bytes = (room - 600) * 3 // 4  # base64 is 4 characters per 3 bytes
+    if size <= room_bytes:
+        return _video(Path(movie).read_bytes(), poster_uri), "movie"
+    where = (f"the whole movie ({_size(size)}) is <code>{esc(os.fspath(movie))}</code> and "
+             "under <b>Movie</b> in this report")
+    if room_bytes < SMALLEST_COPY_BYTES:
+        return (f"<p>The movie is too large to play inside this report: {where}.</p>",
+                "link")
+    from ncreel.render.movie import preview_movie
+
+    with tempfile.TemporaryDirectory() as tdir:
+        copy = os.path.join(tdir, "preview.mp4")
+        held = preview_movie(movie, copy, duration_s=seconds, max_bytes=room_bytes,
+                             ffmpeg=ffmpeg)
+        mp4 = Path(copy).read_bytes()
+    whole = held >= seconds - 1e-6
+    what = ("a smaller copy" if whole else
+            f"a smaller copy of its first {_duration(held)} of {_duration(seconds)}")
+    note = (f"<p>This page plays {what}, so that it opens inside the single-file report; "
+            f"{where}.</p>")
+    return _video(mp4, poster_uri, note), "copy" if whole else f"first {held:.0f} s"

@@ -1,11 +1,11 @@
-"""One shard's frames into an H.264 segment (``ncreel.render.shard``), with worker processes."""
+"""One shard's frames into an H.264 segment (``ncreel.render.segment``), with worker processes."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from ncreel.render.shard import png_sample, render_shard
-from ncreel.shards import Shard, frame_name
+from ncreel.render.segment import png_sample, render_shard
+from ncreel.shardplan import Shard, frame_name
 from render_data import decode, ffprobe, needs_ffprobe, spec, write_noisy_nc
 
 

@@ -6,7 +6,7 @@ the index comes from PBS (``PBS_ARRAY_INDEX``) and must agree with the sub-job's
 (``PBS_JOBID`` = ``<n>[<index>].<server>``). The entry's ``index`` must equal it and its
 jobscript must still have the SHA-256 recorded at submission; otherwise the sub-job
 refuses to run (exit status 2) and is reported failed. The jobscript's exit status is
-recorded like a plain job's (:func:`ncreel.cluster.pbs.write_marker`), so a sub-job purged from
+recorded like a plain job's (:func:`.state.write_marker`), so a sub-job purged from
 ``qstat`` is still decided by it.
 """
 
@@ -20,7 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ncreel.cluster import pbs
+from snakemake_executor_plugin_pbs_pro.state import write_marker
 
 #: Exit status of a sub-job that refused to run.
 REFUSED = 2
@@ -73,12 +73,12 @@ def main(argv: list[str] | None = None) -> int:
     except (Refused, OSError, ValueError, KeyError) as err:
         print(f"ncreel-pbs: refusing to run: {err}", file=sys.stderr)
         if jobid:
-            pbs.write_marker(jobid, REFUSED, state_dir)
+            write_marker(jobid, REFUSED, state_dir)
         return REFUSED
     print(f"ncreel-pbs: sub-job {jobid} runs Snakemake job {entry['jobid']} "
           f"({entry['rule']} {json.dumps(entry['wildcards'])})", flush=True)
     status = subprocess.call(["/bin/sh", entry["jobscript"]])
-    pbs.write_marker(jobid, status, state_dir)
+    write_marker(jobid, status, state_dir)
     return status
 
 

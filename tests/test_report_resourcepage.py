@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from ncreel.report.resources import collect_jobs
+from ncreel.report.resourcepage import collect_jobs
 
 
 def _job(tmp_path, name, *, mem_mb, runtime, max_rss, wall_s):

@@ -15,9 +15,10 @@ from ncreel.identity import check_inputs
 from ncreel.io import atomic_path
 from ncreel.pg.copytext import open_copy_writer
 from ncreel.progress import Progress
-from ncreel.render.shard import FrameJob, render_shard
+from ncreel.render.segment import FrameJob, colorbar_extend, render_shard
+from ncreel.selection import open_selection, table_series
 from ncreel.settings import CellsSettings, EncodeSettings, RenderSettings, SeriesSelection
-from ncreel.shards import Shard
+from ncreel.shardplan import Shard
 from ncreel.source import MAX_BLOCK_CELLS
 
 log = logging.getLogger(__name__)
@@ -31,7 +32,7 @@ def run_shard(selection: SeriesSelection, shard: Shard, *, stats_json: str | os.
               degradation: tuple | None = None) -> dict:
     """Write the COPY rows and render the frames of time steps ``shard.start:shard.stop``.
 
-    Frames: :func:`ncreel.render.shard.render_shard` reads the slice in its own small
+    Frames: :func:`ncreel.render.segment.render_shard` reads the slice in its own small
     blocks. Rows, afterwards: the shard is read again in blocks of at most
     ``MAX_BLOCK_CELLS`` values, each written and then dropped (a second read of the slice
     costs far less than drawing). The passes stay independent, so peak memory is about the
@@ -58,7 +59,7 @@ def run_shard(selection: SeriesSelection, shard: Shard, *, stats_json: str | os.
     cells : CellsSettings
         Cell model, geometry column and compression of the COPY file.
     png_times : iterable of int
-        Global time indices also written as PNG (see :func:`ncreel.render.shard.png_sample`).
+        Global time indices also written as PNG (see :func:`ncreel.render.segment.png_sample`).
     workers : int
         Render worker processes (the job's ``threads``).
     png_compress : int
@@ -86,8 +87,10 @@ def run_shard(selection: SeriesSelection, shard: Shard, *, stats_json: str | os.
         check_inputs(recorded, selection.paths)
     job = FrameJob(series=selection, render=render, encode=encode, vmin=stats["vmin"],
                    vmax=stats["vmax"], png_compress=png_compress,
+                   overlay_limits=stats.get("overlays"),
+                   extend=colorbar_extend(render.colorbar_extend, stats),
                    label=f"shard {shard.name} frames")
-    with selection.open() as series:
+    with open_selection(selection) as series, table_series(selection, series) as table:
         # Frames first: their encoder has exited before the rows pass starts, so the job's
         # peak is the larger of the two passes (what calibration measures), not their sum.
         with atomic_path(frames_dir) as fdir:
@@ -97,14 +100,14 @@ def run_shard(selection: SeriesSelection, shard: Shard, *, stats_json: str | os.
         state = {}
         if degradation and degradation[0]:
             state["degradation"] = read_degradation_state(*degradation)
-        rows = ShardRows.for_series(series, cell_mean=np.load(cell_mean_npy), cells=cells,
+        rows = ShardRows.for_series(table, cell_mean=np.load(cell_mean_npy), cells=cells,
                                     state=state)
         n_rows = 0
-        max_bytes = MAX_BLOCK_CELLS * series.dtype.itemsize
+        max_bytes = MAX_BLOCK_CELLS * table.dtype.itemsize
         with atomic_path(rows_path) as rtmp, \
                 open_copy_writer(rtmp, cells.compression, cells.compression_level) as fh:
             progress = Progress(shard.n_frames, f"shard {shard.name} rows", unit="time steps")
-            for t0, block in series.iter_blocks(shard.start, shard.stop, max_bytes):
+            for t0, block in table.iter_blocks(shard.start, shard.stop, max_bytes):
                 n_rows += rows.write(fh, t0, block)
                 progress.update(t0 + block.shape[0] - shard.start, rows_written=n_rows)
             if recorded is not None:

@@ -31,8 +31,10 @@ import numpy as np
 from ncreel.procmem import peak_rss_mb
 from ncreel.progress import Progress, current_log_file
 from ncreel.render.movie import SegmentEncoder, concat_segments
+from ncreel.render.overlays import make_overlays, read_overlay_fields
+from ncreel.selection import open_selection
 from ncreel.settings import EncodeSettings, MapSettings, RenderSettings, SeriesSelection
-from ncreel.shards import Shard, frame_name, plan_shards
+from ncreel.shardplan import Shard, frame_name, plan_shards
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +64,11 @@ class FrameJob:
         Name of the frames in progress lines.
     log_file : str or None
         File the workers append their progress lines to.
+    overlay_limits : dict or None
+        Contour levels and vector speed of the whole movie
+        (:func:`ncreel.render.overlays.overlay_limits`, in ``stats.json``).
+    extend : str
+        The colour bar's arrows (:func:`colorbar_extend`).
     """
 
     series: SeriesSelection
@@ -72,6 +79,8 @@ class FrameJob:
     png_compress: int = 6
     label: str = "frames"
     log_file: str | None = None
+    overlay_limits: dict | None = None
+    extend: str = "neither"
 
 
 def png_sample(start: int, stop: int, *, every: int = 0, extra: Iterable[int] = ()) -> list[int]:
@@ -138,7 +147,7 @@ def render_range(job: FrameJob, start: int, stop: int, *, segment: str | os.Path
         If the input cannot be read or ffmpeg fails.
     """
     if series is None:
-        with job.series.open() as opened:
+        with open_selection(job.series) as opened:
             return render_range(job, start, stop, segment=segment, frames_dir=frames_dir,
                                 png_times=png_times, encoder_threads=encoder_threads,
                                 series=opened)
@@ -149,14 +158,18 @@ def render_range(job: FrameJob, start: int, stop: int, *, segment: str | os.Path
     n = 0
     progress = Progress(stop - start, f"{job.label} {start}..{stop - 1}", log_file=job.log_file)
     labels = time_labels(series)
-    renderer = make_renderer(series, rend, vmin=job.vmin, vmax=job.vmax, labels=labels)
+    renderer = make_renderer(series, rend, vmin=job.vmin, vmax=job.vmax, labels=labels,
+                             overlay_limits=job.overlay_limits, extend=job.extend)
     with SegmentEncoder(segment, width=rend.width, height=rend.height, fps=enc.fps,
                         crf=enc.crf, preset=enc.preset, threads=encoder_threads) as encoder:
         for t0, block in series.iter_blocks(start, stop, RENDER_BLOCK_BYTES):
+            extra = read_overlay_fields(series, rend.contours, rend.vectors, t0,
+                                        t0 + block.shape[0])
             for i in range(block.shape[0]):
                 t = t0 + i
                 t1 = time.perf_counter()
-                rgba = renderer.draw(block[i], labels[t])
+                rgba = renderer.draw(block[i], labels[t],
+                                     [tuple(a[i] for a in group) for group in extra])
                 draw_s += time.perf_counter() - t1
                 encoder.write(rgba)
                 if t in pngs and frames_dir is not None:
@@ -302,7 +315,8 @@ def time_labels(series) -> list[str]:
 
 
 def make_renderer(series, render: RenderSettings, *, vmin: float, vmax: float,
-                  blit: bool = True, labels: list[str] | None = None):
+                  blit: bool = True, labels: list[str] | None = None,
+                  overlay_limits: dict | None = None, extend: str = "neither"):
     """Build the :class:`~ncreel.render.frame.FrameRenderer` for `series`.
 
     The renderer holds the axes, labels, title (``long_name [units]``), the colour bar
@@ -310,6 +324,8 @@ def make_renderer(series, render: RenderSettings, *, vmin: float, vmax: float,
     (:func:`time_labels`; computed here when None): room is kept for the widest.
 
     ``render.map`` applies to grids with latitude/longitude, see :func:`map_settings`.
+    ``render.contours`` / ``render.vectors`` are drawn at `overlay_limits`' levels and
+    scale (:func:`ncreel.render.overlays.make_overlays`).
     """
     from ncreel.render.frame import FrameRenderer
 
@@ -320,6 +336,10 @@ def make_renderer(series, render: RenderSettings, *, vmin: float, vmax: float,
     geo = series.has_lat_lon
     projection, features = map_settings(render.map, lon=x if geo else None,
                                         lat=y if geo else None)
+    if getattr(series, "region", None) is not None:  # a named country's outline, drawn once
+        from ncreel.region import region_features
+
+        features = [*features, *region_features(series.region)]
     title = f"{series.long_name} [{series.units}]" if series.units else series.long_name
     if labels is None:
         labels = time_labels(series)
@@ -328,7 +348,37 @@ def make_renderer(series, render: RenderSettings, *, vmin: float, vmax: float,
                          vmin=vmin, vmax=vmax, x=x, y=y, title=title, xlabel=xlabel,
                          ylabel=ylabel, blit=blit, projection=projection, features=features,
                          units=series.units, time_labels=labels,
-                         mesh=getattr(series, "mesh", None))
+                         mesh=getattr(series, "mesh", None),
+                         overlays=make_overlays(render.contours, render.vectors,
+                                                overlay_limits), extend=extend,
+                         gridlines=render.map.gridlines and geo,
+                         caption=render.caption or "")
+
+
+def colorbar_extend(setting: str | None, stats: dict) -> str:
+    """Decide the colour bar's arrows: `setting`, or from the data when None or ``auto``.
+
+    Parameters
+    ----------
+    setting : str or None
+        Config ``colorbar_extend``: ``auto`` (None) draws an arrow at each end beyond which
+        the run has values (``stats`` ``min`` below ``vmin``, ``max`` above ``vmax``);
+        ``neither``, ``min``, ``max`` or ``both`` as given.
+    stats : dict
+        ``stats.json``: ``vmin``, ``vmax`` and, when computed, ``min``, ``max``.
+
+    Returns
+    -------
+    str
+        ``neither``, ``min``, ``max`` or ``both`` (matplotlib's ``extend``).
+    """
+    if setting not in (None, "auto"):
+        return setting
+    lo, hi = stats.get("min"), stats.get("max")
+    below = lo is not None and np.isfinite(lo) and lo < stats["vmin"]
+    above = hi is not None and np.isfinite(hi) and hi > stats["vmax"]
+    return {(False, False): "neither", (True, False): "min", (False, True): "max",
+            (True, True): "both"}[(bool(below), bool(above))]
 
 
 def map_settings(settings: MapSettings, *, lon=None, lat=None):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 
@@ -72,3 +73,33 @@ def plan_shards(n_time: int, frames_per_shard: int) -> list[Shard]:
 def frame_name(time_index: int) -> str:
     """File name of the PNG frame for global time index `time_index`."""
     return f"frame_{time_index:06d}.png"
+
+
+class ShardPlanCache:
+    """The run's shard plan from ``calibration.json``, built once per version of that file.
+
+    Snakemake asks for the plan for every shard job's params and resources: a 10 000-shard
+    DAG would otherwise read the file and build the plan 10 000s of times. The plan is
+    built again when the file changes (its path or modification time).
+    """
+
+    def __init__(self) -> None:
+        self._stamp: tuple | None = None
+        self._plan: dict[str, Shard] = {}
+
+    def plan(self, calibration: str | os.PathLike, n_time: int) -> dict[str, Shard]:
+        """Return the shards by name, in time order, ``frames_per_shard`` from `calibration`.
+
+        Raises
+        ------
+        NcreelError
+            As :meth:`ncreel.settings.Calibration.from_json`.
+        """
+        stamp = (os.fspath(calibration), os.stat(calibration).st_mtime_ns, n_time)
+        if stamp != self._stamp:
+            from ncreel.settings import Calibration
+
+            frames = Calibration.from_json(calibration).frames_per_shard
+            self._plan = {s.name: s for s in plan_shards(n_time, frames)}
+            self._stamp = stamp
+        return self._plan

@@ -1,22 +1,23 @@
-"""One shard job (``ncreel.shardjob.run_shard``): its COPY rows, PNG frames and segment."""
+"""One shard job (``ncreel.process_shard.run_shard``): its COPY rows, PNG frames and segment."""
 
 import json
 
 import numpy as np
 import pytest
 import xarray as xr
+from ncreel.cells import cells_settings
+from ncreel.process_shard import run_shard
 from ncreel.settings import CellsSettings, EncodeSettings, RenderSettings, SeriesSelection
-from ncreel.shardjob import run_shard
-from ncreel.shards import Shard, frame_name
+from ncreel.shardplan import Shard, frame_name
 from render_data import ffprobe, write_noisy_nc
 
 RENDER = {"width": 160, "height": 96, "dpi": 40, "cmap": "viridis",
           "map": {"coastlines": None, "borders": False, "projection": "PlateCarree",
                   "projection_params": {}}}
 ENCODE = EncodeSettings(fps=10, crf=18, preset="ultrafast")
-CELLS = CellsSettings.from_config({"model": "field", "geometry": "none",
-                                   "compression": "none", "compression_level": None,
-                                   "params": {}})
+CELLS = CellsSettings.from_params(cells_settings(
+    {"model": "field", "geometry": "none", "compression": "none", "compression_level": None,
+     "params": {}}))
 
 
 @pytest.fixture

@@ -1,0 +1,134 @@
+"""Frames per second with contour and vector overlays, against matplotlib redrawing them.
+
+A synthetic global field with a second field (contours, 10 fixed levels) and a u/v pair
+(vectors, ``--density`` arrows across the map) is drawn by ncreel's renderer on its fast
+path (the field gathered from the index image, the overlays drawn by Agg each frame) and
+by the same figure redrawn in full every frame, calling ``contour`` and ``quiver`` again
+(what a FuncAnimation does). Drawing only, no encoder; frames/s are one over the
+median frame time.
+
+    python bench/overlay_bench.py                  # demo size: 960 x 540, 1 degree grid
+    python bench/overlay_bench.py --grid 0.25 --width 1920 --height 1080 --dpi 200
+    python bench/overlay_bench.py --smoke          # tiny sizes, seconds
+
+Prints one ``key=value`` line per figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow"))
+
+
+def fields(lon, lat, t):
+    """Field, contoured field, u and v at frame `t` (moving patterns)."""
+    lon2, lat2 = np.meshgrid(lon, lat)
+    f = 30 * np.cos(np.radians(lat2)) + 5 * np.sin(np.radians(2 * lon2 + 10 * t))
+    p = 1000 + 20 * np.sin(np.radians(lon2 + 5 * t)) * np.cos(np.radians(2 * lat2))
+    u = 10 * np.cos(np.radians(3 * lat2 + t))
+    v = 5 * np.sin(np.radians(2 * lon2 - t)) * np.cos(np.radians(lat2))
+    return f, p, u, v
+
+
+def time_frames(renderer, frames, which):
+    times = []
+    for t in range(frames):
+        f, p, u, v = frames_data[t]
+        extra = [(p,)] if "c" in which else []
+        if "v" in which:
+            extra.append((u, v))
+        t0 = time.perf_counter()
+        renderer.draw(f, "2000-01-01", extra)
+        times.append(time.perf_counter() - t0)
+    return 1.0 / statistics.median(times)
+
+
+def time_matplotlib(renderer, frames, which, lon, lat, levels, step, scale):
+    # The FuncAnimation way: contour() / quiver() called again each frame on the figure,
+    # which is then redrawn in full (pcolormesh included).
+    times, old = [], []
+    for t in range(frames):
+        f, p, u, v = frames_data[t]
+        t0 = time.perf_counter()
+        for artist in old:
+            artist.remove()
+        old = []
+        if "c" in which:
+            old.append(renderer.ax.contour(lon, lat, p, levels, colors="black",
+                                           linewidths=0.8, zorder=2.3))
+        if "v" in which:
+            s = slice(step // 2, None, step)
+            old.append(renderer.ax.quiver(lon[s], lat[s], u[s, s], v[s, s], scale=scale,
+                                          scale_units="width", pivot="middle", zorder=2.35))
+        renderer.draw(f, "2000-01-01")
+        times.append(time.perf_counter() - t0)
+    return 1.0 / statistics.median(times)
+
+
+def main() -> None:
+    from ncreel.render.frame import FrameRenderer
+    from ncreel.render.maps import map_features, map_projection
+    from ncreel.render.overlays import ContourOverlay, VectorOverlay
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--grid", type=float, default=1.0, help="grid spacing, degrees")
+    ap.add_argument("--width", type=int, default=960)
+    ap.add_argument("--height", type=int, default=540)
+    ap.add_argument("--dpi", type=float, default=100)
+    ap.add_argument("--frames", type=int, default=20)
+    ap.add_argument("--density", type=int, default=60, help="arrows across the map")
+    ap.add_argument("--smoke", action="store_true")
+    a = ap.parse_args()
+    if a.smoke:
+        a.grid, a.width, a.height, a.dpi, a.frames, a.density = 5.0, 320, 180, 40, 3, 20
+    lon = np.arange(-180 + a.grid / 2, 180, a.grid)
+    lat = np.arange(-90 + a.grid / 2, 90, a.grid)
+    global frames_data
+    frames_data = [fields(lon, lat, t) for t in range(a.frames)]
+    speed = max(float(np.hypot(u, v).max()) for _, _, u, v in frames_data)
+    levels = np.linspace(985, 1015, 10)
+    out = {}
+    name = {"": "plain", "c": "contours", "v": "vectors", "cv": "contours_vectors"}
+    for blit in (True, False):
+        for which in ("", "c", "v", "cv"):
+            overlays = []
+            if blit and "c" in which:
+                overlays.append(ContourOverlay(levels))
+            if blit and "v" in which:
+                overlays.append(VectorOverlay(speed, density=a.density))
+            r = FrameRenderer(shape=(lat.size, lon.size), width=a.width, height=a.height,
+                              dpi=a.dpi, cmap="viridis", vmin=-5, vmax=35, x=lon, y=lat,
+                              title="field [K]", blit=blit,
+                              projection=map_projection("PlateCarree", {}),
+                              features=map_features(coastlines=True, borders=False),
+                              overlays=overlays)
+            if blit:
+                out[f"render_fps_{name[which]}"] = time_frames(r, a.frames, which)
+                if which == "v":
+                    vec = r.overlays[0]
+                    out["vector_arrows"] = int(vec.n_arrows)
+                    step = vec._rows.step
+                    # quiver's scale: speed per axes width, as the overlay's arrows
+                    scale = speed / (0.9 * vec._spacing)
+            else:
+                out[f"matplotlib_fps_{name[which]}"] = time_matplotlib(
+                    r, max(3, a.frames // 4), which, lon, lat, levels, step, scale)
+            r.close()
+    out["contours_speedup_vs_matplotlib"] = (out["render_fps_contours"]
+                                             / out["matplotlib_fps_contours"])
+    out["vectors_speedup_vs_matplotlib"] = (out["render_fps_vectors"]
+                                            / out["matplotlib_fps_vectors"])
+    print(f"# grid {lat.size} x {lon.size}, frame {a.width} x {a.height} at dpi {a.dpi:g}")
+    for k, v in out.items():
+        print(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}")
+
+
+if __name__ == "__main__":
+    main()

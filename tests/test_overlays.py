@@ -1,0 +1,306 @@
+"""Overlays: contour lines and vectors drawn per frame, exact against a full redraw."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xarray as xr
+from ncreel.errors import NcreelError
+from ncreel.render.frame import FrameRenderer, frame_difference
+from ncreel.render.maps import PlainPlateCarree
+from ncreel.render.overlays import (
+    ContourOverlay,
+    check_overlays,
+    make_overlays,
+    overlay_limits,
+    read_overlay_fields,
+)
+from ncreel.render.segment import make_renderer
+from ncreel.selection import open_selection
+from ncreel.settings import RenderSettings, SeriesSelection
+
+LON = np.arange(2.5, 360.0, 5.0)  # 72 columns, 0...360
+LAT = np.arange(-87.5, 90.0, 5.0)  # 36 rows
+CONTOURS = {"variable": "psl", "levels": 6, "colour": "black", "linewidth": 0.8}
+VECTORS = {"u": "uas", "v": "vas", "density": 12, "colour": "white"}
+
+
+def write_weather(path, n_time=4):
+    """tas, psl, uas, vas on a global 0...360 grid; psl moves east with time."""
+    t = np.arange(n_time)[:, None, None]
+    lon, lat = np.meshgrid(LON, LAT)
+    tas = 280 + 20 * np.cos(np.radians(lat)) + 0 * t
+    psl = 1000 + 15 * np.sin(np.radians(lon - 10 * t)) * np.cos(np.radians(lat))
+    uas = 10 * np.cos(np.radians(3 * lat)) + 0 * t
+    vas = 5 * np.sin(np.radians(2 * lon - 20 * t)) * np.cos(np.radians(lat))
+    dims = ("time", "lat", "lon")
+    xr.Dataset({"tas": (dims, tas, {"units": "K"}), "psl": (dims, psl, {"units": "hPa"}),
+                "uas": (dims, uas), "vas": (dims, vas),
+                "orog": (("lat", "lon"), np.zeros(lon.shape)),
+                "other": (("time", "y", "x"), np.zeros((n_time, 3, 4)))},
+               coords={"time": ("time", np.arange(n_time), {"units": "days since 2000-01-01"}),
+                       "lat": ("lat", LAT, {"units": "degrees_north"}),
+                       "lon": ("lon", LON, {"units": "degrees_east"})}).to_netcdf(path)
+    return path
+
+
+def render(contours=None, vectors=None, **kw):
+    return RenderSettings.from_params({
+        "width": 240, "height": 150, "dpi": 50, "cmap": "viridis",
+        "map": {"coastlines": True, "borders": False, "projection": "PlateCarree",
+                "projection_params": {}},
+        "contours": contours, "vectors": vectors, **kw})
+
+
+def open_weather(tmp_path):
+    path = write_weather(tmp_path / "w.nc")
+    return open_selection(SeriesSelection(paths=[str(path)], variable="tas", time_dim=None,
+                                          select={}, lat=None, lon=None, time=None))
+
+
+@pytest.mark.parametrize("projection", ["PlateCarree", "Robinson"])
+@pytest.mark.parametrize("coastlines", [False, True])
+def test_fast_path_with_overlays_matches_a_full_redraw(tmp_path, projection, coastlines):
+    with open_weather(tmp_path) as s:
+        limits = overlay_limits(s, CONTOURS, VECTORS)
+        look = {"map": {"coastlines": coastlines, "borders": False, "projection": projection,
+                        "projection_params": {}}}
+        rs, plain = render(CONTOURS, VECTORS, **look), render(**look)
+        fast = make_renderer(s, rs, vmin=280, vmax=300, overlay_limits=limits)
+        full = make_renderer(s, rs, vmin=280, vmax=300, overlay_limits=limits, blit=False)
+        bare = make_renderer(s, plain, vmin=280, vmax=300)
+        bare_full = make_renderer(s, plain, vmin=280, vmax=300, blit=False)
+        extra = read_overlay_fields(s, CONTOURS, VECTORS, 2, 3)
+        fields = [tuple(a[0] for a in group) for group in extra]
+        field = s.read(2, 3)[0]
+        a = fast.draw(field, "x", fields).copy()
+        b = full.draw(field, "x", fields).copy()
+        c = bare.draw(field, "x").copy()
+        inner = frame_difference(a, b, area=fast.interior())
+        # The antialiased overlay lines are drawn by the same Agg artists onto the same
+        # colours: inside the cells the fast path is exact, and where coastlines lie it is
+        # as close as the frame without overlays (the coastlines' blend, within 1 of 255).
+        base = frame_difference(c, bare_full.draw(field, "x"), area=bare.interior())
+        assert inner["max_difference"] <= base["max_difference"] <= (1 if coastlines else 0)
+        assert inner["share_differing"] <= base["share_differing"]
+        # Over the whole map (cell edges, the map's boundary) beyond one colour level: as
+        # many pixels as without overlays, plus lines crossing the curved boundary of a
+        # Robinson map (0.09 % measured here).
+        d = frame_difference(a, b, area=fast.map_area(), tolerance=fast.level_step())
+        d0 = frame_difference(c, bare_full.draw(field, "x"), area=bare.map_area(),
+                              tolerance=bare.level_step())
+        assert d["share_beyond"] <= d0["share_beyond"] + 0.002, (d, d0)
+        # ... and the overlays are there: many map pixels differ from the bare frame.
+        drawn = frame_difference(a, c, area=fast.map_area())
+        assert drawn["share_differing"] > 0.05, drawn
+        # The next frame moves the lines (psl moves east).
+        extra = read_overlay_fields(s, CONTOURS, VECTORS, 3, 4)
+        a2 = fast.draw(s.read(3, 4)[0], "x", [tuple(x[0] for x in g) for g in extra])
+        assert frame_difference(a, a2, area=fast.map_area())["share_differing"] > 0.01
+        for r in (fast, full, bare, bare_full):
+            r.close()
+
+
+def test_contour_lines_lie_on_their_levels():
+    # z = longitude: each level's line is the meridian at that longitude, on a map
+    # centred on 180 (so x = lon - 180).
+    lon, lat = np.arange(100.5, 260.0, 1.0), np.arange(-30.5, 31.0, 1.0)
+    ov = ContourOverlay([150.0, 200.0])
+    fig_r = FrameRenderer(shape=(lat.size, lon.size), width=200, height=120, dpi=50,
+                          cmap="viridis", vmin=0, vmax=1, x=lon, y=lat,
+                          projection=PlainPlateCarree(180.0), overlays=[ov])
+    z = np.broadcast_to(lon, (lat.size, lon.size))
+    lines = ov.lines(z)
+    xs = sorted({round(float(np.median(line[:, 0])), 3) for line in lines})
+    assert xs == [-30.0, 20.0]
+    for line in lines:
+        assert np.ptp(line[:, 0]) < 1e-9 and np.ptp(line[:, 1]) > 50
+    fig_r.close()
+
+
+def test_levels_and_scale_are_fixed_from_the_whole_series(tmp_path):
+    with open_weather(tmp_path) as s:
+        limits = overlay_limits(s, CONTOURS, VECTORS)
+        psl = s.read_variable("psl", 0, s.n_time)
+        u, v = s.read_variable("uas", 0, s.n_time), s.read_variable("vas", 0, s.n_time)
+        levels = limits["contour_levels"]
+        assert 4 <= len(levels) <= 8 and psl.min() <= min(levels) and max(levels) <= psl.max()
+        assert limits["vector_speed"] == pytest.approx(np.hypot(u, v).max())
+        assert overlay_limits(s, {**CONTOURS, "levels": [990, 1010]}, None) == {
+            "contour_levels": [990.0, 1010.0]}
+        # The overlays built from them keep them.
+        c, vec = make_overlays(CONTOURS, VECTORS, limits)
+        assert c.levels == levels and vec.speed == limits["vector_speed"]
+        # A variable without time is drawn in every frame.
+        (orog,) = read_overlay_fields(s, {**CONTOURS, "variable": "orog"}, None, 0, 3)
+        assert orog[0].shape == (3, 36, 72)
+
+
+@pytest.mark.parametrize("contours, vectors, message", [
+    ({**CONTOURS, "variable": "slp"}, None, "config 'contours.variable': input"),
+    (None, {**VECTORS, "v": "vaz"}, "no variable 'vaz'"),
+    ({**CONTOURS, "variable": "other"}, None, "has dims (time, y, x)"),
+    (None, {**VECTORS, "colour": "whyte"}, "config 'vectors.colour': 'whyte' is not a"),
+])
+def test_bad_overlays_stop_before_any_job(tmp_path, contours, vectors, message):
+    with open_weather(tmp_path) as s:
+        with pytest.raises(NcreelError) as err:
+            check_overlays(s, contours, vectors)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_u_without_v_is_a_schema_error():
+    import jsonschema
+    from ncreel.configcheck import load_schema, schema_error_message
+
+    config = {"input": "a.nc", "variable": "tas", "run": "r", "vectors": {"u": "uas"}}
+    errs = list(jsonschema.Draft202012Validator(load_schema()).iter_errors(config))
+    assert len(errs) == 1
+    message = schema_error_message(errs[0])
+    assert "vectors.v" in message and "\n" not in message
+
+
+def test_vector_arrows_are_subsampled_to_the_density(tmp_path):
+    with open_weather(tmp_path) as s:
+        (vec,) = make_overlays(None, VECTORS, {"vector_speed": 10.0})
+        r = make_renderer(s, render(vectors=VECTORS), vmin=280, vmax=300,
+                          overlay_limits={"vector_speed": 10.0})
+        assert r.overlays[0].n_arrows == 12 * 6  # every 6th of 72 x 36 cells
+        r.close()
+
+
+def test_overlay_bench_smoke_prints_every_key():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parents[1] / "bench" / "overlay_bench.py"
+    proc = subprocess.run([sys.executable, str(bench), "--smoke"], capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    keys = dict(line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)
+    for key in ("render_fps_plain", "render_fps_contours", "render_fps_vectors",
+                "matplotlib_fps_contours", "matplotlib_fps_vectors",
+                "contours_speedup_vs_matplotlib", "vectors_speedup_vs_matplotlib"):
+        assert float(keys[key]) > 0, key
+    assert int(keys["vector_arrows"]) > 0
+
+
+@pytest.mark.parametrize("setting, stats, want", [
+    (None, {"vmin": 1, "vmax": 2, "min": 0, "max": 3}, "both"),
+    ("auto", {"vmin": 1, "vmax": 2, "min": 1, "max": 3}, "max"),
+    ("auto", {"vmin": 1, "vmax": 2, "min": 0, "max": 2}, "min"),
+    ("auto", {"vmin": 1, "vmax": 2, "min": 1, "max": 2}, "neither"),
+    ("auto", {"vmin": 0, "vmax": 1}, "neither"),  # no data: limits 0..1
+    ("neither", {"vmin": 1, "vmax": 2, "min": 0, "max": 3}, "neither"),
+])
+def test_colorbar_extend_from_the_data(setting, stats, want):
+    from ncreel.render.segment import colorbar_extend
+
+    assert colorbar_extend(setting, stats) == want
+
+
+def test_colorbar_arrows_are_drawn_once_and_leave_the_map_alone(tmp_path):
+    with open_weather(tmp_path) as s:
+        field = s.read(0, 1)[0]
+        frames = {}
+        rs = render(map={"coastlines": False, "borders": False, "projection": "PlateCarree",
+                         "projection_params": {}})
+        for extend in ("neither", "both"):
+            fast = make_renderer(s, rs, vmin=285, vmax=295, extend=extend)
+            full = make_renderer(s, rs, vmin=285, vmax=295, extend=extend, blit=False)
+            a, b = fast.draw(field, "x").copy(), full.draw(field, "x").copy()
+            assert frame_difference(a, b, area=fast.interior())["max_difference"] == 0
+            assert frame_difference(a, b, area=~fast.map_area())["max_difference"] <= 2
+            frames[extend] = a
+            area = fast.map_area()
+            assert len(fast.colorbar._extend_patches) == (2 if extend == "both" else 0)
+            fast.close()
+            full.close()
+    plain, arrows = frames["neither"], frames["both"]
+    assert (plain[area] == arrows[area]).all()
+    assert (plain[~area] != arrows[~area]).any(axis=-1).sum() > 20
+
+
+@pytest.mark.parametrize("projection", ["PlateCarree", "Robinson"])
+@pytest.mark.parametrize("region", [None, {"lon": [-110.3, -80], "lat": [25, 50]}])
+def test_gridlines_are_labelled_and_composited_like_coastlines(tmp_path, projection, region):
+    from ncreel.render.maps import degree_label
+
+    assert [degree_label(v, "lon") for v in (0, 30, -120, 180, 200)] == [
+        "0°", "30°E", "120°W", "180°", "160°W"]
+    assert [degree_label(v, "lat") for v in (0, 45, -15)] == ["0°", "45°N", "15°S"]
+    from ncreel.region import region_from_config
+
+    reg = region_from_config(region)
+    path = write_weather(tmp_path / "w.nc")
+    with open_selection(SeriesSelection(
+            paths=[str(path)], variable="tas", time_dim=None, select={}, lat=None, lon=None,
+            time=None, region=None if reg is None else reg.to_params())) as s:
+        look = {"coastlines": False, "borders": False, "projection": projection,
+                "projection_params": {}}
+        field = s.read(0, 1)[0]
+        frames = {}
+        for grid in (False, True):
+            rs = render(map={**look, "gridlines": grid})
+            assert ("gridlines" in rs.to_params()["map"]) == grid
+            fast = make_renderer(s, rs, vmin=285, vmax=295)
+            full = make_renderer(s, rs, vmin=285, vmax=295, blit=False)
+            a, b = fast.draw(field, "x").copy(), full.draw(field, "x").copy()
+            # Gridlines are blended onto each frame as coastlines are: within 1 of 255.
+            assert frame_difference(a, b, area=fast.interior())["max_difference"] <= 1
+            frames[grid] = (a, fast.interior())
+            if grid:
+                ax = fast.ax
+                if projection == "PlateCarree":  # the axes' own tick labels
+                    texts = [t.get_text() for t in (*ax.get_xticklabels(),
+                                                    *ax.get_yticklabels())]
+                else:  # cartopy's gridliner, labelled at draw time
+                    (gl,) = [a for a in ax.artists if hasattr(a, "label_artists")]
+                    texts = [t.get_text() for t in gl.label_artists]
+                assert any(t.endswith("N") for t in texts) and any(
+                    t.endswith(("E", "W")) for t in texts), texts
+                # Round degrees (whole or half), whatever the map's centre.
+                assert all(float(t.rstrip("NSEW°").replace("°", "")) % 0.5 == 0
+                           for t in texts if t), texts
+            fast.close()
+            full.close()
+    (plain, area), (gridded, _) = frames[False], frames[True]
+    assert (plain[area] != gridded[area]).any(axis=-1).sum() > 50  # lines on the map
+
+
+@pytest.mark.parametrize("size", [(480, 270), (160, 96)])
+def test_caption_sits_below_the_map_in_one_line(tmp_path, size):
+    caption = ("HadCM3 A1B scenario, air temperature at 1.5 m; iris-sample-data, UK Open "
+               "Government Licence $x$")
+    with open_weather(tmp_path) as s:
+        rs = render(caption=caption, width=size[0], height=size[1])
+        assert rs.to_params()["caption"] == caption
+        fast = make_renderer(s, rs, vmin=285, vmax=295)
+        full = make_renderer(s, rs, vmin=285, vmax=295, blit=False)
+        field = s.read(0, 1)[0]
+        a, b = fast.draw(field, "x").copy(), full.draw(field, "x").copy()
+        assert frame_difference(a, b, area=~fast.map_area())["max_difference"] <= 2
+        renderer = fast.canvas.get_renderer()
+        (text,) = [t for t in fast.fig.texts if t.get_text().startswith("HadCM3")]
+        box = text.get_window_extent(renderer)
+        shown = text.get_text()
+        assert "\n" not in shown  # one line: the whole caption (no mathtext) or cut
+        assert shown == caption or (shown.endswith("\u2026") and size[0] < 200), shown
+        assert box.x0 >= 0 and box.x1 <= size[0] and box.y0 >= 0
+        # Below the map and the colour bar (display y grows upwards).
+        for ax in fast.fig.axes:
+            assert ax.get_window_extent(renderer).y0 >= box.y1 - 1
+        fast.close()
+        full.close()
+
+
+def test_overlays_on_a_mesh_are_refused_before_any_job(tmp_path):
+    from meshes import voronoi_mesh, write_ugrid
+
+    path = tmp_path / "mesh.nc"
+    write_ugrid(path, voronoi_mesh(60))
+    with open_selection(SeriesSelection(paths=[str(path)], variable="sst", time_dim=None,
+                                        select={}, lat=None, lon=None, time=None)) as s:
+        with pytest.raises(NcreelError, match="not supported yet on unstructured meshes"):
+            check_overlays(s, {**CONTOURS, "variable": "sst"}, None)

@@ -1,0 +1,429 @@
+"""A region of the grid: a longitude/latitude box or a named country (config ``region``).
+
+The region is applied where the series is opened (:func:`restrict`): the series then *is*
+the region's cells, so the statistics, the frames and (when ``region.table`` is
+``region``) the per-cell table see only them, and every read takes only the slab of the
+file that holds them. A box whose west longitude is east of its east longitude crosses the
+antimeridian (``lon: [170, -170]`` is the 20 degrees around 180); its cells are put in
+continuous longitude order whether the file stores longitudes in 0...360 or -180...180,
+so the map shows them as one piece.
+
+A cell belongs to the region when its centre lies in the box (edges included). Only
+rectilinear latitude/longitude grids can be cut so far; curvilinear grids, grids in
+projection x/y and unstructured meshes are refused with one line before any job.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ncreel.errors import NcreelError
+from ncreel.source import Series
+
+#: Values of ``region.table``.
+TABLE_CHOICES = ("region", "global")
+#: ``region.table`` when not given: the table has the cells the movie shows, so both
+#: describe the same cells and every job reads only the region's slab of the files.
+DEFAULT_TABLE = "region"
+#: A named country's box is its outline's extent widened by this share of its span on
+#: each side (at least :data:`COUNTRY_MARGIN_MIN_DEG`), so the outline is not cut at the
+#: map's edge.
+COUNTRY_MARGIN = 0.05
+COUNTRY_MARGIN_MIN_DEG = 0.5
+#: A country's polygons this close (degrees) to its largest one's box belong to its box.
+COUNTRY_NEAR_DEG = 10.0
+#: Style of a named country's outline (drawn once, above the field).
+OUTLINE_STYLE = {"edgecolor": "black", "linewidth": 1.2}
+
+
+@dataclass(frozen=True)
+class Region:
+    """A longitude/latitude box, optionally a named country's.
+
+    Attributes
+    ----------
+    west, east : float
+        Longitudes (degrees east) of the box's edges; ``west > east`` crosses the
+        antimeridian.
+    south, north : float
+        Latitudes (degrees north), ``south < north``.
+    table : str
+        ``region``: the per-cell table has the region's cells; ``global``: all cells.
+    name : str or None
+        The Natural Earth country the box was taken from.
+    """
+
+    west: float
+    east: float
+    south: float
+    north: float
+    table: str = "region"
+    name: str | None = None
+
+    @property
+    def lon_span(self) -> float:
+        """Width of the box in degrees of longitude (0 < span <= 360)."""
+        span = (self.east - self.west) % 360.0
+        return 360.0 if span == 0.0 else span
+
+    def contains_lon(self, lon: np.ndarray) -> np.ndarray:
+        """Whether each longitude (degrees, any convention) lies in the box, edges included."""
+        offset = np.mod(np.asarray(lon, float) - self.west, 360.0)
+        return offset <= self.lon_span + 1e-9
+
+    def describe(self) -> str:
+        """Describe the region for messages: ``'Fiji' (lon 174..-178, lat -22..-12)``."""
+        box = (f"lon {self.west:g}..{self.east:g}, lat {self.south:g}..{self.north:g}")
+        return f"'{self.name}' ({box})" if self.name else box
+
+    def to_params(self) -> dict:
+        """Plain dict that :func:`region_from_params` reads back."""
+        return dataclasses.asdict(self)
+
+
+def region_from_params(params: Mapping | None) -> Region | None:
+    """Rebuild a :class:`Region` from :meth:`Region.to_params` (None: no region)."""
+    return None if params is None else Region(**dict(params))
+
+
+def region_from_config(value) -> Region | None:
+    """Read config ``region``: null, a country name, or ``{lon: [w, e], lat: [s, n]}``.
+
+    Parameters
+    ----------
+    value : None, str or mapping
+        A mapping may hold ``name`` (a country) instead of ``lon``/``lat``, and ``table``
+        (``region``, the default, or ``global``).
+
+    Returns
+    -------
+    Region or None
+
+    Raises
+    ------
+    NcreelError
+        Naming the key: an unknown country (with the closest names), longitudes outside
+        -180..360 or equal, latitudes outside -90..90 or not south < north.
+    """
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = {"name": value}
+    if not isinstance(value, Mapping):
+        raise NcreelError(f"config 'region': must be a country name or {{lon: [west, east], "
+                          f"lat: [south, north]}}, got {value!r}")
+    unknown = sorted(set(map(str, value)) - {"lon", "lat", "name", "table"})
+    if unknown:
+        raise NcreelError(f"config 'region.{unknown[0]}': unknown key (known: lon, lat, "
+                          "name, table)")
+    # The schema has no nested defaults (and the top-level `table` is another setting).
+    table = value["table"] if "table" in value else DEFAULT_TABLE
+    if table not in TABLE_CHOICES:
+        raise NcreelError(f"config 'region.table': must be region or global, got {table!r}")
+    name = value.get("name")
+    if name is not None:
+        if "lon" in value or "lat" in value:
+            raise NcreelError("config 'region': give either name or lon/lat, not both")
+        west, east, south, north, name = country_box(name)
+        return Region(west, east, south, north, table=table, name=name)
+    for key in ("lon", "lat"):
+        pair = value.get(key)
+        if not (isinstance(pair, list | tuple) and len(pair) == 2 and all(
+                isinstance(v, int | float) and not isinstance(v, bool) and np.isfinite(v)
+                for v in pair)):
+            raise NcreelError(f"config 'region.{key}': must be two numbers "
+                              f"[{'west, east' if key == 'lon' else 'south, north'}], got "
+                              f"{pair!r}")
+    (west, east), (south, north) = map(float, value["lon"]), map(float, value["lat"])
+    if not all(-180.0 <= v <= 360.0 for v in (west, east)) or west == east:
+        raise NcreelError(f"config 'region.lon': [{west:g}, {east:g}] must be two different "
+                          "longitudes in -180..360 (west > east crosses the antimeridian)")
+    if not (-90.0 <= south < north <= 90.0):
+        raise NcreelError(f"config 'region.lat': [{south:g}, {north:g}] must be south < north, "
+                          "both in -90..90")
+    return Region(west, east, south, north, table=table)
+
+
+def _country_geometries() -> dict[str, Mapping]:
+    from ncreel.render.maps import _topology
+
+    topo = _topology("countries-50m.json")
+    return {str(g["properties"]["name"]): g for g in topo["objects"]["countries"]["geometries"]
+            if g.get("properties", {}).get("name")}
+
+
+def country_lines(name: str) -> list[np.ndarray]:
+    """Outline of a Natural Earth 1:50m country: its arcs as (n, 2) (lon, lat) arrays.
+
+    Raises
+    ------
+    NcreelError
+        If there is no country of that name (case is ignored).
+    """
+    from ncreel.render.maps import _arc_ids, _arcs, _split_at_antimeridian, _topology
+
+    geometries = _country_geometries()
+    found = {k.casefold(): k for k in geometries}.get(str(name).strip().casefold())
+    if found is None:
+        close = difflib.get_close_matches(str(name), list(geometries), n=3, cutoff=0.6)
+        hint = f" (did you mean {', '.join(close)}?)" if close else (
+            " (a Natural Earth 1:50m country name, e.g. France, Japan, United States of "
+            "America)")
+        raise NcreelError(f"config 'region': no country named '{name}'{hint}")
+    arcs = _arcs(_topology("countries-50m.json"))
+    return [part for i in sorted(_arc_ids(geometries[found]))
+            for part in _split_at_antimeridian(arcs[i])]
+
+
+def country_box(name: str) -> tuple[float, float, float, float, str]:
+    """Box around a Natural Earth country: ``(west, east, south, north, name)``, degrees.
+
+    The box holds the country's largest polygon and every other polygon of it with a
+    vertex within :data:`COUNTRY_NEAR_DEG` of that polygon's box (so France is metropolitan
+    France with Corsica, not French Guiana and Reunion; the United States are the 48
+    contiguous states). The longitude extent is the shortest arc holding those vertices
+    (the complement of the widest gap between their longitudes), so a country across the
+    antimeridian (Fiji, Russia) gets ``west > east``; widened by :data:`COUNTRY_MARGIN`.
+
+    Raises
+    ------
+    NcreelError
+        If there is no such country.
+    """
+    from ncreel.render.maps import _arcs, _topology
+
+    country_lines(name)  # the error for an unknown name
+    geometries = _country_geometries()
+    proper = {k.casefold(): k for k in geometries}[str(name).strip().casefold()]
+    geometry = geometries[proper]
+    arcs = _arcs(_topology("countries-50m.json"))
+    polygons = geometry["arcs"] if geometry["type"] == "MultiPolygon" else [geometry["arcs"]]
+    parts = [np.concatenate([arcs[i] if i >= 0 else arcs[~i][::-1] for i in polygon[0]])
+             for polygon in polygons]
+    # Shoelace area in degrees squared: enough to tell the main polygon.
+    area = [abs(np.sum(p[:-1, 0] * p[1:, 1] - p[1:, 0] * p[:-1, 1])) for p in parts]
+    main = parts[int(np.argmax(area))]
+    w, w_span = _extent(main[:, 0])
+    s, n = main[:, 1].min(), main[:, 1].max()
+    near = []
+    for p in parts:
+        dlon = np.mod(p[:, 0] - w, 360.0)  # east of the main box's west edge
+        dlon = np.minimum(np.maximum(dlon - w_span, 0.0), 360.0 - dlon)
+        dlat = np.maximum(np.maximum(s - p[:, 1], p[:, 1] - n), 0.0)
+        if np.any(np.hypot(dlon, dlat) <= COUNTRY_NEAR_DEG):
+            near.append(p)
+    pts = np.concatenate(near)
+    west, span = _extent(pts[:, 0])
+    south, north = float(pts[:, 1].min()), float(pts[:, 1].max())
+    pad_x = max(COUNTRY_MARGIN * span, COUNTRY_MARGIN_MIN_DEG)
+    pad_y = max(COUNTRY_MARGIN * (north - south), COUNTRY_MARGIN_MIN_DEG)
+    total = min(span + 2 * pad_x, 360.0)
+    west = float(np.mod(west - pad_x + 180.0, 360.0) - 180.0)
+    east = west + total
+    if total >= 360.0:
+        west, east = -180.0, 180.0
+    elif east > 180.0:  # across the antimeridian: west > east
+        east -= 360.0
+    return west, east, max(south - pad_y, -90.0), min(north + pad_y, 90.0), proper
+
+
+def _extent(lon: np.ndarray) -> tuple[float, float]:
+    # West edge and width of the shortest arc holding all `lon`: the complement of the
+    # widest gap between them.
+    lon = np.unique(np.mod(np.asarray(lon, float) + 180.0, 360.0) - 180.0)
+    gaps = np.diff(np.concatenate([lon, [lon[0] + 360.0]]))
+    k = int(np.argmax(gaps))  # the widest gap runs from lon[k] eastwards
+    return float(lon[(k + 1) % lon.size]), 360.0 - float(gaps[k])
+
+
+def region_features(region: Region | None) -> list:
+    """Return the static overlays of the region (a named country's outline) as map lines."""
+    if region is None or region.name is None:
+        return []
+    from ncreel.render.maps import MapLines
+
+    return [MapLines(country_lines(region.name), OUTLINE_STYLE)]
+
+
+def _runs(index: np.ndarray) -> list[tuple[slice, bool]]:
+    # Maximal runs of consecutive file indices (step +1 or -1): each is read as one slice
+    # (netCDF reads an index array one element at a time: 50x slower measured).
+    out, a = [], 0
+    n = index.size
+    while a < n:
+        b = a + 1
+        step = int(index[b] - index[a]) if b < n else 1
+        if step not in (1, -1):
+            step = 1
+        while b < n and index[b] - index[b - 1] == step:
+            b += 1
+        lo, hi = sorted((int(index[a]), int(index[b - 1])))
+        out.append((slice(lo, hi + 1), step == -1))
+        a = b
+    return out
+
+
+@dataclass
+class RegionSeries(Series):
+    """A :class:`~ncreel.source.Series` cut to a region's cells; build with :func:`restrict`.
+
+    Every dataset the series opens is seen through the cut (coordinates, bounds, other
+    variables), rows south to north and columns in continuous longitude order; the data
+    are read as a few contiguous slabs (:meth:`read`).
+    """
+
+    region: Region | None = None
+    y_file: np.ndarray | None = None
+    x_file: np.ndarray | None = None
+    _cut: dict = field(default_factory=dict, repr=False)
+
+    def spec(self) -> dict:
+        """:meth:`Series.spec` plus the region's parameters."""
+        return {**super().spec(), "region": self.region.to_params()}
+
+    def _dataset(self, i: int):
+        if i not in self._cut:
+            # A single ascending run as a slice: netCDF then reads it in one piece.
+            cut = {}
+            for dim, index in ((self.y_dim, self.y_file), (self.x_dim, self.x_file)):
+                runs = _runs(index)
+                cut[dim] = runs[0][0] if len(runs) == 1 and not runs[0][1] else index
+            self._cut[i] = super()._dataset(i).isel(cut)
+        return self._cut[i]
+
+    def read(self, start: int, stop: int) -> np.ndarray:
+        """Read time steps ``start:stop`` of the region's cells (see :meth:`Series.read`).
+
+        Only the slabs of the file holding the region are read: one per contiguous run of
+        rows and columns (two column runs for a box across the file's longitude seam).
+        """
+        if not 0 <= start <= stop <= self.n_time:
+            raise ValueError(f"time slice {start}:{stop} outside 0:{self.n_time}")
+        parts, offset = [], 0
+        for i, count in enumerate(self.counts):
+            lo, hi = max(start - offset, 0), min(stop - offset, count)
+            for part in self._file_slices(i, lo, hi) if lo < hi else ():
+                da = super()._dataset(i)[self.variable].isel({self.time_dim: part,
+                                                              **self.select})
+                try:
+                    parts.append(self._slab(da))
+                except (RuntimeError, OSError) as err:
+                    raise NcreelError(
+                        f"input '{self.paths[i]}': variable '{self.variable}': cannot read "
+                        f"time steps {part.start}..{part.stop - 1} of this file ({err}); "
+                        "the file is corrupt: replace it with a good copy") from err
+            offset += count
+        if not parts:
+            return np.empty((0, self.ny, self.nx), dtype=self.dtype)
+        block = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+        if not np.issubdtype(block.dtype, np.floating):
+            block = block.astype(np.float64)
+        return block
+
+    def read_variable(self, name: str, start: int, stop: int) -> np.ndarray:
+        """Another variable on the region's cells (see :meth:`Series.read_variable`).
+
+        A variable with time is read as slabs, as :meth:`read` reads the series.
+        """
+        ds = super()._dataset(0)
+        da = ds[name] if name in ds.variables else None
+        sel = {} if da is None else {d: i for d, i in self.select.items() if d in da.dims}
+        if da is None or set(da.dims) - set(sel) != {self.time_dim, self.y_dim, self.x_dim}:
+            return super().read_variable(name, start, stop)  # its checks and messages
+        parts, offset = [], 0
+        for i, count in enumerate(self.counts):
+            lo, hi = max(start - offset, 0), min(stop - offset, count)
+            for run in self._file_slices(i, lo, hi) if lo < hi else ():
+                part = super()._dataset(i)[name].isel({self.time_dim: run, **sel})
+                parts.append(np.asarray(self._slab(part), np.float64))
+            offset += count
+        if not parts:
+            return np.empty((0, self.ny, self.nx))
+        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+
+    def _slab(self, da) -> np.ndarray:
+        rows = []
+        for ys, flip_y in _runs(self.y_file):
+            cols = []
+            for xs, flip_x in _runs(self.x_file):
+                v = da.isel({self.y_dim: ys, self.x_dim: xs}).transpose(
+                    self.time_dim, self.y_dim, self.x_dim).values
+                cols.append(v[..., ::-1] if flip_x else v)
+            v = cols[0] if len(cols) == 1 else np.concatenate(cols, axis=2)
+            rows.append(v[:, ::-1] if flip_y else v)
+        return rows[0] if len(rows) == 1 else np.concatenate(rows, axis=1)
+
+    def cell_coordinates(self, continuous: bool = False):
+        """As :meth:`Series.cell_coordinates`; `continuous` longitudes run on across 180."""
+        lat, lon = super().cell_coordinates(continuous)
+        if continuous and lon is not None:
+            from ncreel.gridmap import unwrap_rows
+
+            lon = unwrap_rows(lon)
+        return lat, lon
+
+    def close(self) -> None:
+        """Close every file this series opened."""
+        self._cut.clear()
+        super().close()
+
+
+def restrict(series: Series, region: Region | None) -> Series:
+    """Cut `series` to `region`'s cells (return `series` itself when `region` is None).
+
+    Parameters
+    ----------
+    series : Series
+        An opened series with 1-D latitude and longitude (a rectilinear grid).
+    region : Region or None
+
+    Returns
+    -------
+    RegionSeries
+        Sharing `series`' open files; shape ``(n_time, ny', nx')`` of the cells whose
+        centres lie in the box.
+
+    Raises
+    ------
+    NcreelError
+        Before any job: the grid is not a rectilinear latitude/longitude grid (not
+        supported yet), or no cell centre lies in the box.
+    """
+    if region is None:
+        return series
+    what = f"'{series.variable}' in '{series.paths[0]}'"
+    if type(series) is not Series:
+        raise NcreelError(f"config 'region': not supported yet for unstructured meshes "
+                          f"({what}); remove region or cut the mesh first")
+    if series.lat_name is None or series.lon_name is None:
+        raise NcreelError(f"config 'region': not supported yet for grids without latitude/"
+                          f"longitude variables ({what}: projection x/y or plain indices); "
+                          "remove region")
+    ds = series._dataset(0)
+    lat_v, lon_v = ds[series.lat_name], ds[series.lon_name]
+    if lat_v.dims != (series.y_dim,) or lon_v.dims != (series.x_dim,):
+        raise NcreelError(f"config 'region': not supported yet for curvilinear grids "
+                          f"({what} has 2-D latitude/longitude); remove region")
+    y_order = np.arange(series.ny) if series.y_index is None else np.asarray(series.y_index)
+    x_order = np.arange(series.nx) if series.x_index is None else np.asarray(series.x_index)
+    lat = np.asarray(lat_v.values, float)[y_order]
+    lon = np.asarray(lon_v.values, float)[x_order]
+    rows = np.flatnonzero((lat >= region.south - 1e-9) & (lat <= region.north + 1e-9))
+    cols = np.flatnonzero(region.contains_lon(lon))
+    if rows.size == 0 or cols.size == 0:
+        raise NcreelError(
+            f"config 'region': {region.describe()} holds no cell centre of {what} (its "
+            f"latitudes {np.nanmin(lat):g}..{np.nanmax(lat):g}, longitudes "
+            f"{np.nanmin(lon):g}..{np.nanmax(lon):g}); choose a box inside the grid")
+    # Columns from the box's west edge eastwards: continuous across the file's seam.
+    cols = cols[np.argsort(np.mod(lon[cols] - region.west, 360.0), kind="stable")]
+    values = {f.name: getattr(series, f.name) for f in dataclasses.fields(Series)
+              if f.init}
+    values.update(ny=int(rows.size), nx=int(cols.size), y_index=None, x_index=None,
+                  _time=series._time)
+    return RegionSeries(**values, region=region, y_file=y_order[rows], x_file=x_order[cols])

@@ -1,0 +1,296 @@
+"""What the rules need from the config and the input, and every side effect of starting a run.
+
+``workflow/rules/common.smk`` makes two calls:
+
+- :func:`load_config` checks the config (renamed and deprecated keys, unknown keys, the
+  schema and its defaults, names, colours, the map projection) and reads the input's
+  header (files, sizes, time, the cell model's columns). It writes nothing.
+- :func:`start_run`, in Snakemake's main process only, does what a run does before its
+  first job: the input links, the config file jobs read, the run lock and the clearing
+  of a killed run's stale lock.
+
+Bad input raises :class:`ncreel.errors.NcreelError` with one line naming the key or file.
+The package never imports Snakemake: the schema validator (``snakemake.utils.validate``,
+which also fills the schema's defaults) is passed in.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from ncreel.errors import NcreelError
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """A checked run: the validated config and what the rules declare from it.
+
+    Attributes
+    ----------
+    config : dict
+        The config, upgraded and validated with the schema's defaults filled in (the
+        mapping given to :func:`load_config`, changed in place as Snakemake's validation
+        does).
+    notes : tuple of str
+        Things said once to the user (renamed keys, repeated times, undecoded time).
+    run, out, logs : str
+        The run's name, ``results/<run>``, ``logs/<run>``.
+    table : str
+        The PostgreSQL table, quoted where needed (:func:`ncreel.configcheck.check_names`).
+    inputs : list of str
+        The input files (:func:`ncreel.source.resolve_paths`).
+    input_stamps : dict
+        Which version of each input the run is planned from
+        (:func:`ncreel.identity.input_stamps`).
+    rule_inputs : list of str
+        What rules declare as input: the paths, or plain-named links to them
+        (:func:`ncreel.jobtext.input_link`; made by :func:`start_run`).
+    series : dict
+        :meth:`ncreel.source.Series.spec`: how every job reopens the series.
+    grid : dict
+        ``n_time``, ``ny``, ``nx`` of the movie's series (its region's cells).
+    table_grid : dict
+        The same for the per-cell table (the whole grid when ``region.table`` is
+        ``global``).
+    region : ncreel.region.Region or None
+        Config ``region``.
+    contours, vectors : dict or None
+        The overlays, with defaults filled in (:func:`ncreel.render.overlays.overlay_settings`).
+        ``n_time``, ``ny``, ``nx``.
+    time_dim : str
+    cells : dict
+        Config ``cells`` normalised (:func:`ncreel.cells.cells_settings`).
+    cell_columns : list of (str, str)
+        The table's columns and PostgreSQL types, declared by the cell model.
+    cell_note : str
+        Comment of the table: the variable, its files, and what time is missing.
+    render, encode : dict
+        The frame and encoder settings rules pass on.
+    mid_t : int
+        The run's middle frame (the preview).
+    movie, copy_file, preview : str
+        The run's main outputs.
+    """
+
+    config: dict
+    notes: tuple[str, ...]
+    run: str
+    out: str
+    logs: str
+    table: str
+    inputs: list[str]
+    input_stamps: dict
+    rule_inputs: list[str]
+    series: dict
+    grid: dict
+    table_grid: dict
+    region: object
+    contours: dict | None
+    vectors: dict | None
+    time_dim: str
+    cells: dict
+    cell_columns: list
+    cell_note: str
+    render: dict
+    encode: dict
+    mid_t: int
+    movie: str
+    copy_file: str
+    preview: str
+
+
+def _check_config(config: dict, overrides: Mapping, validate: Callable) -> tuple[list, str]:
+    """Upgrade, check and validate `config` in place; return the notes and the table."""
+    from ncreel.cells import upgrade_cells_config
+    from ncreel.configcheck import (
+        check_colours,
+        check_database,
+        check_names,
+        coerce_cli_values,
+        load_schema,
+        schema_error_message,
+        schema_path,
+        unknown_key_message,
+        upgrade_renamed_keys,
+    )
+
+    notes = list(upgrade_renamed_keys(config))
+    known = load_schema()["properties"]
+    for key in config:
+        if key not in known:
+            raise NcreelError(unknown_key_message(key))
+    # Before anything echoes config values: a password must not reach jobs or messages.
+    check_database(config.get("database"))
+    # Model parameters have one key, cells.params; the deprecated cells.etr is moved into
+    # it before validation, so the schema checks and completes etr_risk's parameters there.
+    if isinstance(config.get("cells"), dict):
+        config["cells"], note = upgrade_cells_config(config["cells"])
+        if note:
+            notes.append(note)
+    # `--config select={level: 0}` (any nested value on the command line) arrives as
+    # strings; give them their YAML types ('0' -> 0, 'true' -> True) before validation.
+    coerce_cli_values(config, overrides)
+    try:
+        validate(config, str(schema_path()))
+    except Exception as err:  # Snakemake's WorkflowError wrapping jsonschema's error
+        cause = err.__cause__ or err.__context__
+        if not hasattr(cause, "absolute_path"):
+            cause = err if hasattr(err, "absolute_path") else None
+        raise NcreelError(schema_error_message(cause) if cause is not None else
+                          "config: does not match workflow/schemas/config.schema.yaml"
+                          ) from None
+    table = check_names(config)
+    check_colours(config)
+    from ncreel.render.maps import map_projection
+
+    try:  # a wrong projection name or parameter stops the run before any job or file
+        map_projection(config["map"]["projection"], config["map"]["projection_params"])
+    except ValueError as err:
+        raise NcreelError(f"config: {err}") from None
+    return notes, table
+
+
+def load_config(config: dict, *, overrides: Mapping | None = None,
+                validate: Callable[[dict, str], object],
+                mem_cap_mb: float | None = None) -> RunConfig:
+    """Check `config` and read the input's header: everything the rules declare.
+
+    Parameters
+    ----------
+    config : dict
+        The config as Snakemake loaded it (config file and ``--config``); upgraded and
+        validated in place.
+    overrides : mapping, optional
+        The ``--config`` values as given on the command line (their nested values are
+        strings until typed here).
+    validate : callable
+        ``validate(config, schema_path)`` checking against the schema and filling its
+        defaults: ``snakemake.utils.validate``.
+    mem_cap_mb : float, optional
+        The largest ``mem_mb`` a job gets (``--resources mem_mb``), for the size check.
+
+    Returns
+    -------
+    RunConfig
+
+    Raises
+    ------
+    NcreelError
+        Anything wrong with the config or the input, in one line naming the key or file.
+    """
+    from ncreel.cells import cells_settings, series_columns
+    from ncreel.cells.soil import check_run
+    from ncreel.identity import input_stamps
+    from ncreel.inputcheck import check_input_sizes, check_series_size, check_time_steps
+    from ncreel.jobtext import input_link
+    from ncreel.region import region_from_config
+    from ncreel.render.overlays import check_overlays, overlay_settings
+    from ncreel.selection import open_selection, table_series
+    from ncreel.settings import SeriesSelection
+    from ncreel.source import resolve_paths
+
+    notes, table = _check_config(config, overrides or {}, validate)
+    run = config["run"]
+    out = f"results/{run}"
+    inputs = resolve_paths(config["input"])
+    stamps = input_stamps(inputs)
+    check_input_sizes(inputs)
+    check_time_steps(inputs, config["variable"], config["time_dim"])
+    # A bad region (unknown country, empty box, a grid it cannot cut) stops here.
+    region = region_from_config(config["region"])
+    selection = SeriesSelection(paths=inputs, variable=config["variable"],
+                                time_dim=config["time_dim"], select=config["select"],
+                                lat=config["lat"], lon=config["lon"], time=config["time"],
+                                region=None if region is None else region.to_params())
+    with open_selection(selection) as series, table_series(selection, series) as whole:
+        grid = {"n_time": series.n_time, "ny": series.ny, "nx": series.nx}
+        # The table's grid: the statistics pass holds its per-cell sums.
+        table_grid = {"n_time": whole.n_time, "ny": whole.ny, "nx": whole.nx}
+        check_series_size(**table_grid, variable=series.variable, mem_cap_mb=mem_cap_mb)
+        cells = cells_settings(config["cells"])
+        # The table's columns, declared by the cell model (imported here, so a bad
+        # cells.model stops the run before any job starts).
+        columns = series_columns(whole, cells)
+        # etr_risk's time course: dates, temperature variable and units, before any job.
+        check_run(whole, cells)
+        # Overlays' variables exist on the movie's grid (u with v: the schema).
+        contours, vectors = overlay_settings(config["contours"], config["vectors"])
+        check_overlays(series, contours, vectors)
+        time = series.time_axis()
+        cell_note = f"'{series.variable}' from {', '.join(series.paths)}"
+        if time.note:
+            cell_note += (f"\ntime could not be decoded ({time.note}); column time is NULL"
+                          if not time.decoded else
+                          f"\ntime not decoded for some steps ({time.note}); column time is "
+                          "NULL there")
+        if series.note:  # repeated times dropped
+            notes.append(series.note)
+        if time.note:
+            notes.append(f"{time.note}; column time is NULL there")
+        # Reopened by every job exactly as detected here (files in time order).
+        spec, time_dim = series.spec(), series.time_dim
+    # What rules declare as input: a path with any but plain characters (a quote, `$`,
+    # braces Snakemake would read as a wildcard) as a plain-named link to it; jobs open
+    # the real paths from `series` (params, which never pass through a shell).
+    rule_inputs = [input_link(p, create=False) for p in inputs]
+    render = {k: config[k] for k in ("width", "height", "dpi", "cmap", "map")}
+    # Overlays, caption and colour-bar arrows only when set: the params of runs without
+    # them stay as they were (no rerun).
+    render.update({k: v for k, v in (("contours", contours), ("vectors", vectors)) if v})
+    if config["caption"]:
+        render["caption"] = config["caption"]
+    if config["colorbar_extend"] != "auto":
+        render["colorbar_extend"] = config["colorbar_extend"]
+    return RunConfig(
+        config=config, notes=tuple(notes), run=run, out=out, logs=f"logs/{run}",
+        table=table, inputs=inputs, input_stamps=stamps, rule_inputs=rule_inputs,
+        series=spec, grid=grid, table_grid=table_grid, region=region, contours=contours,
+        vectors=vectors, time_dim=time_dim, cells=cells, cell_columns=columns,
+        cell_note=cell_note, render=render,
+        encode={k: config[k] for k in ("fps", "crf", "preset")},
+        mid_t=grid["n_time"] // 2, movie=f"{out}/movie.mp4",
+        copy_file=f"{out}/cells{cells['suffix']}", preview=f"{out}/preview.png")
+
+
+def start_run(run: RunConfig, config_settings, workdir: str | os.PathLike = ".") -> bool:
+    """Every side effect of starting `run`, in Snakemake's main process, before the DAG.
+
+    In order: the plain-named links to inputs whose paths are not plain
+    (:func:`ncreel.jobtext.input_link`); the file the jobs read the ``--config`` values
+    from (:func:`ncreel.jobtext.pass_config_by_file`: no config value on a job's shell
+    command line); the run lock (one run at a time per run, whatever happens to
+    Snakemake's own locks; dry runs, ``--unlock`` and ``--report`` of a running run are
+    refused too); removing the Snakemake lock a killed run left, only when that run is
+    certainly dead, so that the same command resumes. (The killed run's scheduler jobs
+    are cancelled in ``workflow/rules/scheduler.smk``.)
+
+    Parameters
+    ----------
+    run : RunConfig
+        From :func:`load_config`.
+    config_settings : snakemake.settings.types.ConfigSettings
+        ``workflow.config_settings``; changed in place (see ``pass_config_by_file``).
+    workdir : str or os.PathLike
+        Snakemake's working directory.
+
+    Returns
+    -------
+    bool
+        Whether a killed run's stale lock was removed.
+
+    Raises
+    ------
+    NcreelError
+        Another run of the same name is running, a link cannot be made, or the lock of a
+        killed run cannot be cleared safely.
+    """
+    from ncreel.cluster.runlock import clear_stale_lock, hold_run_lock
+    from ncreel.jobtext import input_link, pass_config_by_file
+
+    for path in run.inputs:
+        input_link(path, create=True)
+    pass_config_by_file(config_settings)
+    hold_run_lock(f"{run.out}/.ncreel-run.lock", run.run, places={run.logs: "log directory"})
+    return clear_stale_lock(workdir)
