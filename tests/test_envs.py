@@ -24,6 +24,7 @@ PACKAGES = {
     "antimeridian": ("antimeridian", "antimeridian"),
     "cartopy": ("cartopy", "cartopy"),
     "cftime": ("cftime", "cftime"),
+    "contourpy": ("contourpy", "contourpy"),
     "healpix": ("healpix", "healpix"),
     "imageio_ffmpeg": ("imageio-ffmpeg", "imageio-ffmpeg"),
     "matplotlib": ("matplotlib-base", "matplotlib"),

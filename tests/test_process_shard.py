@@ -49,7 +49,8 @@ def test_shard_writes_its_rows_frames_and_segment(inputs):
         data = ds["tas"].values
     fields = [ln.split("\t") for ln in lines]
     t, cell = (np.array([int(f[i]) for f in fields]) for i in (0, 3))
-    value, anomaly = (np.array([float(f[i]) for f in fields]) for i in (6, 7))
+    # Columns: time_index, time, time_value, cell_id, lat, lon, lon_raw, value, anomaly.
+    value, anomaly = (np.array([float(f[i]) for f in fields]) for i in (7, 8))
     assert sorted(set(t)) == [3, 4, 5, 6] and len(set(zip(t, cell, strict=True))) == len(fields)
     np.testing.assert_allclose(value, data.reshape(11, -1)[t, cell], rtol=1e-6)
     np.testing.assert_allclose(anomaly, value, rtol=1e-6)

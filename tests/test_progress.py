@@ -51,7 +51,7 @@ import os  # noqa: E402
 import socket  # noqa: E402
 from base64 import urlsafe_b64encode  # noqa: E402
 
-from ncreel.progress import RunCounts, run_line, shard_frames_done, watch_run  # noqa: E402
+from ncreel.runwatch import RunCounts, run_line, shard_frames_done, watch_run  # noqa: E402
 from test_cluster_runstatus import CALIBRATION  # noqa: E402
 
 
@@ -147,7 +147,7 @@ def test_controller_line_format_and_bounded_rate(tmp_path):
     clock, said = SetClock(), []
     logs = tmp_path / "logs"
     logs.mkdir()
-    from ncreel.progress import RunWatch
+    from ncreel.runwatch import RunWatch
 
     watch = RunWatch(lambda: rows, said.append, log_of=lambda s: logs / f"{s}.log",
                      clock=clock)
@@ -167,7 +167,7 @@ def test_controller_line_format_and_bounded_rate(tmp_path):
 def test_controller_rate_counts_from_the_plan_not_from_the_first_line(tmp_path):
     """Frames drawn between the plan's appearance and the first read that sees it count
     over the time since the last read that found no plan (a rate never overstated)."""
-    from ncreel.progress import RunWatch
+    from ncreel.runwatch import RunWatch
 
     rows = [{"shard": "00000", "frames": 100, "state": "to do", "started": False}]
     plan = []

@@ -4,12 +4,12 @@
 # - records the settings the run runs with, so that `snakemake --report` reports this run
 #   with them (ncreel.lastrun; read in common.smk);
 # - says the run's shard counts, frames/s and ETA in its terminal (and its batch job's
-#   log) at a bounded rate while it runs, and a final line (ncreel.progress.RunWatch, from
+#   log) at a bounded rate while it runs, and a final line (ncreel.runwatch.RunWatch, from
 #   the files `ncreel status` reads).
 from snakemake.logging import logger
 
 from ncreel.lastrun import record_run
-from ncreel.progress import watch_run
+from ncreel.runwatch import watch_run
 
 PROGRESS = watch_run(".", RUN, logger.info)
 
