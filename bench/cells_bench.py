@@ -181,7 +181,7 @@ def load_vs_psql(rows_file: Path, n_rows: int, repeats: int) -> dict:
     psql's is the process's wall time of a ``\\copy`` into a plain table.
     """
     import psycopg
-    from ncreel.pg.copytext import copy_statement
+    from ncreel.pg.sql import copy_statement
     from pgserver import start_server
 
     cols = _field_columns()

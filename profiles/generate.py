@@ -8,7 +8,7 @@ serves every profile). So the settings every PBS Pro site shares live once, in
 ``snakemake --profile casper`` (or ``profiles/casper``) works as before.
 
 Usage: ``python profiles/generate.py`` writes them; ``--check`` only says which are out of
-step (exit status 1). ``tests/test_profiles.py`` runs the check.
+step (exit status 1). ``tests/test_profile_files.py`` runs the check.
 """
 
 from __future__ import annotations

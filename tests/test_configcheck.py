@@ -17,7 +17,7 @@ import pytest
 def test_check_names(run, table, expected):
     from ncreel.configcheck import check_names
     from ncreel.errors import NcreelError
-    from ncreel.pg.copytext import table_name
+    from ncreel.pg.sql import table_name
 
     if isinstance(expected, tuple):
         assert table_name(check_names({"run": run, "table": table})) == expected

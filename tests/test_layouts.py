@@ -20,7 +20,8 @@ from layouts import (
 )
 from ncreel.cells import CellContext, CellGeometry, ShardRows, cells_settings, field_model
 from ncreel.errors import NcreelError
-from ncreel.pg.copytext import load_script, open_copy_writer
+from ncreel.pg.copytext import open_copy_writer
+from ncreel.pg.sql import load_script
 from ncreel.render.maps import map_xy
 from ncreel.render.segment import make_renderer, time_labels
 from ncreel.settings import CellsSettings, RenderSettings

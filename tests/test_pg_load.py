@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 from cells_data import write_risk_nc
 from ncreel.errors import NcreelError
-from ncreel.pg.copytext import concatenate, load_script, open_copy_writer, write_copy_rows
+from ncreel.pg.copytext import concatenate, open_copy_writer, write_copy_rows
 from ncreel.pg.load import conninfo_for, job_conninfo, load_copy, safe_conninfo
+from ncreel.pg.sql import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 COLS = [("cell_id", "bigint"), ("value", "real"), ("label", "text")]
@@ -92,7 +93,7 @@ def test_rerun_replaces_the_partition_without_dead_rows(pg_server, pg_conn, tmp_
     assert new != old  # a new table, the old one dropped
     assert pg_conn.execute("SELECT count(*) FROM pg_class WHERE oid = %s", (old,)
                            ).fetchone()[0] == 0
-    from ncreel.pg.copytext import run_tables
+    from ncreel.pg.sql import run_tables
 
     left = [n[-1] for k, n in run_tables("t_dead", "a").items() if k != "partition"]
     assert pg_conn.execute("SELECT count(*) FROM pg_class WHERE relname = ANY(%s)", (left,)
@@ -133,7 +134,7 @@ def test_parallel_load_resumes_only_from_the_same_files(pg_server, pg_conn, tmp_
 
 def test_attach_needs_no_validation_scan(pg_server, pg_conn, tmp_path):
     """The new table's CHECK matches the bound: PostgreSQL says the scan is skipped."""
-    from ncreel.pg.copytext import (
+    from ncreel.pg.sql import (
         copy_statement,
         create_statement,
         load_statements,
@@ -161,12 +162,7 @@ def test_old_partition_left_by_a_kill_after_the_swap_is_dropped_next_time(pg_ser
                                                                            tmp_path):
     """Killed after the swap's commit, before the DROP: the run is whole; the next load
     drops the detached table."""
-    from ncreel.pg.copytext import (
-        copy_statement,
-        load_statements,
-        run_tables,
-        swap_statement,
-    )
+    from ncreel.pg.sql import copy_statement, load_statements, run_tables, swap_statement
 
     f = _write(tmp_path / "c.copy", 30)
     load_copy(f, conninfo=pg_server["conninfo"], table="t_after", run="r", columns=COLS)
@@ -236,7 +232,7 @@ def test_members_of_the_owning_role_replace_each_others_runs(pg_server, pg_conn,
         return load_copy(f, conninfo=pg_server["conninfo"].replace("user=postgres",
                                                                    f"user={role}"),
                          table="shared.cells", run=run, columns=COLS)
-    from ncreel.pg.copytext import create_statement
+    from ncreel.pg.sql import create_statement
 
     pg_conn.execute(create_statement("shared.cells", COLS))  # made once, by an admin
     pg_conn.execute("ALTER TABLE shared.cells OWNER TO cells_owner")

@@ -21,8 +21,9 @@ import numpy as np
 import psycopg
 import pytest
 from ncreel.errors import NcreelError
-from ncreel.pg.copytext import load_script, write_copy_rows
+from ncreel.pg.copytext import write_copy_rows
 from ncreel.pg.load import _stage_names, load_copy
+from ncreel.pg.sql import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 COLS = [("cell_id", "bigint"), ("value", "real"), ("label", "text")]

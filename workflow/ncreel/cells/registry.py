@@ -119,7 +119,7 @@ def check_declaration(model: str, declared) -> list[tuple[str, str]]:
         Not a list of (name, type) string pairs, a name that is not a lower-case SQL
         identifier, a duplicate, or the reserved names ``run``/``geom``.
     """
-    from ncreel.pg.copytext import IDENTIFIER
+    from ncreel.pg.sql import IDENTIFIER
 
     try:
         pairs = [(str(n), str(t)) for n, t in declared]

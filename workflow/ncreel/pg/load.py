@@ -18,7 +18,8 @@ import time
 from collections.abc import Sequence
 
 from ncreel.errors import NcreelError
-from ncreel.pg.copytext import (
+from ncreel.pg.copytext import open_copy_reader
+from ncreel.pg.sql import (
     SWAP_WAITED_SETTING,
     advisory_key,
     copy_statement,
@@ -28,7 +29,6 @@ from ncreel.pg.copytext import (
     load_statements,
     old_partition_query,
     older_table_message,
-    open_copy_reader,
     run_tables,
     stage_statement,
     swap_statement,
@@ -147,8 +147,8 @@ def load_copy(copy_path: str | os.PathLike | Sequence[str | os.PathLike], *, con
     committed transaction per file (a killed load resumes with the files not yet staged),
     before the swap. Either way other sessions see the run's old rows or all its new ones,
     never a part or two copies; `table` is locked only at the swap (see
-    :func:`ncreel.pg.copytext.swap_statement`), which waits at most
-    :data:`ncreel.pg.copytext.SWAP_LOCK_TIMEOUT_MS` at a time for other sessions' locks
+    :func:`ncreel.pg.sql.swap_statement`), which waits at most
+    :data:`ncreel.pg.sql.SWAP_LOCK_TIMEOUT_MS` at a time for other sessions' locks
     and tries again, so a long query on `table` delays the swap, never the queries queued
     behind it.
 

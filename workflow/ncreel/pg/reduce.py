@@ -11,7 +11,8 @@ import os
 from collections.abc import Sequence
 
 from ncreel.io import atomic_path
-from ncreel.pg.copytext import concatenate, load_script
+from ncreel.pg.copytext import concatenate
+from ncreel.pg.sql import load_script
 
 log = logging.getLogger(__name__)
 
