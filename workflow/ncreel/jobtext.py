@@ -23,14 +23,14 @@ escape for paths: ``{{name}}`` still holds ``{name}``).
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from snakemake_executor_plugin_pbs_pro import configfile
+
 from ncreel.errors import NcreelError
-from ncreel.io import atomic_path
 
 #: Where run config files are written (relative to the working directory).
 RUN_CONFIG_DIR = Path(".snakemake") / "ncreel" / "run-config"
@@ -49,10 +49,10 @@ SHELL_UNSAFE = frozenset("$`\\\"'!")
 def write_run_config(overrides: Mapping, directory: str | os.PathLike = RUN_CONFIG_DIR) -> Path:
     """Write `overrides` as JSON to ``<directory>/<sha256 prefix>.json``; return its absolute path.
 
-    The name is the digest of the content, so every run with the same values shares one
-    file and a file is never rewritten with other values while jobs read it. Written
-    under a temporary name and renamed (:func:`ncreel.io.atomic_path`), so a job never
-    reads half of it.
+    The PBS Pro executor plugin's own writer (``configfile.write_run_config``): the name is
+    the digest of the content, so every run with the same values shares one file and a
+    file is never rewritten with other values while jobs read it; written under a
+    temporary name and renamed, so a job never reads half of it.
 
     Raises
     ------
@@ -62,28 +62,18 @@ def write_run_config(overrides: Mapping, directory: str | os.PathLike = RUN_CONF
         A value JSON cannot hold (``--config`` gives only numbers, booleans, strings,
         lists and mappings, so this means a bug, not bad input).
     """
-    text = json.dumps(overrides, indent=1, ensure_ascii=True) + "\n"
-    digest = hashlib.sha256(text.encode()).hexdigest()[:20]
-    directory = Path(directory)
-    path = directory / f"{digest}.json"
     try:
-        if path.read_text(encoding="utf-8") == text:
-            return path.resolve()
-    except OSError:
-        pass
-    try:
-        with atomic_path(path) as tmp:
-            tmp.write_text(text, encoding="utf-8")
-    except OSError as err:
-        raise NcreelError(f"cannot write the run's config file {path} ({err.strerror}): "
-                          "jobs read the --config values from it; make the working "
-                          "directory's .snakemake/ writable") from err
-    return path.resolve()
+        return configfile.write_run_config(overrides, directory)
+    except configfile.ConfigFileError as err:
+        raise NcreelError(str(err)) from None
 
 
 def pass_config_by_file(config_settings, directory: str | os.PathLike = RUN_CONFIG_DIR
                         ) -> Path | None:
     """Make Snakemake pass the ``--config`` values to jobs as a config file.
+
+    For every executor (local, Slurm, cluster-generic), as the PBS Pro executor plugin
+    does for its own jobs (``configfile.pass_config_by_file``, which this calls).
 
     Parameters
     ----------
@@ -101,25 +91,20 @@ def pass_config_by_file(config_settings, directory: str | os.PathLike = RUN_CONF
     -------
     Path or None
         The file, or None when there were no ``--config`` values.
+
+    Raises
+    ------
+    NcreelError
+        The file cannot be written.
     """
-    overrides = config_settings.config
-    if not overrides:
-        config_settings.config_args = None
-        return None
-    path = write_run_config(_plain(overrides), directory)
-    if path not in config_settings.configfiles:
-        config_settings.configfiles = [*config_settings.configfiles, path]
-    config_settings.config_args = None
-    return path
+    try:
+        return configfile.pass_config_by_file(config_settings, directory)
+    except configfile.ConfigFileError as err:
+        raise NcreelError(str(err)) from None
 
 
-def _plain(value):
-    """`value` with every mapping a dict (Snakemake may hold immutable mappings)."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
+#: `value` with every mapping a dict (Snakemake may hold immutable mappings).
+_plain = configfile._plain
 
 
 def shell_unsafe(paths: Iterable[tuple[str, str | os.PathLike]]) -> str | None:
