@@ -84,3 +84,24 @@ def test_string_times_in_a_group_digest_the_same_and_open_files_survive(tmp_path
         assert header_digest(g) == first
         assert ds["v"].values.shape == (2, 2, 3)
         assert header_digest(g) == first
+
+
+def test_the_check_child_fits_in_what_shard_jobs_declare_for_it(sample_nc):
+    """The input check's child process (``python -m ncreel.identity``) stays within
+    :data:`ncreel.resources.IDENTITY_CHECK_MB`, which a shard job's ``mem_mb`` adds for it
+    (PBS counts that child against the job's memory)."""
+    import subprocess
+    import sys
+
+    from ncreel.resources import IDENTITY_CHECK_MB
+
+    code = ("import resource, sys\n"
+            "from ncreel.identity import check_inputs, input_identities\n"
+            "paths = [sys.argv[1]]\n"
+            "check_inputs(input_identities(paths), paths)\n"
+            "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run([sys.executable, "-c", code, str(sample_nc)], capture_output=True,
+                         text=True, check=True, env=env)
+    child_kb = int(out.stdout.split()[-1])
+    assert 10_000 < child_kb <= IDENTITY_CHECK_MB * 1024, child_kb

@@ -223,6 +223,12 @@ def rows_step_mem_mb(*, ny: int, nx: int) -> int:
     return int(math.ceil((BASE_MB + _rows_mb(ny=ny, nx=nx, n_frames=1)) * MEM_SAFETY / 10) * 10)
 
 
+#: Resident memory of the input check's child process (``python -m ncreel.identity``: the
+#: interpreter, netCDF4 and one file's header), in MB; measured 51 MB on the demo input.
+#: A shard job runs it before its first read and after its last, beside its own process.
+IDENTITY_CHECK_MB = 60
+
+
 def render_mem_mb_calibrated(calibration: Calibration, *, ny: int, nx: int, n_frames: int,
                              workers: int = 1, attempt: int = 1, n_columns: int = 8) -> int:
     """``mem_mb`` of one ``process_shard`` job, from the ``calibrate_render`` measurement.
@@ -231,7 +237,9 @@ def render_mem_mb_calibrated(calibration: Calibration, *, ny: int, nx: int, n_fr
     figure, canvas, one block) plus its ffmpeg. A shard job renders first and then streams
     its COPY rows after the encoder has exited, on top of what the render pass left
     allocated; with several workers each spawned worker adds one worker peak and one
-    encoder. None of it depends on the number of frames: both passes stream bounded blocks.
+    encoder. After its last read the job checks its inputs in a child process
+    (:data:`IDENTITY_CHECK_MB`) beside what the rows pass holds. None of it depends on the
+    number of frames: both passes stream bounded blocks.
 
     Parameters
     ----------
@@ -259,9 +267,9 @@ def render_mem_mb_calibrated(calibration: Calibration, *, ny: int, nx: int, n_fr
     encoder = float(calibration.encoder_peak_mb)
     rows = _rows_mb(ny=ny, nx=nx, n_frames=n_frames, n_columns=n_columns)
     if workers <= 1:
-        est = max(worker + encoder, worker + rows)
+        est = max(worker + encoder, worker + rows + IDENTITY_CHECK_MB)
     else:
-        est = max(base + workers * (worker + encoder), base + rows)
+        est = max(base + workers * (worker + encoder), base + rows + IDENTITY_CHECK_MB)
     return int(math.ceil(est * MEM_SAFETY / 10) * 10) * max(int(attempt), 1)
 
 
