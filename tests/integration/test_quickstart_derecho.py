@@ -79,8 +79,8 @@ def substitute(block: str, scratch: Path) -> str:
     return text.replace("tail -f ", "tail -n 5 ")
 
 
-#: What ``make venv`` makes, from the test's packages: .venv/ with the clone's ncreel first
-#: on its path (its executor plugin included), then the test virtualenv's site-packages.
+#: What ``make venv`` makes, from the test's packages: .venv/ with the clone's ncreel and
+#: its PBS Pro executor plugin first on its path, then the test virtualenv's site-packages.
 LIGHT_VENV = r"""
 import pathlib, subprocess, sys
 clone = pathlib.Path.cwd()
@@ -90,7 +90,10 @@ purelib = subprocess.run([".venv/bin/python", "-c", "import sysconfig; "
                          capture_output=True, text=True).stdout.strip()
 pathlib.Path(purelib, "ncreel-test.pth").write_text(
     f"import site; site.addsitedir({TEST_SITE!r})\n"
-    f"import sys; sys.path.insert(0, {str(clone / 'workflow')!r})\n")
+    f"import sys; sys.path.insert(0, {str(clone / 'workflow')!r})\n"
+    # The PBS Pro executor plugin is its own distribution in the clone (make venv
+    # installs it): Snakemake finds it by its module name on the path.
+    f"import sys; sys.path.insert(0, {str(clone / 'workflow' / 'executor-plugin-pbs-pro')!r})\n")
 for name, module in (("snakemake", "snakemake.cli"), ("ncreel", "ncreel.cli")):
     exe = clone / ".venv" / "bin" / name
     exe.write_text(f"#!{clone}/.venv/bin/python\nimport sys\nfrom {module} import main\n"
