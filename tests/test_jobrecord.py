@@ -174,7 +174,7 @@ def test_a_job_that_failed_after_its_script_is_not_attempt_1_again(tmp_path):
     assert _summary(log) == [(1, "failed", "after_script"), (2, "ok", None)]
     assert attempt_count(read_attempts(tmp_path / "00000.log.attempts.jsonl")) == 2
     # its script's memory was enough: the retry does not ask for more
-    assert memory_attempt(read_attempts(tmp_path / "00000.log.attempts.jsonl"), 3) == 1
+    assert memory_attempt(read_attempts(tmp_path / "00000.log.attempts.jsonl")[:1], 2) == 1
     row, = collect_jobs([{"rule": "process_shard", "job": "00000", "log": str(log)}])
     assert (row["attempts"], row["failed_attempts"]) == (2, 1)
 
