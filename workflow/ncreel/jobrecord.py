@@ -47,9 +47,9 @@ _FAILED: list[str] = []
 FAILURE_REASONS = ("memory", "interrupted", "data", "disk", "error", "after_script")
 
 #: The resource through which a rule gives its script Snakemake's attempt number
-#: (``attempt=snakemake_attempt`` in the rule's ``resources:``): Snakemake passes a
-#: script its resources but not its attempt. Inside a scheduler job, the job's own
-#: Snakemake evaluates it from its ``--attempt``.
+#: (``attempt=attempt_resource`` in the rule's ``resources:``, rules/common.smk):
+#: Snakemake passes a script its resources but not its attempt. Inside a scheduler job,
+#: the job's own Snakemake evaluates it from its ``--attempt``.
 ATTEMPT_RESOURCE = "attempt"
 
 
