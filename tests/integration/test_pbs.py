@@ -10,6 +10,7 @@ root, the session fixture starts it with ``.ci/pbs-up.sh`` first.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -693,3 +694,71 @@ def test_unanswering_server_and_log_dir_outside_stop_before_any_job(pbs, tmp_pat
     errors = [ln for ln in log.splitlines() if ln.startswith("ncreel-pbs: error:")]
     assert len(errors) == 1 and "leads out of the working directory" in errors[0], log[-2000:]
     assert not submitted(log) and not list(work.parent.parent.glob("nc_*.qsub"))
+
+
+def _job_ancestors(pid: int) -> list[int]:
+    """The processes above `pid` in its PBS job's session (the job's own Snakemake and
+    the shells between), nearest first."""
+    def stat(p):  # (ppid, session id) from /proc/<p>/stat; the name may hold spaces
+        fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[1]), int(fields[3])
+
+    ppid, sid = stat(pid)
+    out = []
+    while ppid > 1 and stat(ppid)[1] == sid:
+        out.append(ppid)
+        ppid = stat(ppid)[0]
+    return out
+
+
+def test_a_job_deleted_after_its_script_ended_is_recorded_as_attempt_2(pbs, tmp_path_factory,
+                                                                       sample_nc):
+    """``qdel`` of a shard sub-job after its script wrote its ``ok`` end line, while the
+    job's own Snakemake has not finished (held with SIGSTOP, so the window is sure): PBS
+    reports it failed and Snakemake retries it as attempt 2. The attempts record says
+    attempt 1 ``failed`` (``after_script``) then attempt 2 ``ok`` -- it used to say
+    ``attempt 1`` twice -- and ``ncreel status`` counts 2 attempts."""
+    from ncreel.cluster.runstatus import shard_status
+    from ncreel.jobrecord import read_attempts
+
+    work = workdir(tmp_path_factory, sample_nc, "pbs_attempts")
+    record = work / "logs/demo/process_shard/00000.log.attempts.jsonl"
+    out = work / "snakemake.out"
+    with open(out, "w") as fh, subprocess.Popen(
+            [sys.executable, "-m", "snakemake", *FAST, "--profile", "profiles/cheyenne",
+             "--config", *SMALL, "frames_per_shard=120", "--", "results/demo/cells.copy"],
+            cwd=work, stdout=fh, stderr=subprocess.STDOUT, env=pbs_env(PBS_ACCOUNT=ACCOUNT),
+            start_new_session=True) as proc:
+        deadline = time.time() + 300
+        while not (record.exists() and record.read_text().strip()):
+            assert proc.poll() is None and time.time() < deadline, out.read_text()[-3000:]
+            time.sleep(0.05)
+        start = json.loads(record.read_text().splitlines()[0])
+        held = _job_ancestors(start["pid"])
+        for p in held:
+            os.kill(p, signal.SIGSTOP)
+        try:
+            while '"end"' not in record.read_text():
+                assert time.time() < deadline
+                time.sleep(0.05)
+            subprocess.run([QDEL, start["jobid"]], check=True, env=pbs_env(), timeout=60)
+            # Resume only once PBS is ending the job (its SIGTERM pending, else its
+            # SIGKILL after kill_delay): resumed earlier, the job could still finish.
+            while qstat_doc(start["jobid"]).get("Jobs", {}).get(
+                    start["jobid"], {}).get("job_state") not in ("E", "F"):
+                assert time.time() < deadline
+                time.sleep(0.2)
+        finally:
+            for p in held:  # killed by PBS by now, or resumed to take its SIGTERM
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(p, signal.SIGCONT)
+        assert proc.wait(timeout=400) == 0, out.read_text()[-3000:]
+    log = out.read_text()
+    assert f"job {start['jobid']} failed" in log
+    got = [(a["attempt"], a["status"], a.get("reason"), a["jobid"])
+           for a in read_attempts(record)]
+    assert [g[:3] for g in got] == [(1, "failed", "after_script"), (2, "ok", None)], got
+    assert got[0][3] == start["jobid"] and got[1][3] != start["jobid"]
+    assert count_rows(work / "results/demo/cells.copy") == ROWS
+    rows = {r["shard"]: r for r in shard_status(work, "demo")}
+    assert (rows["00000"]["state"], rows["00000"]["attempts"]) == ("done", 2)

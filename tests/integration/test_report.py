@@ -228,3 +228,24 @@ def test_attempts_record_failed_then_ok(tmp_path):
     got = read_attempts(tmp_path / "logs/x.log.attempts.jsonl")
     assert [(a["attempt"], a["mem_mb"], a["status"]) for a in got] == [(1, 100, "failed"),
                                                                          (2, 200, "ok")]
+
+
+def test_attempts_record_follows_snakemake_when_outputs_are_missing(tmp_path):
+    """A rule whose first attempt's script ends well but writes no output: Snakemake
+    fails the job and retries it as attempt 2. With the ``attempt`` resource the record
+    numbers it 2 and reads attempt 1 as failed after its script (it was ``attempt 1``
+    twice, the first read as the result)."""
+    (tmp_path / "Snakefile").write_text(
+        'rule x:\n    output: "x.txt"\n    log: "logs/x.log"\n'
+        "    resources: attempt=lambda wc, attempt: attempt, mem_mb=100\n"
+        '    script: "x.py"\n')
+    (tmp_path / "x.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(ROOT / 'workflow')!r})\n"
+        "from ncreel.jobrecord import record_attempt\nrecord_attempt(snakemake)\n"
+        "if snakemake.resources.attempt > 1:\n"
+        "    open(snakemake.output[0], 'w').write('ok')\n")
+    subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "--retries", "1",
+                    "--latency-wait", "1"], cwd=tmp_path, check=True, capture_output=True)
+    got = read_attempts(tmp_path / "logs/x.log.attempts.jsonl")
+    assert [(a["attempt"], a["status"], a.get("reason")) for a in got] == [
+        (1, "failed", "after_script"), (2, "ok", None)]

@@ -3,13 +3,23 @@
 Snakemake deletes a job's log and overwrites its ``benchmark:`` file on every attempt, and
 its metadata (``.snakemake/metadata``) keeps neither resources nor attempts. So every job
 appends to ``<log>.attempts.jsonl`` (which Snakemake does not touch) a ``start`` line with
-the resources it runs under (``mem_mb``, ``runtime``, ``threads``, as Snakemake evaluated
-them for this attempt), the host and the scheduler's job id, and an ``end`` line when its
-script finishes (``ok`` false on an exception). An attempt killed by the scheduler (memory,
-walltime) or by a signal leaves no ``end`` line.
+Snakemake's attempt number and the resources it runs under (``mem_mb``, ``runtime``,
+``threads``, as Snakemake evaluated them for this attempt), the host and the scheduler's
+job id, and an ``end`` line when its script finishes (``ok`` false on an exception).
 
-The ``start`` lines after the last successful ``end`` before them are the attempts of the
-current result; older groups belong to earlier runs of the same job.
+The attempt number is Snakemake's own (the rule's ``attempt`` resource,
+:data:`ATTEMPT_RESOURCE`), not a count of the lines: an attempt can end without a
+proper ``end`` line in several ways, and counting lines then numbers the next attempt
+wrong. Killed before its script started (a queued or starting job deleted, a node
+lost): no line at all. Killed while its script ran (the scheduler's memory kill,
+SIGKILL): no ``end`` line. Killed or failed after its script ended (``qdel`` or the
+walltime while the job's own Snakemake checks the outputs): an ``end`` line that says
+``ok`` although Snakemake saw the job fail. Interrupted while a retry already started:
+its ``end`` line lands after the next attempt's ``start`` line.
+
+A job's attempts in one Snakemake run have increasing numbers; a ``start`` line whose
+number is not above the one before begins a new run. The ``start`` lines of the newest
+run are the attempts of the current result; older groups belong to earlier runs.
 """
 
 from __future__ import annotations
@@ -31,8 +41,16 @@ _FAILED: list[str] = []
 #: (SIGINT, SIGTERM, SIGHUP: a user, a logout or the scheduler's walltime), ``data`` (bad
 #: input, :class:`ncreel.errors.NcreelError`), ``disk`` (disk full or quota), ``error``
 #: (anything else). An attempt killed outright (the scheduler's memory kill, SIGKILL) has
-#: no ``end`` line: :func:`read_attempts` calls it ``killed``.
-FAILURE_REASONS = ("memory", "interrupted", "data", "disk", "error")
+#: no ``end`` line: :func:`read_attempts` calls it ``killed``. An attempt whose script
+#: ended ``ok`` but that Snakemake retried (its job failed after the script: deleted,
+#: walltime, outputs missing) is read as failed with reason ``after_script``.
+FAILURE_REASONS = ("memory", "interrupted", "data", "disk", "error", "after_script")
+
+#: The resource through which a rule gives its script Snakemake's attempt number
+#: (``attempt=attempt_resource`` in the rule's ``resources:``, rules/common.smk):
+#: Snakemake passes a script its resources but not its attempt. Inside a scheduler job,
+#: the job's own Snakemake evaluates it from its ``--attempt``.
+ATTEMPT_RESOURCE = "attempt"
 
 
 def failure_reason(exc: BaseException) -> str:
@@ -83,13 +101,14 @@ def read_attempts(path: str | os.PathLike) -> list[dict]:
     Returns
     -------
     list of dict
-        One dict per ``start`` line since the last successful attempt of an earlier run:
-        the start line's fields (``attempt``, ``mem_mb``, ``runtime`` in minutes,
-        ``threads``, ``start`` epoch seconds, ``host``, ``scheduler``, ``jobid``) plus
-        ``status``: ``ok``, ``failed`` (script raised), ``killed`` (no end line and a later
-        attempt exists) or ``running`` (no end line yet, the newest attempt), and for a
-        failed attempt ``reason`` (one of :data:`FAILURE_REASONS`). Empty if the file
-        does not exist.
+        One dict per ``start`` line of the newest run of the job (see the module
+        docstring): the start line's fields (``attempt``, Snakemake's attempt number;
+        ``mem_mb``, ``runtime`` in minutes, ``threads``, ``start`` epoch seconds,
+        ``host``, ``scheduler``, ``jobid``) plus ``status``: ``ok``, ``failed`` (script
+        raised, or ended ok and was retried all the same), ``killed`` (no end line and a
+        later attempt exists) or ``running`` (no end line yet, the newest attempt), and
+        for a failed attempt ``reason`` (one of :data:`FAILURE_REASONS`). Empty if the
+        file does not exist.
     """
     try:
         lines = Path(path).read_text().splitlines()
@@ -101,22 +120,80 @@ def read_attempts(path: str | os.PathLike) -> list[dict]:
             rec = json.loads(line)
         except json.JSONDecodeError:
             continue  # a line cut short by a kill
+        if not isinstance(rec, dict):
+            continue
         if rec.get("event") == "start":
-            if groups[-1] and groups[-1][-1].get("status") == "ok":
+            if groups[-1] and _new_run(groups[-1][-1], rec):
                 groups.append([])
             groups[-1].append({**rec, "status": "running"})
-        elif rec.get("event") == "end" and groups[-1]:
-            last = groups[-1][-1]
-            if last.get("pid") == rec.get("pid"):
-                last["status"] = "ok" if rec.get("ok") else "failed"
-                last["end"] = rec.get("end")
+        elif rec.get("event") == "end":
+            # An interrupted attempt's end line may land after its retry's start line.
+            owner = next((a for group in reversed(groups) for a in reversed(group)
+                          if _same_process(a, rec)), None)
+            if owner is not None:
+                owner["status"] = "ok" if rec.get("ok") else "failed"
+                owner["end"] = rec.get("end")
                 if not rec.get("ok"):
-                    last["reason"] = rec.get("reason", "error")
+                    owner["reason"] = rec.get("reason", "error")
     attempts = groups[-1]
     for a in attempts[:-1]:
         if a["status"] == "running":
             a["status"] = "killed"
+        elif a["status"] == "ok":
+            # Its script ended well but Snakemake ran the job again: the job failed
+            # after the script (deleted, walltime, outputs missing).
+            a["status"], a["reason"] = "failed", "after_script"
     return attempts
+
+
+def attempt_count(attempts: list[dict]) -> int:
+    """Return how many attempts the current result took: the newest attempt's number.
+
+    Parameters
+    ----------
+    attempts : list of dict
+        :func:`read_attempts` of one job.
+
+    Returns
+    -------
+    int
+        Snakemake's attempt number of the newest attempt, or the number of recorded
+        attempts if larger (records without numbers); 0 if there are none. Attempts
+        killed before their script started have no line but are counted.
+    """
+    if not attempts:
+        return 0
+    number = attempts[-1].get("attempt")
+    return max(len(attempts), number if isinstance(number, int) else 0)
+
+
+def _new_run(last: dict, start: dict) -> bool:
+    """Whether `start` begins a new run of the job rather than retrying `last`."""
+    a, b = last.get("attempt"), start.get("attempt")
+    if isinstance(a, int) and isinstance(b, int):
+        return b <= a
+    return last.get("status") == "ok"
+
+
+def _same_process(attempt: dict, end: dict) -> bool:
+    """Whether `end` is the end line of `attempt` (the process's pid, host and number)."""
+    if attempt.get("status") != "running" or attempt.get("pid") != end.get("pid"):
+        return False
+    return all(end.get(k) is None or attempt.get(k) == end.get(k) for k in ("host", "attempt"))
+
+
+def snakemake_attempt(resources) -> int | None:
+    """Return Snakemake's attempt number from a job's resources, or None if not given.
+
+    Parameters
+    ----------
+    resources : mapping
+        ``snakemake.resources`` of a rule's script; the rule declares
+        :data:`ATTEMPT_RESOURCE`.
+    """
+    value = resources.get(ATTEMPT_RESOURCE)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 \
+        else None
 
 
 def record_attempt(smk) -> None:
@@ -126,20 +203,25 @@ def record_attempt(smk) -> None:
     ----------
     smk : snakemake.script.Snakemake
         The ``snakemake`` object of a rule's script (``log[0]``, ``rule``, ``wildcards``,
-        ``resources``, ``threads``).
+        ``resources``, ``threads``). The attempt number is the rule's
+        :data:`ATTEMPT_RESOURCE`; a rule without it gets one counted from the record
+        (1 after a successful attempt, else one more than the attempts since).
     """
     if not smk.log:
         return
     path = attempts_path(smk.log[0])
     path.parent.mkdir(parents=True, exist_ok=True)
-    previous = read_attempts(path)
-    attempt = 1 if not previous or previous[-1]["status"] == "ok" else len(previous) + 1
-    scheduler, jobid = scheduler_job_id()
     res = smk.resources
+    attempt = snakemake_attempt(res)
+    if attempt is None:
+        previous = read_attempts(path)
+        attempt = 1 if not previous or previous[-1]["status"] == "ok" else len(previous) + 1
+    scheduler, jobid = scheduler_job_id()
+    host, pid = socket.gethostname(), os.getpid()
     start = {"event": "start", "rule": smk.rule, "wildcards": dict(smk.wildcards.items()),
              "attempt": attempt, "mem_mb": _number(res.get("mem_mb")),
              "runtime": _number(res.get("runtime")), "threads": smk.threads,
-             "start": time.time(), "host": socket.gethostname(), "pid": os.getpid(),
+             "start": time.time(), "host": host, "pid": pid,
              "scheduler": scheduler, "jobid": jobid}
     _append(path, start)
     hook = sys.excepthook
@@ -151,7 +233,10 @@ def record_attempt(smk) -> None:
     sys.excepthook = excepthook
 
     def end():
-        record = {"event": "end", "pid": os.getpid(), "ok": not _FAILED, "end": time.time()}
+        if os.getpid() != pid:
+            return  # a forked worker's exit is not the job's end
+        record = {"event": "end", "pid": pid, "host": host, "attempt": attempt,
+                  "ok": not _FAILED, "end": time.time()}
         if _FAILED:
             record["reason"] = _FAILED[0]
         _append(path, record)

@@ -290,7 +290,8 @@ _OVER_CAP: set[str] = set()
 
 
 #: Failures that more memory cannot fix (see :data:`ncreel.jobrecord.FAILURE_REASONS`).
-NOT_MEMORY_FAILURES = ("interrupted", "data", "disk")
+# ``after_script``: the script itself ended well, so its memory was enough.
+NOT_MEMORY_FAILURES = ("interrupted", "data", "disk", "after_script")
 
 
 def memory_attempt(attempts: list[dict], attempt: int) -> int:
@@ -300,7 +301,8 @@ def memory_attempt(attempts: list[dict], attempt: int) -> int:
     attempts of this run that may have run out of it: killed without an ``end`` record
     (the scheduler's or the kernel's memory kill is SIGKILL), or failed with reason
     ``memory`` or an unclassified ``error``. An interruption (Ctrl-C, logout, walltime's
-    SIGTERM), bad input or a full disk keeps the memory as it was.
+    SIGTERM), bad input, a full disk or a job that failed after its script ended well
+    keeps the memory as it was.
 
     Parameters
     ----------

@@ -33,6 +33,7 @@ rule reduce_cells:
         "../../envs/ncreel.yaml"
     threads: 1
     resources:
+        attempt=attempt_resource,
         mem_mb=rule_mem_mb("reduce_cells"),
         runtime=rule_runtime("reduce_cells"),
     params:
@@ -69,6 +70,7 @@ rule load_database:
         "../../envs/ncreel.yaml"
     threads: 1
     resources:
+        attempt=attempt_resource,
         mem_mb=rule_mem_mb("load_database"),
         runtime=rule_runtime("load_database"),
     params:

@@ -87,6 +87,15 @@ def job_attempts(rule_name, wildcards):
     )
 
 
+def attempt_resource(wildcards, attempt):
+    """Snakemake's attempt number, as the `attempt` resource of each scripted job.
+
+    With it the job's attempts record (ncreel.jobrecord) numbers attempts as Snakemake
+    does, also after one that ended without a proper end line.
+    """
+    return attempt
+
+
 def rule_runtime(rule_name):
     """The runtime of `rule_name` (minutes), from ncreel.resources.FIXED_RUNTIME_MIN."""
     return lambda wc, attempt: res.fixed_runtime(rule_name, attempt)

@@ -14,6 +14,7 @@ rule concat_segments:
         "../../envs/ffmpeg.yaml"
     threads: 1
     resources:
+        attempt=attempt_resource,
         mem_mb=rule_mem_mb("concat_segments"),
         runtime=rule_runtime("concat_segments"),
     params:
@@ -43,6 +44,7 @@ rule movie_format:
         "../../envs/ffmpeg.yaml"
     threads: 2
     resources:
+        attempt=attempt_resource,
         mem_mb=rule_mem_mb(
             "movie_format",
             lambda wc, attempt: res.transcode_mem_mb(
@@ -77,6 +79,7 @@ rule preview:
         "../../envs/ncreel.yaml"
     threads: 1
     resources:
+        attempt=attempt_resource,
         mem_mb=rule_mem_mb("preview"),
         runtime=rule_runtime("preview"),
     params:

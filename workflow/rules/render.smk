@@ -17,6 +17,7 @@ checkpoint calibrate_render:
         "../../envs/ncreel.yaml"
     threads: 1
     resources:
+        attempt=attempt_resource,
         mem_mb=rule_mem_mb("calibrate_render"),
         runtime=rule_runtime("calibrate_render"),
     params:
@@ -51,6 +52,7 @@ rule degradation_state:
         "../../envs/ncreel.yaml"
     threads: 1
     resources:
+        attempt=attempt_resource,
         mem_mb=rule_mem_mb(
             "degradation_state",
             lambda wc, attempt: res.statistics_mem_mb(
@@ -100,6 +102,7 @@ rule process_shard:
         "../../envs/ncreel.yaml"
     threads: RENDER_PROCESSES
     resources:
+        attempt=attempt_resource,
         mem_mb=rule_mem_mb(
             "process_shard",
             lambda wc, input, threads, attempt: res.render_mem_mb_calibrated(

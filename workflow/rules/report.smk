@@ -52,6 +52,7 @@ rule resources_report:
         "../../envs/ncreel.yaml"
     threads: 1
     resources:
+        attempt=attempt_resource,
         mem_mb=rule_mem_mb("resources_report"),
         runtime=rule_runtime("resources_report"),
     params:
@@ -92,6 +93,7 @@ rule contact_sheet:
         "../../envs/ncreel.yaml"
     threads: 1
     resources:
+        attempt=attempt_resource,
         mem_mb=rule_mem_mb("contact_sheet"),
         runtime=rule_runtime("contact_sheet"),
     params:

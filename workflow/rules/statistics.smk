@@ -14,6 +14,7 @@ rule statistics:
         "../../envs/ncreel.yaml"
     threads: 1
     resources:
+        attempt=attempt_resource,
         mem_mb=rule_mem_mb(
             "statistics",
             lambda wc, attempt: res.statistics_mem_mb(

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from ncreel.cluster.runlock import run_lock_holder
 from ncreel.errors import NcreelError
-from ncreel.jobrecord import attempts_path, read_attempts
+from ncreel.jobrecord import attempt_count, attempts_path, read_attempts
 from ncreel.settings import Calibration
 from ncreel.shardplan import plan_shards
 
@@ -177,7 +177,7 @@ def shard_status(workdir: str | os.PathLike = ".", run: str = "demo", *,
         if state == "done" and last.get("status") != "ok":
             detail = "no attempts record"
         rows.append({"shard": shard.name, "frames": shard.n_frames, "state": state,
-                     "attempts": len(attempts), "jobid": jobid, "detail": detail,
+                     "attempts": attempt_count(attempts), "jobid": jobid, "detail": detail,
                      "started": state == "running" and last.get("status") == "running"})
     return rows
 

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ncreel.io import atomic_path
-from ncreel.jobrecord import attempts_path, read_attempts
+from ncreel.jobrecord import attempt_count, attempts_path, read_attempts
 
 #: Headroom (declared / measured) below this is flagged as tight (< 10 % headroom).
 TIGHT = 1.1
@@ -111,8 +111,11 @@ def collect_jobs(jobs: Iterable[Mapping]) -> list[dict]:
         mem_ratio = _ratio(mem_mb, rss)
         time_ratio = _ratio(runtime * 60 if runtime is not None else None, wall)
         rows.append({
-            "rule": job["rule"], "job": job["job"], "attempts": len(attempts),
-            "failed_attempts": sum(a["status"] in ("failed", "killed") for a in attempts),
+            "rule": job["rule"], "job": job["job"], "attempts": attempt_count(attempts),
+            # Every attempt before the newest failed, recorded or not (killed before its
+            # script started).
+            "failed_attempts": attempt_count(attempts) - int(
+                bool(attempts) and last["status"] not in ("failed", "killed")),
             "threads": last.get("threads"), "mem_mb": mem_mb, "max_rss_mb": rss,
             "mem_headroom": mem_ratio, "runtime_min": runtime,
             "wall_s": None if wall is None else round(wall, 2),
