@@ -135,6 +135,27 @@ def test_levels_and_scale_are_fixed_from_the_whole_series(tmp_path):
         (orog,) = read_overlay_fields(s, {**CONTOURS, "variable": "orog"}, None, 0, 3)
         assert orog[0].shape == (3, 36, 72)
 
+def test_infinite_cells_leave_levels_and_scale_to_the_finite_values(tmp_path):
+    # One +inf cell gave no contour level at all, and an infinite vector_speed that the
+    # arrows replaced by 1 (arrows ten times too long, drawn over each other).
+    path = write_weather(tmp_path / "w.nc")
+    with xr.open_dataset(path) as ds:
+        ds = ds.load()
+    finite = overlay_limits_of(path, CONTOURS, VECTORS)
+    ds["psl"][:, 0, 0] = np.inf
+    ds["vas"][1, 3, 5] = -np.inf
+    ds.to_netcdf(tmp_path / "inf.nc")
+    limits = overlay_limits_of(tmp_path / "inf.nc", CONTOURS, VECTORS)
+    assert limits == finite and np.isfinite(limits["vector_speed"])
+    assert len(limits["contour_levels"]) >= 4
+
+
+def overlay_limits_of(path, contours, vectors):
+    with open_selection(SeriesSelection(paths=[str(path)], variable="tas", time_dim=None,
+                                        select={}, lat=None, lon=None, time=None)) as s:
+        return overlay_limits(s, contours, vectors)
+
+
 
 @pytest.mark.parametrize("contours, vectors, message", [
     ({**CONTOURS, "variable": "slp"}, None, "config 'contours.variable': input"),
