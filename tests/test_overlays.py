@@ -290,6 +290,38 @@ def test_gridlines_are_labelled_and_composited_like_coastlines(tmp_path, project
     assert (plain[area] != gridded[area]).any(axis=-1).sum() > 50  # lines on the map
 
 
+@pytest.mark.parametrize("box, size", [({"lon": [170, -170], "lat": [-30, 30]}, (480, 270)),
+                                       ({"lon": [10, 14], "lat": [-60, 60]}, (480, 270)),
+                                       (None, (160, 96)), (None, (960, 540))])
+def test_gridline_labels_do_not_overlap(tmp_path, box, size):
+    # A tall, narrow region got five longitude labels on a 65 pixel wide map, printed
+    # over each other ("170°E175°E180°175°W170°W"); a 160 x 96 frame, three latitude
+    # labels in 40 pixels.
+    from ncreel.region import region_from_config
+
+    reg = region_from_config(box)
+    path = write_weather(tmp_path / "w.nc")
+    with open_selection(SeriesSelection(
+            paths=[str(path)], variable="tas", time_dim=None, select={}, lat=None, lon=None,
+            time=None, region=None if reg is None else reg.to_params())) as s:
+        rs = render(map={"coastlines": False, "borders": False, "projection": "PlateCarree",
+                         "projection_params": {}, "gridlines": True}, width=size[0],
+                    height=size[1], dpi=100)
+        r = make_renderer(s, rs, vmin=285, vmax=295)
+        r.draw(s.read(0, 1)[0], "x")
+        renderer = r.fig.canvas.get_renderer()
+        area = r.ax.get_window_extent(renderer)
+        for labels, side in ((r.ax.get_xticklabels(), "x"), (r.ax.get_yticklabels(), "y")):
+            lo, hi = getattr(area, f"interval{side}")
+            spans = sorted(tuple(getattr(b, f"interval{side}")) for b in (
+                t.get_window_extent(renderer) for t in labels if t.get_text())
+                if lo - 1 <= sum(getattr(b, f"interval{side}")) / 2 <= hi + 1)
+            assert len(spans) >= (3 if size[0] >= 960 else 1)
+            assert all(a[1] < b[0] for a, b in zip(spans[:-1], spans[1:], strict=True)), (
+                side, spans)
+        r.close()
+
+
 @pytest.mark.parametrize("size", [(480, 270), (160, 96)])
 def test_caption_sits_below_the_map_in_one_line(tmp_path, size):
     caption = ("HadCM3 A1B scenario, air temperature at 1.5 m; iris-sample-data, UK Open "
