@@ -115,6 +115,22 @@ def test_job_gone_while_its_snakemake_runs_is_failed(tmp_path):
     assert row["state"] == "failed"
 
 
+def test_finished_job_of_killed_snakemake_is_done_while_its_rerun_runs(tmp_path):
+    # After kill -9 right after a shard finished, the rerun keeps the shard and its marker;
+    # the rerun's last line said "shards 4/5 done, 1 not; the same command resumes it"
+    # (the shard counted as starting) though the run was complete.
+    make_run(tmp_path, end_ok=True)  # the job ended at t = 2 s
+    marker = tmp_path / ".snakemake" / "incomplete" / urlsafe_b64encode(
+        b"results/r/segments/00000.mp4").decode()
+    os.utime(marker, (1.5, 1.5))  # written when the job started
+    with _hold(tmp_path / "results" / "r" / ".ncreel-run.lock"):
+        [row] = shard_status(tmp_path, "r")
+        assert row["state"] == "done"
+        os.utime(marker)  # marked again now: the rerun is redoing the shard
+        [row] = shard_status(tmp_path, "r")
+        assert (row["state"], row["detail"]) == ("running", "starting")
+
+
 def _status_cli(work):
     return subprocess.run([sys.executable, "-m", "ncreel.cluster.runstatus", "--run", "r"],
                           cwd=work, check=True, capture_output=True, text=True,

@@ -7,8 +7,9 @@ import pytest
     ("ok", "t\n", "config key 'table'"),
     ("ok", "s.t\n", "config key 'table'"),
     ("ok", "a.b.c", "config key 'table'"),
-    ("ok", "t" * 64, "64 bytes"),
-    ("r" * 57, None, "config key 'run'"),
+    ("ok", "t" * 64, r"64 bytes, PostgreSQL names are at most 63: shorten it$"),
+    ("ok", "s." + "é" * 32, r"'table': '(é){32}' is 64 bytes.*: shorten it$"),
+    ("r" * 57, None, r"config key 'run'.*: shorten run to at most 56 characters, or set 'table'$"),
     ("r" * 56, None, ("ncreel_" + "r" * 56,)),
     ("a-b.C", None, ("ncreel_a_b_c",)),
     ("ok", "select", ("select",)),  # quoted in SQL: reserved words and case are kept

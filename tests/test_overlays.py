@@ -135,6 +135,27 @@ def test_levels_and_scale_are_fixed_from_the_whole_series(tmp_path):
         (orog,) = read_overlay_fields(s, {**CONTOURS, "variable": "orog"}, None, 0, 3)
         assert orog[0].shape == (3, 36, 72)
 
+def test_infinite_cells_leave_levels_and_scale_to_the_finite_values(tmp_path):
+    # One +inf cell gave no contour level at all, and an infinite vector_speed that the
+    # arrows replaced by 1 (arrows ten times too long, drawn over each other).
+    path = write_weather(tmp_path / "w.nc")
+    with xr.open_dataset(path) as ds:
+        ds = ds.load()
+    finite = overlay_limits_of(path, CONTOURS, VECTORS)
+    ds["psl"][:, 0, 0] = np.inf
+    ds["vas"][1, 3, 5] = -np.inf
+    ds.to_netcdf(tmp_path / "inf.nc")
+    limits = overlay_limits_of(tmp_path / "inf.nc", CONTOURS, VECTORS)
+    assert limits == finite and np.isfinite(limits["vector_speed"])
+    assert len(limits["contour_levels"]) >= 4
+
+
+def overlay_limits_of(path, contours, vectors):
+    with open_selection(SeriesSelection(paths=[str(path)], variable="tas", time_dim=None,
+                                        select={}, lat=None, lon=None, time=None)) as s:
+        return overlay_limits(s, contours, vectors)
+
+
 
 @pytest.mark.parametrize("contours, vectors, message", [
     ({**CONTOURS, "variable": "slp"}, None, "config 'contours.variable': input"),
@@ -267,6 +288,38 @@ def test_gridlines_are_labelled_and_composited_like_coastlines(tmp_path, project
             full.close()
     (plain, area), (gridded, _) = frames[False], frames[True]
     assert (plain[area] != gridded[area]).any(axis=-1).sum() > 50  # lines on the map
+
+
+@pytest.mark.parametrize("box, size", [({"lon": [170, -170], "lat": [-30, 30]}, (480, 270)),
+                                       ({"lon": [10, 14], "lat": [-60, 60]}, (480, 270)),
+                                       (None, (160, 96)), (None, (960, 540))])
+def test_gridline_labels_do_not_overlap(tmp_path, box, size):
+    # A tall, narrow region got five longitude labels on a 65 pixel wide map, printed
+    # over each other ("170°E175°E180°175°W170°W"); a 160 x 96 frame, three latitude
+    # labels in 40 pixels.
+    from ncreel.region import region_from_config
+
+    reg = region_from_config(box)
+    path = write_weather(tmp_path / "w.nc")
+    with open_selection(SeriesSelection(
+            paths=[str(path)], variable="tas", time_dim=None, select={}, lat=None, lon=None,
+            time=None, region=None if reg is None else reg.to_params())) as s:
+        rs = render(map={"coastlines": False, "borders": False, "projection": "PlateCarree",
+                         "projection_params": {}, "gridlines": True}, width=size[0],
+                    height=size[1], dpi=100)
+        r = make_renderer(s, rs, vmin=285, vmax=295)
+        r.draw(s.read(0, 1)[0], "x")
+        renderer = r.fig.canvas.get_renderer()
+        area = r.ax.get_window_extent(renderer)
+        for labels, side in ((r.ax.get_xticklabels(), "x"), (r.ax.get_yticklabels(), "y")):
+            lo, hi = getattr(area, f"interval{side}")
+            spans = sorted(tuple(getattr(b, f"interval{side}")) for b in (
+                t.get_window_extent(renderer) for t in labels if t.get_text())
+                if lo - 1 <= sum(getattr(b, f"interval{side}")) / 2 <= hi + 1)
+            assert len(spans) >= (3 if size[0] >= 960 else 1)
+            assert all(a[1] < b[0] for a, b in zip(spans[:-1], spans[1:], strict=True)), (
+                side, spans)
+        r.close()
 
 
 @pytest.mark.parametrize("size", [(480, 270), (160, 96)])

@@ -268,6 +268,24 @@ def test_table_of_an_older_ncreel_is_refused_with_what_to_do(pg_server, pg_conn,
     assert _count(pg_conn, "t_older") == 1  # untouched
 
 
+def test_table_named_like_another_tables_partition_is_refused_with_why(pg_server, tmp_path):
+    # Table cells, run x has the partition cells_x; a run with table cells_x was told the
+    # partition was "made by an older ncreel" and to rename it.
+    f = _write(tmp_path / "c.copy", 3)
+    load_copy(f, conninfo=pg_server["conninfo"], table="t_part", run="x", columns=COLS)
+    with pytest.raises(NcreelError) as err:
+        load_copy(f, conninfo=pg_server["conninfo"], table="t_part_x", run="y", columns=COLS)
+    want = ("table t_part_x is a partition of table t_part (ncreel keeps each run of a table "
+            "in a partition named <table>_<run>): set config key 'table' to another name")
+    assert str(err.value) == want
+    # cells.sql says the same through psql.
+    (tmp_path / "cells.sql").write_text(load_script("t_part_x", COLS, "c.copy", run="y"))
+    proc = subprocess.run(["psql", "-X", "-q", "-h", pg_server["host"], "-U", "postgres", "-d",
+                           "postgres", "-f", "cells.sql"], cwd=tmp_path, capture_output=True,
+                          text=True)
+    assert proc.returncode != 0 and want in proc.stderr, proc.stderr
+
+
 def test_documented_migration_moves_an_older_table(pg_server, pg_conn, tmp_path):
     """The SQL of docs/cells.md turns an older table into one partition per run."""
     text = (ROOT / "docs/cells.md").read_text()

@@ -86,6 +86,27 @@ def test_fast_path_shows_only_the_region_and_matches_a_full_redraw(tmp_path):
         full.close()
 
 
+@pytest.mark.parametrize("box", [
+    {"lon": [0.3, 0.6], "lat": [40.3, 40.6]},
+    {"lon": [359.7, 0.4], "lat": [-40.6, -40.3]},  # across 0 on a 0...360 file
+])
+def test_float32_centres_on_the_box_edges_are_in_the_box(tmp_path, box):
+    # A 0.1 degree grid stored as float32 (as many files are): float32(0.3) is below 0.3,
+    # and the cells on the box's west and south edges were left out ("edges included").
+    lat = np.round(np.arange(-45.0, 45.05, 0.1), 1).astype(np.float32)
+    lon = np.round(np.arange(0.0, 360.0, 0.1), 1).astype(np.float32)
+    path = tmp_path / "f32.nc"
+    xr.Dataset({"tas": (("time", "lat", "lon"), np.zeros((1, lat.size, lon.size), np.float32))},
+               coords={"time": ("time", [0.0], {"units": "days since 2000-01-01"}),
+                       "lat": ("lat", lat, {"units": "degrees_north"}),
+                       "lon": ("lon", lon, {"units": "degrees_east"})}).to_netcdf(path)
+    with open_selection(selection(path, box)) as s:
+        lat_c, lon_c = s.cell_coordinates(continuous=True)
+        assert s.shape[1:] == (4, {0.3: 4, 359.7: 8}[box["lon"][0]])
+        np.testing.assert_allclose(lat_c[[0, -1], 0], box["lat"], atol=1e-4)
+        np.testing.assert_allclose(np.mod(lon_c[0, [0, -1]], 360), box["lon"], atol=1e-4)
+
+
 def test_named_country_box_and_outline():
     west, east, south, north, name = country_box("fiji")
     assert name == "Fiji" and west > east  # across the antimeridian

@@ -273,10 +273,11 @@ def check_names(config: Mapping) -> str:
         if len(part.encode()) > MAX_IDENTIFIER_BYTES:
             where = ("config key 'table'" if table else
                      f"config key 'run' (the table name {TABLE_PREFIX}<run> it derives)")
-            limit = MAX_IDENTIFIER_BYTES - (0 if table else len(TABLE_PREFIX))
+            # A table given is shortened; a name derived from run: run, or give a table.
+            fix = ("shorten it" if table else f"shorten run to at most "
+                   f"{MAX_IDENTIFIER_BYTES - len(TABLE_PREFIX)} characters, or set 'table'")
             raise NcreelError(f"{where}: '{part}' is {len(part.encode())} bytes, PostgreSQL "
-                              f"names are at most {MAX_IDENTIFIER_BYTES}: shorten it (run to "
-                              f"at most {limit} characters), or set 'table'")
+                              f"names are at most {MAX_IDENTIFIER_BYTES}: {fix}")
     return name
 
 

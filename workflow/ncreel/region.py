@@ -39,6 +39,9 @@ COUNTRY_MARGIN_MIN_DEG = 0.5
 COUNTRY_NEAR_DEG = 10.0
 #: Style of a named country's outline (drawn once, above the field).
 OUTLINE_STYLE = {"edgecolor": "black", "linewidth": 1.2}
+#: A cell centre this close (degrees, about 10 m) outside the box's edge is on the edge:
+#: float32 coordinates are off by up to 2e-5 degrees near 360 (float32(0.3) < 0.3).
+EDGE_TOLERANCE_DEG = 1e-4
 
 
 @dataclass(frozen=True)
@@ -73,8 +76,9 @@ class Region:
 
     def contains_lon(self, lon: np.ndarray) -> np.ndarray:
         """Whether each longitude (degrees, any convention) lies in the box, edges included."""
-        offset = np.mod(np.asarray(lon, float) - self.west, 360.0)
-        return offset <= self.lon_span + 1e-9
+        tol = EDGE_TOLERANCE_DEG
+        offset = np.mod(np.asarray(lon, float) - self.west + tol, 360.0)
+        return offset <= self.lon_span + 2 * tol
 
     def describe(self) -> str:
         """Describe the region for messages: ``'Fiji' (lon 174..-178, lat -22..-12)``."""
@@ -413,7 +417,8 @@ def restrict(series: Series, region: Region | None) -> Series:
     x_order = np.arange(series.nx) if series.x_index is None else np.asarray(series.x_index)
     lat = np.asarray(lat_v.values, float)[y_order]
     lon = np.asarray(lon_v.values, float)[x_order]
-    rows = np.flatnonzero((lat >= region.south - 1e-9) & (lat <= region.north + 1e-9))
+    tol = EDGE_TOLERANCE_DEG
+    rows = np.flatnonzero((lat >= region.south - tol) & (lat <= region.north + tol))
     cols = np.flatnonzero(region.contains_lon(lon))
     if rows.size == 0 or cols.size == 0:
         raise NcreelError(
@@ -421,7 +426,7 @@ def restrict(series: Series, region: Region | None) -> Series:
             f"latitudes {np.nanmin(lat):g}..{np.nanmax(lat):g}, longitudes "
             f"{np.nanmin(lon):g}..{np.nanmax(lon):g}); choose a box inside the grid")
     # Columns from the box's west edge eastwards: continuous across the file's seam.
-    cols = cols[np.argsort(np.mod(lon[cols] - region.west, 360.0), kind="stable")]
+    cols = cols[np.argsort(np.mod(lon[cols] - region.west + tol, 360.0), kind="stable")]
     values = {f.name: getattr(series, f.name) for f in dataclasses.fields(Series)
               if f.init}
     values.update(ny=int(rows.size), nx=int(cols.size), y_index=None, x_index=None,

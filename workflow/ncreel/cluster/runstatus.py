@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import socket
@@ -49,7 +50,9 @@ def _incomplete_marker(workdir: Path, output: str) -> dict | None:
     parts = [b64[i:i + max_len - 1] for i in range(0, len(b64), max_len - 1)]
     path = inc.joinpath(*(["@" + p for p in parts[:-1]] + [parts[-1]]))
     try:
-        return json.loads(path.read_text() or "{}")
+        marker = json.loads(path.read_text() or "{}")
+        # When Snakemake wrote it: a job that ended after this belongs to the marker.
+        return {**marker, "mtime": path.stat().st_mtime}
     except (FileNotFoundError, json.JSONDecodeError):
         return None if not path.exists() else {}
 
@@ -158,6 +161,11 @@ def shard_status(workdir: str | os.PathLike = ".", run: str = "demo", *,
                 live = "running" if _pid_alive(last.get("pid")) else None
             if live:
                 state, detail = "running", live
+            elif ((work / seg).exists() and last.get("status") == "ok"
+                  and float(last.get("end") or 0) >= (marker or {}).get("mtime", math.inf)):
+                # The marker's job ended well: Snakemake was killed before removing it,
+                # and a live rerun keeps these outputs (its marker stays).
+                state, detail = "done", "finished; its Snakemake was stopped before recording it"
             elif not jobid and last.get("status") != "running" and held:
                 # Marked by a Snakemake still running here, before the job recorded itself
                 # (a scheduler job's own Snakemake rewrites the marker without the job id).

@@ -29,6 +29,7 @@ from ncreel.pg.sql import (
     load_statements,
     old_partition_query,
     older_table_message,
+    partition_table_message,
     run_tables,
     stage_statement,
     swap_statement,
@@ -420,9 +421,14 @@ def _check_table(conn, table: str, columns: Sequence[tuple[str, str]],
     """
     reg = identifier(*table_name(table)).as_string(conn)
     found = conn.execute("SELECT relkind, CASE relkind WHEN 'p' THEN pg_get_partkeydef(oid) "
-                         "END FROM pg_class WHERE oid = to_regclass(%s)", (reg,)).fetchone()
+                         "END, (SELECT inhparent::regclass::text FROM pg_inherits WHERE "
+                         "inhrelid = oid) FROM pg_class WHERE oid = to_regclass(%s)",
+                         (reg,)).fetchone()
     if found is None and exists_only:
         return
+    if found is not None and found[2] is not None:
+        # Another table's run partition (<table>_<run>), not a table made by an older ncreel.
+        raise NcreelError(partition_table_message(table, found[2]))
     if found is None or found[0] != "p" or found[1] != "LIST (run)":
         raise NcreelError(older_table_message(table) if found is None or found[0] == "r" else
                           f"table {table} exists but is not a table partitioned by LIST "

@@ -117,6 +117,13 @@ def older_table_message(table: str) -> str:
             "'Tables made by an older ncreel', shows how to move its runs over")
 
 
+def partition_table_message(table: str, parent: str) -> str:
+    """Return the one-line error for a `table` that is a run's partition of table `parent`."""
+    return (f"table {table} is a partition of table {parent} (ncreel keeps each run of a "
+            "table in a partition named <table>_<run>): set config key 'table' to another "
+            "name")
+
+
 def create_statement(table: str, columns: Sequence[tuple[str, str]]) -> str:
     """Return the SQL creating `table` if missing, serialised, in its own short transaction.
 
@@ -125,7 +132,8 @@ def create_statement(table: str, columns: Sequence[tuple[str, str]]) -> str:
     in the catalog (``duplicate key value violates unique constraint
     "pg_type_typname_nsp_index"``), so creation runs under a transaction-level advisory
     lock per table name. An existing table that is not partitioned (made by an older
-    ncreel) raises :func:`older_table_message`.
+    ncreel) raises :func:`older_table_message`; one that is another table's run partition,
+    :func:`partition_table_message`.
 
     Parameters
     ----------
@@ -148,10 +156,16 @@ def create_statement(table: str, columns: Sequence[tuple[str, str]]) -> str:
     stmt = sql.SQL(
         "PERFORM pg_advisory_xact_lock({key});\n"
         "CREATE TABLE IF NOT EXISTS {t} (\n    {body}\n) PARTITION BY LIST ({run});\n"
+        "IF (SELECT relispartition FROM pg_class WHERE oid = {reg}::regclass) THEN\n"
+        "  RAISE EXCEPTION USING ERRCODE = 'wrong_object_type', MESSAGE = format({partition},\n"
+        "    (SELECT inhparent::regclass FROM pg_inherits WHERE inhrelid = {reg}::regclass));\n"
+        "END IF;\n"
         "IF (SELECT relkind FROM pg_class WHERE oid = {reg}::regclass) <> 'p' THEN\n"
         "  RAISE EXCEPTION USING MESSAGE = {message}, ERRCODE = 'wrong_object_type';\n"
         "END IF;").format(key=advisory_key(table), t=t, body=body, run=identifier("run"),
                           reg=sql.Literal(t.as_string(None)),
+                          partition=sql.Literal(partition_table_message(
+                              table.replace("%", "%%"), "%s")),
                           message=sql.Literal(older_table_message(table)))
     return _do(stmt)
 

@@ -201,18 +201,31 @@ def add_gridlines(ax, projection) -> None:
         return
     from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-    class LongitudeLocator(MaxNLocator):
-        # Round longitudes, not round map x (x = longitude - centre, and the centre of a
-        # regional map is the middle of its grid: -94.6875, say).
+    class DegreeLocator(MaxNLocator):
+        # Round degrees, not round map x (x = longitude - offset, and the centre of a
+        # regional map is the middle of its grid: -94.6875, say). At most as many labels
+        # as fit: matplotlib's tick space allows 3 font sizes per x label and 2 per y
+        # label; 175°W side by side takes about 6, 45°N one above another about 2. A
+        # narrow map gets fewer, down to the one nearest its middle.
+        def __init__(self, offset, per_label):
+            super().__init__(nbins=5, steps=[1, 1.5, 2, 2.5, 3, 5, 10])
+            self.offset, self.per_label = offset, per_label
+
         def tick_values(self, vmin, vmax):
-            return super().tick_values(vmin + centre, vmax + centre) - centre
+            space = 10 if self.axis is None else self.axis.get_tick_space() // self.per_label
+            n = max(1, min(5, space - 1))  # intervals: at most `space` ticks
+            self.set_params(nbins=n, min_n_ticks=min(n, 2))
+            ticks = super().tick_values(vmin + self.offset, vmax + self.offset) - self.offset
+            inside = ticks[(ticks >= min(vmin, vmax)) & (ticks <= max(vmin, vmax))]
+            if space < 2 and inside.size > 1:
+                return inside[[np.argmin(np.abs(inside - 0.5 * (vmin + vmax)))]]
+            return ticks
 
     centre = projection.central_longitude
-    steps = [1, 1.5, 2, 2.5, 3, 5, 10]
     ax.xaxis.set_visible(True)
     ax.yaxis.set_visible(True)
-    ax.xaxis.set_major_locator(LongitudeLocator(nbins=5, steps=steps))
-    ax.yaxis.set_major_locator(MaxNLocator(nbins=5, steps=steps))
+    ax.xaxis.set_major_locator(DegreeLocator(centre, 2))
+    ax.yaxis.set_major_locator(DegreeLocator(0.0, 1))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: degree_label(x + centre, "lon")))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: degree_label(y, "lat")))
     ax.tick_params(labelsize="small", length=2)

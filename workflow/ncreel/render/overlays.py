@@ -388,7 +388,8 @@ def overlay_limits(series, contours, vectors, *, max_block_bytes: int = 32 * 2**
     -------
     dict
         ``contour_levels`` (list of float) and / or ``vector_speed`` (the largest
-        ``hypot(u, v)``, the variables' units); empty without overlays.
+        ``hypot(u, v)``, the variables' units); empty without overlays. Only finite
+        values count (NaN and ±inf cells draw no line or arrow).
     """
     if not (contours or vectors):
         return {}
@@ -396,15 +397,19 @@ def overlay_limits(series, contours, vectors, *, max_block_bytes: int = 32 * 2**
     n = max(1, int(max_block_bytes // max(series.ny * series.nx * 8 * 3, 1)))
     for t0 in range(0, series.n_time, n):
         fields = read_overlay_fields(series, contours, vectors, t0, min(t0 + n, series.n_time))
+        # Finite values only, as the colour limits: one inf cell would leave no
+        # contour level, or shrink every arrow to nothing.
         if contours:
             c = fields[0][0]
-            if np.isfinite(c).any():
-                lo, hi = min(lo, float(np.nanmin(c))), max(hi, float(np.nanmax(c)))
+            c = c[np.isfinite(c)]
+            if c.size:
+                lo, hi = min(lo, float(c.min())), max(hi, float(c.max()))
         if vectors:
             u, v = fields[-1]
             s = np.hypot(u, v)
-            if np.isfinite(s).any():
-                speed = max(speed, float(np.nanmax(s)))
+            s = s[np.isfinite(s)]
+            if s.size:
+                speed = max(speed, float(s.max()))
     out = {}
     if contours:
         levels = contours["levels"]
