@@ -40,18 +40,25 @@ $(VENV)/.created:
 # Three layers, each its own stamp: what the workflow needs (make demo, dag, report,
 # status), + test and lint tools (make test, lint), + benchmark baselines (make bench*).
 # The PBS Pro executor plugin is its own distribution (workflow/executor-plugin-pbs-pro),
-# installed editable next to ncreel, which uses it on login nodes.
+# installed next to ncreel, which uses it on login nodes. Not editable: Snakemake finds
+# executor plugins by module name on sys.path, which an editable install's import hook
+# hides ("invalid choice: 'pbs-pro'"); a change to its files reinstalls it. The last line
+# checks that Snakemake sees it.
 PLUGIN_PBS := ./workflow/executor-plugin-pbs-pro
+PLUGIN_PBS_FILES := $(PLUGIN_PBS)/pyproject.toml $(wildcard $(PLUGIN_PBS)/snakemake_executor_plugin_pbs_pro/*.py)
 
-$(VENV)/.installed: pyproject.toml $(PLUGIN_PBS)/pyproject.toml | $(VENV)/.created
+$(VENV)/.installed: pyproject.toml $(PLUGIN_PBS_FILES) | $(VENV)/.created
 	@echo "ncreel: installing ncreel and what the workflow needs from PyPI into $(VENV) (1-3 min)"
-	$(PY) -m pip install --progress-bar off -e $(PLUGIN_PBS) -e ".[workflow]"
+	$(PY) -m pip install --progress-bar off --force-reinstall --no-deps $(PLUGIN_PBS)
+	$(PY) -m pip install --progress-bar off $(PLUGIN_PBS) -e ".[workflow]"
+	$(PY) -c "from snakemake_interface_executor_plugins.registry import ExecutorPluginRegistry as R; \
+	  assert R().is_installed('pbs-pro'), 'Snakemake does not find the pbs-pro executor plugin'"
 	touch $@
 venv: $(VENV)/.installed
 
 $(VENV)/.test: $(VENV)/.installed
 	@echo "ncreel: installing the test and lint tools (pytest, ruff, snakefmt, ...) into $(VENV)"
-	$(PY) -m pip install --progress-bar off -e $(PLUGIN_PBS) -e ".[workflow,test]"
+	$(PY) -m pip install --progress-bar off -e ".[workflow,test]"
 	touch $@
 
 # System tools: ffmpeg/ffprobe (tests; the workflow itself falls back to imageio-ffmpeg),
@@ -81,7 +88,7 @@ lint: $(VENV)/.test
 # Not a timed test: several minutes on 2 cores. Prints key=value lines at the end.
 $(VENV)/.bench: $(VENV)/.test
 	@echo "ncreel: installing the benchmark baselines (xmovie) into $(VENV)"
-	$(PY) -m pip install --progress-bar off -e $(PLUGIN_PBS) -e ".[workflow,test,bench]"
+	$(PY) -m pip install --progress-bar off -e ".[workflow,test,bench]"
 	touch $@
 
 bench-render: $(VENV)/.bench sysdeps

@@ -99,10 +99,14 @@ def test_start_run_links_inputs_passes_config_by_file_and_locks(tmp_path, monkey
                        "lat": ("lat", [0.0, 1.0], {"units": "degrees_north"}),
                        "lon": ("lon", [0.0, 1.0], {"units": "degrees_east"})}
                ).to_netcdf(path)
-    rc = load_config(user_config(input=str(path), variable="v", run="one"), validate=validate)
-    settings = types.SimpleNamespace(config={"run": "one"}, config_args=["run=one"],
+    given = {"run": "one", "vmin": "null"}  # as Snakemake parses --config run=one vmin=null
+    rc = load_config(user_config(input=str(path), variable="v", **given), overrides=given,
+                     validate=validate)
+    settings = types.SimpleNamespace(config=given, config_args=["run=one vmin=null"],
                                      configfiles=[])
     assert start_run(rc, settings) is False  # no killed run's lock to clear
     assert os.path.realpath(rc.rule_inputs[0]) == str(path)
     assert not settings.config_args and len(settings.configfiles) == 1  # no values on job lines
+    # Jobs read the values as checked (typed), from the file: they convert nothing.
+    assert yaml.safe_load(settings.configfiles[0].read_text()) == {"run": "one", "vmin": None}
     assert (tmp_path / "results" / "one" / ".ncreel-run.lock").exists()

@@ -423,7 +423,9 @@ def coerce_cli_values(config: dict, given: Mapping) -> None:
     same keys in a config file are typed. A top-level 'null' becomes None only where the
     schema allows null (``run=null`` stays a name).
     Only strings that came from the command line (present in `given`, Snakemake's
-    ``overwrite_config``) are converted, so a quoted string in a config file stays one.
+    ``config_settings.config``) are converted, so a quoted string in a config file stays
+    one (``select: {member: "001"}`` is the text 001, ``region: ""`` is refused). Jobs get
+    the values already typed (:func:`ncreel.runconfig.start_run`).
 
     Parameters
     ----------

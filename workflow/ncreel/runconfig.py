@@ -291,6 +291,11 @@ def start_run(run: RunConfig, config_settings, workdir: str | os.PathLike = ".")
 
     for path in run.inputs:
         input_link(path, create=True)
+    # Jobs get the --config values as checked here (typed, see coerce_cli_values), so they
+    # read them as given in a config file and convert nothing.
+    if config_settings.config:
+        config_settings.config = {k: run.config[k] for k in config_settings.config
+                                  if k in run.config}
     pass_config_by_file(config_settings)
     hold_run_lock(f"{run.out}/.ncreel-run.lock", run.run, places={run.logs: "log directory"})
     return clear_stale_lock(workdir)

@@ -107,7 +107,8 @@ def rule_runtime(rule_name):
 try:
     RUN_CONFIG = load_config(
         config,
-        overrides=workflow.config_settings.overwrite_config or {},
+        # Only --config values (Snakemake's overwrite_config also holds the config files').
+        overrides=workflow.config_settings.config or {},
         validate=validate,
         mem_cap_mb=mem_cap_mb(),
     )
