@@ -53,16 +53,22 @@ def test_plugin_wheel_runs_a_workflow_without_ncreel(pbs_server, tmp_path):  # n
                     str(src)], check=True, capture_output=True, timeout=600)
     [wheel] = dist.glob("snakemake_executor_plugin_pbs_pro-*-py3-none-any.whl")
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True,
-                   capture_output=True, timeout=300)
-    py = venv / "bin" / "python"
-    snakemake = f"snakemake=={importlib.metadata.version('snakemake')}"
-    subprocess.run([str(py), "-m", "pip", "install", "-q", "--progress-bar", "off",
-                    str(wheel), snakemake], check=True, capture_output=True, timeout=900)
+    # The tests' PYTHONPATH holds the checkout's plugin directory; pip in the new
+    # virtualenv would take a build's metadata there for an installed plugin and skip it.
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTHONPATH", "PBS_ACCOUNT", "NCREEL_PBS_QUEUE", "SNAKEMAKE_PROFILE",
                         "VIRTUAL_ENV")}
     env["PATH"] = f"{PBS_BIN}:{venv / 'bin'}:{env.get('PATH', '')}"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True,
+                   capture_output=True, timeout=300, env=env)
+    py = venv / "bin" / "python"
+    snakemake = f"snakemake=={importlib.metadata.version('snakemake')}"
+    subprocess.run([str(py), "-m", "pip", "install", "-q", "--progress-bar", "off",
+                    str(wheel), snakemake], check=True, capture_output=True, timeout=900,
+                   env=env)
+    listed = subprocess.run([str(py), "-m", "pip", "list"], env=env, capture_output=True,
+                            text=True, check=True).stdout
+    assert "snakemake-executor-plugin-pbs-pro" in listed, listed
     # Nothing of ncreel or of this checkout is importable there.
     probe = subprocess.run([str(py), "-c", "import ncreel"], env=env, cwd=tmp_path,
                            capture_output=True, text=True)
