@@ -47,8 +47,12 @@ def stop_on_signals() -> None:
     Also when the job inherited SIGINT ignored (a run started in the background of a
     script): a signal to the process group then still stops the job in one piece, with
     one line, instead of killing only its ffmpeg and failing as if memory had run out.
+    SIGHUP inherited ignored is left ignored: the run was started under ``nohup`` to
+    outlive a hangup, and its controller (which ignores it too) would only retry the job.
     """
     for sig in STOP_SIGNALS:
+        if sig == signal.SIGHUP and signal.getsignal(sig) is signal.SIG_IGN:
+            continue
         signal.signal(sig, _interrupted)
 
 
