@@ -3,9 +3,14 @@ naming the file — never a traceback, a crash or a hang (see tests/fuzz_inputs.
 
 from __future__ import annotations
 
+import collections
 import ctypes
+import json
 import os
+import subprocess
+import sys
 import time
+import types
 from pathlib import Path
 
 import fuzz_inputs as fz
@@ -51,9 +56,33 @@ def test_fuzzed_files_through_the_parse_time_check(bases, tmp_path):
     _assert_clean(summary, 40 * len(bases))
 
 
+INSPECT_DRIVER = """
+import json, sys
+from pathlib import Path
+import fuzz_inputs as fz
+bases = [(Path(p), v) for p, v in json.loads(sys.argv[1])]
+fz.warm_up(str(bases[0][0]), bases[0][1])
+files = list(fz.mutants(bases, Path(sys.argv[2]), 20, seed=8))
+summary = fz.fuzz(files, fz.inspect_check, timeout=30.0)
+for f in summary.failures[:5]:
+    print(f"--- {f.kind}: {f.what}\\n{f.stderr[-2000:]}", file=sys.stderr)
+print(json.dumps({"counts": dict(summary.counts), "line": summary.line()}))
+"""
+
+
 def test_fuzzed_files_through_ncreel_inspect(bases, tmp_path):
-    """The same through ``ncreel inspect FILE VARIABLE`` (another seed)."""
-    summary = _fuzz(bases, tmp_path, 20, 8, fz.inspect_check)
+    """The same through ``ncreel inspect FILE VARIABLE`` (another seed), forked from a fresh
+    interpreter: in the whole suite, children forked from the test process itself (which
+    earlier tests leave holding open files, caches and threads) hung on every file that
+    inspect accepts, while the same files pass from a clean process."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.run([sys.executable, "-c", INSPECT_DRIVER,
+                           json.dumps([(str(p), v) for p, v in bases]), str(tmp_path)],
+                          capture_output=True, text=True, env=env, timeout=1200)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.splitlines()[-1])
+    print(f"\nfuzz inspect_check seed=8: {result['line']}\n{proc.stderr[-3000:]}")
+    summary = types.SimpleNamespace(counts=collections.Counter(result["counts"]))
     _assert_clean(summary, 20 * len(bases))
 
 
