@@ -29,7 +29,7 @@ if [ "$mode" = test ]; then
     command -v psql >/dev/null || missing postgresql-client "psql (cells.sql tests)"
     # PostGIS for the installed server's major version; with no server yet, Debian's
     # postgresql-postgis follows the default server the line above installs.
-    pg_ver=$(ls -d /usr/lib/postgresql/*/bin/initdb 2>/dev/null | sort -V | tail -n 1 | cut -d/ -f5)
+    pg_ver=$(ls -d /usr/lib/postgresql/*/bin/initdb 2>/dev/null | sort -V | tail -n 1 | cut -d/ -f5 || true)
     if [ -z "$pg_ver" ]; then
         missing postgresql-postgis "PostGIS (cells.geometry: postgis tests)"
     elif [ ! -e "/usr/share/postgresql/$pg_ver/extension/postgis.control" ]; then
