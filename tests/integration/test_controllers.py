@@ -5,7 +5,8 @@ Each script runs ``snakemake --profile P --configfile=RUN_CONFIG $RUN_ARGS``. Sn
 FILE`` a target in ``RUN_ARGS`` (``all``, ``results/<run>/movie.mp4``) was read as a second
 config file: a ``FileNotFoundError`` traceback, or a file's content taken for settings. The
 scripts are run here as the batch system would run them (``bash SCRIPT`` with the
-variables ``qsub -v``/``sbatch`` set), in dry-run, with the real Snakemake and profile.
+variables ``qsub -v``/``sbatch`` set), in dry-run, with the real Snakemake and profile,
+the target first in ``RUN_ARGS`` (``-n`` first would end the file list by chance).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def test_a_target_in_run_args_is_a_target_not_a_config_file(
     env = pbs_env(PBS_ACCOUNT="ncreel") if needs == "pbs" else {**os.environ, **SLURM_ENV}
     env.pop("SNAKEMAKE_PROFILE", None)
     env.update(PBS_O_WORKDIR=str(work), SLURM_SUBMIT_DIR=str(work), VENV=str(venv),
-               RUN_CONFIG=str(work / "run.yaml"), RUN_ARGS="-n results/ctl/movie.mp4")
+               RUN_CONFIG=str(work / "run.yaml"), RUN_ARGS="results/ctl/movie.mp4 -n")
     proc = subprocess.run(["bash", str(work / script)], cwd=work, env=env,
                           capture_output=True, text=True, timeout=600)
     log = proc.stdout + proc.stderr
