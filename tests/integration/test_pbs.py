@@ -711,6 +711,26 @@ def _job_ancestors(pid: int) -> list[int]:
     return out
 
 
+@contextlib.contextmanager
+def shard_started(work: Path, record: Path, out: Path, *extra: str):
+    """Run the demo's table through ``--profile profiles/cheyenne`` (2 shards, output to
+    `out`) until the shard whose attempts file is `record` has started its script.
+
+    Yields the ``snakemake`` process (its own session) and the shard's start record.
+    """
+    with open(out, "w") as fh, subprocess.Popen(
+            [sys.executable, "-m", "snakemake", *FAST, "--profile", "profiles/cheyenne",
+             *extra, "--config", *SMALL, "frames_per_shard=120", "--",
+             "results/demo/cells.copy"],
+            cwd=work, stdout=fh, stderr=subprocess.STDOUT, env=pbs_env(PBS_ACCOUNT=ACCOUNT),
+            start_new_session=True) as proc:
+        deadline = time.time() + 300
+        while not (record.exists() and record.read_text().strip()):
+            assert proc.poll() is None and time.time() < deadline, out.read_text()[-3000:]
+            time.sleep(0.05)
+        yield proc, json.loads(record.read_text().splitlines()[0])
+
+
 def test_a_job_deleted_after_its_script_ended_is_recorded_as_attempt_2(pbs, tmp_path_factory,
                                                                        sample_nc):
     """``qdel`` of a shard sub-job after its script wrote its ``ok`` end line, while the
@@ -725,17 +745,8 @@ def test_a_job_deleted_after_its_script_ended_is_recorded_as_attempt_2(pbs, tmp_
     work = workdir(tmp_path_factory, sample_nc, "pbs_attempts")
     record = work / "logs/demo/process_shard/00000.log.attempts.jsonl"
     out = work / "snakemake.out"
-    with open(out, "w") as fh, subprocess.Popen(
-            [sys.executable, "-m", "snakemake", *FAST, "--profile", "profiles/cheyenne",
-             "--pbs-pro-retry-deleted", "--config", *SMALL, "frames_per_shard=120", "--",
-             "results/demo/cells.copy"],
-            cwd=work, stdout=fh, stderr=subprocess.STDOUT, env=pbs_env(PBS_ACCOUNT=ACCOUNT),
-            start_new_session=True) as proc:
+    with shard_started(work, record, out, "--pbs-pro-retry-deleted") as (proc, start):
         deadline = time.time() + 300
-        while not (record.exists() and record.read_text().strip()):
-            assert proc.poll() is None and time.time() < deadline, out.read_text()[-3000:]
-            time.sleep(0.05)
-        start = json.loads(record.read_text().splitlines()[0])
         held = _job_ancestors(start["pid"])
         for p in held:
             os.kill(p, signal.SIGSTOP)
@@ -777,16 +788,8 @@ def test_a_shard_deleted_with_qdel_is_not_resubmitted(pbs, tmp_path_factory, sam
     work = workdir(tmp_path_factory, sample_nc, "pbs_qdel")
     record = work / "logs/demo/process_shard/00000.log.attempts.jsonl"
     out = work / "snakemake.out"
-    with open(out, "w") as fh, subprocess.Popen(
-            [sys.executable, "-m", "snakemake", *FAST, "--profile", "profiles/cheyenne",
-             "--config", *SMALL, "frames_per_shard=120", "--", "results/demo/cells.copy"],
-            cwd=work, stdout=fh, stderr=subprocess.STDOUT, env=pbs_env(PBS_ACCOUNT=ACCOUNT),
-            start_new_session=True) as proc:
-        deadline = time.time() + 300
-        while not (record.exists() and record.read_text().strip()):
-            assert proc.poll() is None and time.time() < deadline, out.read_text()[-3000:]
-            time.sleep(0.05)
-        jobid = json.loads(record.read_text().splitlines()[0])["jobid"]
+    with shard_started(work, record, out) as (proc, start):
+        jobid = start["jobid"]
         subprocess.run([QDEL, jobid], check=True, env=pbs_env(), timeout=60)
         assert proc.wait(timeout=400) != 0, out.read_text()[-3000:]
     log = out.read_text()
