@@ -1,7 +1,7 @@
 """Checks made before any job: the project account, the queue, the log directory.
 
-Also what ncreel's workflow checks once on the login node before a run. Standard library
-only.
+A workflow can call them itself, once on the login node before a run (ncreel does).
+Standard library only.
 """
 
 from __future__ import annotations

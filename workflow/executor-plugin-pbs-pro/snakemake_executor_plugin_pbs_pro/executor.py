@@ -148,7 +148,7 @@ class Executor(RemoteExecutor):
     def run_jobs(self, jobs: list[JobExecutorInterface]):
         """Submit the jobs Snakemake found ready: arrays for array rules, else one each."""
         if self.pbs.account_problem:
-            # (ncreel's Snakefile says so once, before any job; other workflows learn here.)
+            # (A workflow may say so once, before any job, with checks.project_account.)
             for job in jobs:
                 self.report_job_error(SubmittedJobInfo(job), msg=self.pbs.account_problem)
             return
