@@ -625,11 +625,26 @@ def geo_mesh(projection, lon, lat, *, corners: bool = False):
     return xe, ye, cols, hidden
 
 
+#: Degrees by which cell edges on the map's edge meridian are moved inwards: exactly on
+#: it, a projection may put the right edge at the left (PROJ's longitude wrap of
+#: lon_0 + 180 with a non-zero lon_0), and the whole edge column was hidden as a cell
+#: spanning the map. Far below a pixel (7680 pixels across 360 degrees: 0.05 each).
+EDGE_INSET_DEG = 1e-6
+
+
 def _split_at_map_edge(edges: np.ndarray, projection) -> tuple[np.ndarray, np.ndarray]:
+    e, cols = _split_at_edge_meridian(edges, projection)
+    if e.size and e[-1] - e[0] <= 360.0 + 1e-9:
+        edge = float(projection.proj4_params.get("lon_0", 0.0)) + 180.0
+        e = np.clip(e, edge - 360.0 + EDGE_INSET_DEG, edge - EDGE_INSET_DEG)
+    return e, cols
+
+
+def _split_at_edge_meridian(edges: np.ndarray, projection) -> tuple[np.ndarray, np.ndarray]:
     nx = edges.size - 1
     cols = np.arange(nx)
     if edges[0] > edges[-1]:  # decreasing longitudes: lay out increasing, same cells
-        e, c = _split_at_map_edge(edges[::-1], projection)
+        e, c = _split_at_edge_meridian(edges[::-1], projection)
         return e, np.where(c >= 0, nx - 1 - c, -1)
     central = float(projection.proj4_params.get("lon_0", 0.0))
     edge = central + 180.0
