@@ -181,6 +181,47 @@ def test_u_without_v_is_a_schema_error():
     assert "vectors.v" in message and "\n" not in message
 
 
+@pytest.mark.parametrize("levels, variable, said", [
+    ([2000.0, 3000.0], "psl", "no frame of 'psl' crosses any of the levels [2000, 3000] "
+     "(its values over the run are 985.029..1014.97): no contour line is drawn in any frame"),
+    ([1000.0, 3000.0], "psl", "no frame of 'psl' crosses the levels [3000] (its values "
+     "over the run are 985.029..1014.97): those lines are never drawn"),
+    (6, "blank", "'blank' (it has no finite value in any frame): no contour line is drawn"),
+    (6, "orog", "no frame of 'orog' crosses any of the levels [0] (its values over the run "
+     "are 0..0)"),
+    ([1000.0, 1010.0], "psl", None),
+])
+def test_contour_levels_no_frame_crosses_are_said_once(tmp_path, caplog, levels, variable,
+                                                       said):
+    import logging
+
+    path = write_weather(tmp_path / "w.nc")
+    with xr.open_dataset(path) as ds:
+        ds = ds.load()
+    ds["blank"] = ds["psl"] * np.nan
+    ds.to_netcdf(tmp_path / "b.nc")
+    contours = {**CONTOURS, "variable": variable, "levels": levels}
+    with caplog.at_level(logging.WARNING, "ncreel.render.overlays"):
+        limits = overlay_limits_of(tmp_path / "b.nc", contours, None)
+    lines = [r.getMessage() for r in caplog.records if r.name == "ncreel.render.overlays"]
+    if said is None:
+        assert lines == [] and limits["contour_levels"] == levels
+    else:
+        assert len(lines) == 1 and said in lines[0], lines
+
+
+def test_an_empty_contour_level_list_is_a_schema_error():
+    import jsonschema
+    from ncreel.configcheck import load_schema, schema_error_message
+
+    config = {"input": "a.nc", "variable": "tas", "run": "r",
+              "contours": {"variable": "psl", "levels": []}}
+    errs = list(jsonschema.Draft202012Validator(load_schema()).iter_errors(config))
+    assert len(errs) == 1
+    message = schema_error_message(errs[0])
+    assert "contours.levels" in message and "\n" not in message, message
+
+
 def test_vector_arrows_are_subsampled_to_the_density(tmp_path):
     with open_weather(tmp_path) as s:
         (vec,) = make_overlays(None, VECTORS, {"vector_speed": 10.0})
