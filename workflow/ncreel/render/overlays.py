@@ -333,9 +333,13 @@ def check_overlays(series, contours, vectors) -> None:
     if getattr(series, "mesh", None) is not None:
         raise NcreelError(f"config '{key}': overlays are not supported yet on unstructured "
                           f"meshes ('{series.paths[0]}'); remove {key}")
-    if not series.has_lat_lon or series.cell_corners() is not None:
+    if not series.has_lat_lon:
         raise NcreelError(f"config '{key}': overlays need a grid with latitude/longitude "
                           f"cell centres ('{series.paths[0]}' has none); remove {key}")
+    if series.cell_corners() is not None:
+        raise NcreelError(f"config '{key}': overlays are not supported yet on grids in "
+                          f"projection x/y with a CF grid mapping ('{series.paths[0]}', e.g. "
+                          f"rotated pole or Lambert); remove {key}")
     from matplotlib.colors import is_color_like
 
     for which, settings in (("contours", contours), ("vectors", vectors)):
