@@ -106,8 +106,8 @@ class FrameRenderer:
         ``decorate(fig, ax)``, called once after the static figure is drawn and its
         layout fixed, before the background is saved (config ``decorate``,
         :mod:`ncreel.render.decorate`). What it adds must not change between draws: the
-        saved background is compared with a fresh draw of it on the 1st, 2nd, 4th, 8th...
-        frame, and from the first difference on every frame is drawn in full, with one
+        saved background is compared with a fresh draw of it on frames 1, 2, 3, 5, 9,
+        17, ... (1-based), and from the first difference on every frame is drawn in full, with one
         warning logged (:attr:`full_redraw` is then True).
 
     Raises
