@@ -21,7 +21,6 @@ source), so a changed function reruns the frames.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import os
 import sys
 from collections.abc import Callable
@@ -31,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from ncreel.errors import NcreelError
+from ncreel.userimport import import_user_object
 
 KEY = "decorate"
 
@@ -128,38 +128,13 @@ def resolve_decorate(spec: str) -> Callable:
     module_name, sep, attr = str(spec).partition(":")
     if not sep or not module_name or not attr:
         raise NcreelError(f"config key '{KEY}': '{spec}' must be package.module:function")
-    try:
-        module = _import(module_name)
-    except NcreelError:
-        raise
-    except Exception as err:  # the module itself raised while imported
-        raise NcreelError(f"config key '{KEY}': importing '{module_name}' raised "
-                          f"{type(err).__name__}: {err}") from None
-    fn = module
-    for part in attr.split("."):
-        fn = getattr(fn, part, None)
+    fn = import_user_object(spec, KEY)
     if fn is None:
         raise NcreelError(f"config key '{KEY}': module '{module_name}' has no '{attr}'")
     if not callable(fn):
         raise NcreelError(f"config key '{KEY}': '{spec}' is a {type(fn).__name__}, not a "
                           "function decorate(fig, ax, info)")
     return fn
-
-
-def _import(module_name: str):
-    try:
-        return importlib.import_module(module_name)
-    except ImportError as first:
-        cwd = os.getcwd()
-        if cwd in sys.path:
-            raise NcreelError(f"config key '{KEY}': cannot import '{module_name}' ({first})"
-                              ) from None
-        sys.path.append(cwd)
-        try:
-            return importlib.import_module(module_name)
-        except ImportError as err:
-            raise NcreelError(f"config key '{KEY}': cannot import '{module_name}' ({err})"
-                              ) from None
 
 
 def decorate_params(spec: str | None) -> dict | None:
