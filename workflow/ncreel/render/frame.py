@@ -107,8 +107,8 @@ class FrameRenderer:
         layout fixed, before the background is saved (config ``decorate``,
         :mod:`ncreel.render.decorate`). What it adds must not change between draws: the
         saved background is compared with a fresh draw of it on frames 1, 2, 3, 5, 9,
-        17, ... (1-based), and from the first difference on every frame is drawn in full, with one
-        warning logged (:attr:`full_redraw` is then True).
+        17, ... (1-based); from the first difference on, every frame is drawn in full,
+        with one warning logged (:attr:`full_redraw` is then True).
 
     Raises
     ------
