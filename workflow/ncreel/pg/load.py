@@ -427,7 +427,7 @@ def _check_table(conn, table: str, columns: Sequence[tuple[str, str]],
     if found is None and exists_only:
         return
     if found is not None and found[2] is not None:
-        # Another table's run partition (<table>_<run>), not a table made by an older ncreel.
+        # Another table's run partition (<table>$<run>), not a table made by an older ncreel.
         raise NcreelError(partition_table_message(table, found[2]))
     if found is None or found[0] != "p" or found[1] != "LIST (run)":
         raise NcreelError(older_table_message(table) if found is None or found[0] == "r" else
