@@ -418,12 +418,7 @@ def load_script(table: str, columns: Sequence[tuple[str, str]], copy_file: str,
     comment : str
         Text for a leading SQL comment (e.g. the run and input).
     """
-    if copy_file.endswith(".gz"):
-        source = f"PROGRAM 'gzip -dc {_sql_quote_path(copy_file)}'"
-    elif copy_file.endswith(".zst"):
-        source = f"PROGRAM 'zstd -dc {_sql_quote_path(copy_file)}'"
-    else:
-        source = f"'{_sql_quote_path(copy_file)}'"
+    source = _copy_source(copy_file)
     stage = run_tables(table, run)["stage"]
     lines = [f"-- {line}" for line in comment.splitlines()]
     lines += ["\\set ON_ERROR_STOP on", "SET client_min_messages = warning;",
@@ -435,6 +430,15 @@ def load_script(table: str, columns: Sequence[tuple[str, str]], copy_file: str,
     lines += [f"{swap_statement(table, run)};", "COMMIT;", f"{drop_old_statement(table, run)};",
               ""]
     return "\n".join(lines)
+
+
+def _copy_source(copy_file: str) -> str:
+    """Return ``\\copy``'s source: the quoted file name, or ``PROGRAM 'gzip -dc …'`` etc."""
+    if copy_file.endswith(".gz"):
+        return f"PROGRAM 'gzip -dc {_sql_quote_path(copy_file)}'"
+    if copy_file.endswith(".zst"):
+        return f"PROGRAM 'zstd -dc {_sql_quote_path(copy_file)}'"
+    return f"'{_sql_quote_path(copy_file)}'"
 
 
 def _run_name(text: str) -> str:
