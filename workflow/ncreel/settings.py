@@ -409,7 +409,7 @@ class CellsSettings(_Settings):
     compression: str
     compression_level: int | None
     suffix: str
-    layout: str = "wide"
+    layout: str
 
     def __post_init__(self):
         w = self.KEY
