@@ -8,6 +8,7 @@ the load code; the view must equal the wide table row for row.
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -200,3 +201,35 @@ def test_cells_sql_loads_with_psql(postgis_conn, sample_nc, tmp_path):
     assert conn.execute("SELECT count(*) FROM pg_inherits WHERE inhparent = ANY("
                         "'{viapsql_cells,viapsql_steps,viapsql_values}'::regclass[])"
                         ).fetchone()[0] == 3
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_failed_load_attaches_nothing_and_keeps_the_run(postgis_conn, sample_nc, tmp_path,
+                                                        jobs):
+    conn, info = postgis_conn, postgis_conn.info.dsn
+    norm = write_run(sample_nc, tmp_path, layout="normalised", table="keep", geometry="text")
+    f = norm["files"]
+    load_normalised(f, conninfo=info, table="keep", run="r1", columns=norm["columns"])
+    before = _rows(conn, "keep")
+    parts = conn.execute("SELECT array_agg(inhrelid ORDER BY inhrelid) FROM pg_inherits WHERE "
+                         "inhparent = ANY('{keep_cells,keep_steps,keep_values}'::regclass[])"
+                         ).fetchone()[0]
+    # The last shard's values name a cell that is not in the cells file: the foreign key,
+    # checked before the swap, fails the load.
+    bad = tmp_path / "bad.copy"
+    lines = Path(norm["parts"]["values"][-1]).read_bytes().splitlines(keepends=True)
+    bad.write_bytes(b"".join(lines[:-1]) + b"2\t99999\t1\t1\n")
+    values = [norm["parts"]["values"][0], str(bad)]
+    with pytest.raises(NcreelError, match="foreign key"):
+        load_normalised({**f, "values": values if jobs > 1 else values[-1]}, conninfo=info,
+                        table="keep", run="r1", columns=norm["columns"], jobs=jobs)
+    assert conn.execute("SELECT array_agg(inhrelid ORDER BY inhrelid) FROM pg_inherits WHERE "
+                        "inhparent = ANY('{keep_cells,keep_steps,keep_values}'::regclass[])"
+                        ).fetchone()[0] == parts
+    assert _rows(conn, "keep") == before
+    # The next load drops what the failed one left and swaps in.
+    s = load_normalised(f, conninfo=info, table="keep", run="r1", columns=norm["columns"])
+    assert s["replaced"] == 3 * 37 * 49 and _rows(conn, "keep") == before
+    assert conn.execute("SELECT count(*) FROM pg_class WHERE relkind = 'r' AND (relname "
+                        "LIKE 'ncreel_stage_%' OR relname LIKE 'ncreel_old_%')").fetchone()[0] \
+        == 0
