@@ -233,8 +233,11 @@ def index_statements(table: str, columns: Sequence[Sequence[str]], run: str) -> 
     stage = {k: identifier(*run_tables(names[k], run)["stage"]) for k in KINDS}
     out = []
     for kind in KINDS:
-        out.append(sql.SQL("ALTER TABLE {} ADD PRIMARY KEY ({})").format(
-            stage[kind], sql.SQL(", ").join(identifier(k) for k in ("run", *KEYS[kind]))))
+        # Leaves packed full (fillfactor 100, 10 % smaller than the default 90): a run's
+        # partition is written once and replaced whole, never updated in place.
+        key = sql.SQL(", ").join(identifier(k) for k in ("run", *KEYS[kind]))
+        out.append(sql.SQL("ALTER TABLE {} ADD PRIMARY KEY ({}) WITH (fillfactor = 100)")
+                   .format(stage[kind], key))
     if "geometry" in dict(split["cells"]).get(GEOMETRY_COLUMN, ""):
         out.append(sql.SQL("CREATE INDEX ON {} USING gist ({})").format(
             stage["cells"], identifier(GEOMETRY_COLUMN)))
