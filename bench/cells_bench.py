@@ -264,6 +264,41 @@ def _dead_tuples(conn, table: str, inserted: int) -> int:
         time.sleep(0.2)
 
 
+def _worst_read(conn, query: str, until) -> tuple[float, int]:
+    """Return the slowest time (s) and number of reads of `query`, run 20 times and until `until()`.
+
+    `query` counts 1000 rows (asserted).
+    """
+    worst, n = 0.0, 0
+    while n < 20 or not until():
+        t = time.perf_counter()
+        assert conn.execute(query).fetchone()[0] == 1000
+        worst = max(worst, time.perf_counter() - t)
+        n += 1
+        time.sleep(0.002)
+    return worst, n
+
+
+def _reload_beside_reader(conn, query: str, child_args: list[str]
+                          ) -> tuple[float, float, int, dict]:
+    """Run a load child while `conn` reads `query` in a loop.
+
+    Returns
+    -------
+    tuple
+        The reader's worst time alone and during the load (s), its reads during the load,
+        and the child's JSON summary.
+    """
+    quiet, _ = _worst_read(conn, query, lambda: True)
+    with tempfile.TemporaryFile("w+") as out:
+        proc = subprocess.Popen([sys.executable, __file__, "--child", *child_args], stdout=out)
+        during, n_reads = _worst_read(conn, query, lambda: proc.poll() is not None)
+        assert proc.wait() == 0
+        out.seek(0)
+        summary = json.loads(out.read().strip().splitlines()[-1])
+    return quiet, during, n_reads, summary
+
+
 def replace_run(rows_file: Path, n_rows: int) -> dict:
     """Replace a run of `n_rows` rows in a table shared with another run.
 
@@ -288,25 +323,8 @@ def replace_run(rows_file: Path, n_rows: int) -> dict:
         for run, f in (("big", rows_file), ("other", other)):
             r, _ = child("replace", json.dumps([str(f)]), *args, run)
         with psycopg.connect(info["conninfo"], autocommit=True) as conn:
-            def worst_read(until) -> tuple[float, int]:
-                worst, n = 0.0, 0
-                while n < 20 or not until():
-                    t = time.perf_counter()
-                    assert conn.execute(query).fetchone()[0] == 1000
-                    worst = max(worst, time.perf_counter() - t)
-                    n += 1
-                    time.sleep(0.002)
-                return worst, n
-
-            quiet, _ = worst_read(lambda: True)
-            with tempfile.TemporaryFile("w+") as out:
-                proc = subprocess.Popen([sys.executable, __file__, "--child", "replace",
-                                         json.dumps([str(rows_file)]), *args, "big"],
-                                        stdout=out)
-                during, n_reads = worst_read(lambda: proc.poll() is not None)
-                assert proc.wait() == 0
-                out.seek(0)
-                summary = json.loads(out.read().strip().splitlines()[-1])
+            quiet, during, n_reads, summary = _reload_beside_reader(
+                conn, query, ["replace", json.dumps([str(rows_file)]), *args, "big"])
             assert summary["replaced"] == n_rows == summary["rows"]
             dead = _dead_tuples(conn, "shared", n_rows + 1000)  # the new partition + other
             # The earlier way: DELETE the run's rows from a plain table, then COPY.
@@ -526,25 +544,8 @@ def _replace_normalised(conn, conninfo: str, work: Path, big: dict, n_rows: int)
     child("layout_load", json.dumps(other["files"]), *args, "other", "normalised")
     query = "SELECT count(*) FROM syn_normalised WHERE run = 'other'"
 
-    def worst_read(until) -> tuple[float, int]:
-        worst, n = 0.0, 0
-        while n < 20 or not until():
-            t = time.perf_counter()
-            assert conn.execute(query).fetchone()[0] == 1000
-            worst = max(worst, time.perf_counter() - t)
-            n += 1
-            time.sleep(0.002)
-        return worst, n
-
-    quiet, _ = worst_read(lambda: True)
-    with tempfile.TemporaryFile("w+") as out:
-        proc = subprocess.Popen([sys.executable, __file__, "--child", "layout_load",
-                                 json.dumps(big["files"]), *args, "big", "normalised"],
-                                stdout=out)
-        during, n_reads = worst_read(lambda: proc.poll() is not None)
-        assert proc.wait() == 0
-        out.seek(0)
-        summary = json.loads(out.read().strip().splitlines()[-1])
+    quiet, during, n_reads, summary = _reload_beside_reader(
+        conn, query, ["layout_load", json.dumps(big["files"]), *args, "big", "normalised"])
     assert summary["replaced"] == n_rows == summary["rows"]
     dead = sum(_dead_tuples(conn, f"syn_normalised_{k}", 0) for k in ("cells", "steps",
                                                                       "values"))
