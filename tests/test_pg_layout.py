@@ -179,7 +179,10 @@ def test_view_equals_the_wide_table_and_rerun_swaps_all_three(postgis_conn, samp
                     run="r2", columns=norm["columns"], jobs=2)
     assert conn.execute("SELECT run, count(*) FROM norm GROUP BY 1 ORDER BY 1").fetchall() \
         == [("r1", 3 * n_cells), ("r2", 3 * n_cells)]
-    # A wide table under the view's name is refused with why.
+    # A wide load into the view, and a normalised one over a wide table, say why not.
+    with pytest.raises(NcreelError, match="norm is a view, as cells.layout normalised makes"):
+        load_copy(wide["files"]["values"], conninfo=info, table="norm", run="r1",
+                  columns=wide["columns"])
     with pytest.raises(NcreelError, match="wide exists and is not a view"):
         load_normalised(f, conninfo=info, table="wide", run="r1", columns=norm["columns"])
 

@@ -40,8 +40,7 @@ from ncreel.pg.sql import (
     advisory_key,
     copy_statement,
     identifier,
-    older_table_message,
-    partition_table_message,
+    partitioned_checks,
     run_tables,
     stage_statement,
     table_name,
@@ -161,18 +160,8 @@ def create_statement(table: str, columns: Sequence[Sequence[str]]) -> str:
         body.append(sql.SQL(
             "IF to_regclass({reg}) IS NULL THEN\n"
             "  CREATE TABLE {t} (\n    {cols}\n) PARTITION BY LIST ({run});{index}\n"
-            "END IF;\n"
-            "IF (SELECT relispartition FROM pg_class WHERE oid = {reg}::regclass) THEN\n"
-            "  RAISE EXCEPTION USING ERRCODE = 'wrong_object_type', MESSAGE = format({part},\n"
-            "    (SELECT inhparent::regclass FROM pg_inherits WHERE inhrelid = {reg}::regclass));\n"
-            "END IF;\n"
-            "IF (SELECT relkind FROM pg_class WHERE oid = {reg}::regclass) <> 'p' THEN\n"
-            "  RAISE EXCEPTION USING MESSAGE = {message}, ERRCODE = 'wrong_object_type';\n"
-            "END IF;").format(
-                reg=reg, t=t, cols=cols, run=identifier("run"), index=index,
-                part=sql.Literal(partition_table_message(names[kind].replace("%", "%%"),
-                                                         "%s")),
-                message=sql.Literal(older_table_message(names[kind]))))
+            "END IF;\n{checks}").format(reg=reg, t=t, cols=cols, run=identifier("run"),
+                                        index=index, checks=partitioned_checks(names[kind])))
     view = _table(table)
     reg = sql.Literal(view.as_string(None))
     select = sql.SQL(", ").join(sql.SQL("{}.{}").format(identifier(a), identifier(n))

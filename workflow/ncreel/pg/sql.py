@@ -185,18 +185,29 @@ def create_statement(table: str, columns: Sequence[tuple[str, str]]) -> str:
     stmt = sql.SQL(
         "PERFORM pg_advisory_xact_lock({key});\n"
         "CREATE TABLE IF NOT EXISTS {t} (\n    {body}\n) PARTITION BY LIST ({run});\n"
+        "{checks}").format(key=advisory_key(table), t=t, body=body, run=identifier("run"),
+                           checks=partitioned_checks(table))
+    return _do(stmt)
+
+
+def partitioned_checks(table: str):
+    """PL/pgSQL raising when `table` is a partition itself or not partitioned (composed SQL).
+
+    The messages are :func:`partition_table_message` and :func:`older_table_message`.
+    """
+    from psycopg import sql
+
+    reg = sql.Literal(_table(table).as_string(None))
+    return sql.SQL(
         "IF (SELECT relispartition FROM pg_class WHERE oid = {reg}::regclass) THEN\n"
         "  RAISE EXCEPTION USING ERRCODE = 'wrong_object_type', MESSAGE = format({partition},\n"
         "    (SELECT inhparent::regclass FROM pg_inherits WHERE inhrelid = {reg}::regclass));\n"
         "END IF;\n"
         "IF (SELECT relkind FROM pg_class WHERE oid = {reg}::regclass) <> 'p' THEN\n"
         "  RAISE EXCEPTION USING MESSAGE = {message}, ERRCODE = 'wrong_object_type';\n"
-        "END IF;").format(key=advisory_key(table), t=t, body=body, run=identifier("run"),
-                          reg=sql.Literal(t.as_string(None)),
-                          partition=sql.Literal(partition_table_message(
+        "END IF;").format(reg=reg, partition=sql.Literal(partition_table_message(
                               table.replace("%", "%%"), "%s")),
                           message=sql.Literal(older_table_message(table)))
-    return _do(stmt)
 
 
 def load_statements(table: str, columns: Sequence[tuple[str, str]], run: str) -> list[str]:
