@@ -400,7 +400,7 @@ def test_rule_script_reports_one_error_line(pg_server, tmp_path, monkeypatch):
         input=SimpleNamespace(table=str(f), rows=[str(f)]),
         output=SimpleNamespace(summary=str(tmp_path / "load.json")),
         params=SimpleNamespace(conninfo=f"host={pg_server['host']} port=1 user=postgres",
-                               table="t", run="r", columns=COLS, jobs=1),
+                               table="t", run="r", columns=COLS, jobs=1, layout="wide"),
         rule="load_database", wildcards={}, threads=1, resources={"mem_mb": 400, "runtime": 60})
     with pytest.raises(SystemExit) as exit_:
         runpy.run_path(str(ROOT / "workflow/scripts/load_database.py"),

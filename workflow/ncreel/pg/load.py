@@ -359,9 +359,6 @@ def _fingerprint(path: str) -> str:
 
 def _load_staged(conn, conninfo, where, paths, table, run, columns, jobs, block_bytes) -> dict:
     """Parallel load: files into the run's new table, committed one by one, then the swap."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    import psycopg
     from psycopg import sql
 
     stage, done = _stage_names(table, run)
@@ -384,24 +381,14 @@ def _load_staged(conn, conninfo, where, paths, table, run, columns, jobs, block_
         staged = {}
     todo = [p for p in paths if prints[p] not in staged]
 
-    def load_file(path: str) -> tuple[int, int]:
-        wconn = _connect(conninfo, where, autocommit=False)
-        try:
-            with wconn.cursor() as cur:
-                counts = _copy_files(cur, [path], stage, columns, block_bytes)
-                cur.execute(sql.SQL("INSERT INTO {} VALUES ({}, {})").format(
-                    dn, sql.Literal(prints[path]), sql.Literal(counts[0])))
-            wconn.commit()
-            return counts
-        except psycopg.Error as err:
-            raise _load_error(err, wconn, where, f"staging {path} for {table}",
-                              "; files staged so far are kept and a rerun resumes "
-                              "after them") from None
-        finally:
-            wconn.close()
+    def record(cur, path: str, rows: int) -> None:
+        cur.execute(sql.SQL("INSERT INTO {} VALUES ({}, {})").format(
+            dn, sql.Literal(prints[path]), sql.Literal(rows)))
 
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        results = list(pool.map(load_file, todo))
+    results = _copy_parallel(conninfo, where, todo, stage, columns, jobs, block_bytes,
+                             table, after=record,
+                             kept="; files staged so far are kept and a rerun resumes after "
+                                  "them")
     rows = sum(r for r, _ in results) + sum(staged.values())
     n_bytes = sum(b for _, b in results)
     with conn.transaction(), conn.cursor() as cur:
@@ -519,8 +506,10 @@ def load_normalised(files: dict, *, conninfo: str, table: str, run: str,
             with conn.transaction():
                 for stmt in layout.load_statements(table, columns, run):
                     conn.execute(stmt)
-            _copy_parallel(conninfo, where, values, stage["values"], split["values"], jobs,
-                           block_bytes, counts, table)
+            results = _copy_parallel(conninfo, where, values, stage["values"],
+                                     split["values"], jobs, block_bytes, table)
+            counts["values"] = sum(r for r, _ in results)
+            n_bytes += sum(b for _, b in results)
         with conn.transaction(), conn.cursor() as cur:
             for stmt in layout.load_statements(table, columns, run, create_stage=not parallel):
                 cur.execute(stmt)
@@ -547,7 +536,6 @@ def load_normalised(files: dict, *, conninfo: str, table: str, run: str,
     finally:
         conn.close()
     seconds = time.perf_counter() - started
-    n_bytes += counts.pop("bytes", 0)
     log.info("loaded run %s into %s: %d cells, %d steps, %d values rows (%s) in %.1f s; "
              "replaced %d earlier rows (swap %.3f s)", run, ", ".join(tables), counts["cells"],
              counts["steps"], counts["values"], where, seconds, replaced, swap_seconds)
@@ -559,9 +547,12 @@ def load_normalised(files: dict, *, conninfo: str, table: str, run: str,
             "swap_seconds": round(swap_seconds, 4), "swap_wait_seconds": round(waited, 4)}
 
 
-def _copy_parallel(conninfo, where, paths, target, columns, jobs, block_bytes, counts,
-                   table) -> None:
-    """COPY `paths` into `target` over `jobs` connections, one committed transaction each."""
+def _copy_parallel(conninfo, where, paths, target, columns, jobs, block_bytes, table, *,
+                   after=None, kept: str = "") -> list[tuple[int, int]]:
+    """Return (rows, bytes) of each of `paths` COPYed into `target` over `jobs` connections.
+
+    One committed transaction per file; ``after(cur, path, rows)`` runs in it.
+    """
     from concurrent.futures import ThreadPoolExecutor
 
     import psycopg
@@ -570,18 +561,18 @@ def _copy_parallel(conninfo, where, paths, target, columns, jobs, block_bytes, c
         wconn = _connect(conninfo, where, autocommit=False)
         try:
             with wconn.cursor() as cur:
-                got = _copy_files(cur, [path], target, columns, block_bytes)
+                counts = _copy_files(cur, [path], target, columns, block_bytes)
+                if after is not None:
+                    after(cur, path, counts[0])
             wconn.commit()
-            return got
+            return counts
         except psycopg.Error as err:
-            raise _load_error(err, wconn, where, f"staging {path} for {table}") from None
+            raise _load_error(err, wconn, where, f"staging {path} for {table}", kept) from None
         finally:
             wconn.close()
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        results = list(pool.map(load_file, paths))
-    counts["values"] = sum(r for r, _ in results)
-    counts["bytes"] = sum(b for _, b in results)
+        return list(pool.map(load_file, paths))
 
 
 def write_summary(summary: dict, path: str | os.PathLike) -> None:
