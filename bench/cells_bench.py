@@ -14,6 +14,11 @@ In one run (``make bench-cells``):
    (``replace_run_seconds``), dead tuples after it (``replace_dead_tuples``), a reader of
    the other run's worst extra wait (``reader_extra_wait_ms``); and the earlier DELETE's
    time and dead tuples on the same rows.
+6. layout (``cells.layout``): bytes per row of the demo with geometry, wide over
+   normalised (``table_bytes_per_row_ratio``); loads of a 10-million-row run in each
+   layout (``load_speedup_vs_wide`` with polygons, ``…_no_geometry`` without); a rerun of
+   the normalised run beside a reader of another run (``normalised_replace_*``,
+   ``normalised_reader_extra_wait_ms``). ``--layout-only`` runs this phase alone.
 
 ``--smoke`` runs every phase at tiny sizes in seconds (a CI test runs it).
 
@@ -259,6 +264,41 @@ def _dead_tuples(conn, table: str, inserted: int) -> int:
         time.sleep(0.2)
 
 
+def _worst_read(conn, query: str, until) -> tuple[float, int]:
+    """Return the slowest time (s) and number of reads of `query`, run 20 times and until `until()`.
+
+    `query` counts 1000 rows (asserted).
+    """
+    worst, n = 0.0, 0
+    while n < 20 or not until():
+        t = time.perf_counter()
+        assert conn.execute(query).fetchone()[0] == 1000
+        worst = max(worst, time.perf_counter() - t)
+        n += 1
+        time.sleep(0.002)
+    return worst, n
+
+
+def _reload_beside_reader(conn, query: str, child_args: list[str]
+                          ) -> tuple[float, float, int, dict]:
+    """Run a load child while `conn` reads `query` in a loop.
+
+    Returns
+    -------
+    tuple
+        The reader's worst time alone and during the load (s), its reads during the load,
+        and the child's JSON summary.
+    """
+    quiet, _ = _worst_read(conn, query, lambda: True)
+    with tempfile.TemporaryFile("w+") as out:
+        proc = subprocess.Popen([sys.executable, __file__, "--child", *child_args], stdout=out)
+        during, n_reads = _worst_read(conn, query, lambda: proc.poll() is not None)
+        assert proc.wait() == 0
+        out.seek(0)
+        summary = json.loads(out.read().strip().splitlines()[-1])
+    return quiet, during, n_reads, summary
+
+
 def replace_run(rows_file: Path, n_rows: int) -> dict:
     """Replace a run of `n_rows` rows in a table shared with another run.
 
@@ -283,25 +323,8 @@ def replace_run(rows_file: Path, n_rows: int) -> dict:
         for run, f in (("big", rows_file), ("other", other)):
             r, _ = child("replace", json.dumps([str(f)]), *args, run)
         with psycopg.connect(info["conninfo"], autocommit=True) as conn:
-            def worst_read(until) -> tuple[float, int]:
-                worst, n = 0.0, 0
-                while n < 20 or not until():
-                    t = time.perf_counter()
-                    assert conn.execute(query).fetchone()[0] == 1000
-                    worst = max(worst, time.perf_counter() - t)
-                    n += 1
-                    time.sleep(0.002)
-                return worst, n
-
-            quiet, _ = worst_read(lambda: True)
-            with tempfile.TemporaryFile("w+") as out:
-                proc = subprocess.Popen([sys.executable, __file__, "--child", "replace",
-                                         json.dumps([str(rows_file)]), *args, "big"],
-                                        stdout=out)
-                during, n_reads = worst_read(lambda: proc.poll() is not None)
-                assert proc.wait() == 0
-                out.seek(0)
-                summary = json.loads(out.read().strip().splitlines()[-1])
+            quiet, during, n_reads, summary = _reload_beside_reader(
+                conn, query, ["replace", json.dumps([str(rows_file)]), *args, "big"])
             assert summary["replaced"] == n_rows == summary["rows"]
             dead = _dead_tuples(conn, "shared", n_rows + 1000)  # the new partition + other
             # The earlier way: DELETE the run's rows from a plain table, then COPY.
@@ -323,6 +346,221 @@ def replace_run(rows_file: Path, n_rows: int) -> dict:
             "replace_load_seconds": summary["seconds"], "replace_dead_tuples": dead,
             "delete_run_seconds": round(delete_s, 3), "delete_dead_tuples": delete_dead,
             "reader_extra_wait_ms": round(max(0.0, during - quiet) * 1000, 1)}
+
+
+# --- 6. the normalised layout against the wide one -------------------------------------
+
+def _shard_rows(ny: int, nx: int, n_t: int, geometry: str, layout: str):
+    """Return ``field``-model ShardRows on a synthetic lat/lon grid (cells with polygons)."""
+    import numpy as np
+    from ncreel.cells import CellContext, cells_settings
+    from ncreel.cells.geometry import CellGeometry
+    from ncreel.cells.registry import resolve_model
+    from ncreel.cells.rows import ShardRows, table_columns
+    from ncreel.timeaxis import TimeAxis
+
+    lat1, lon1 = np.linspace(-60, 70, ny), np.linspace(-179.5, 179.5, nx)
+    lat, lon = np.meshgrid(lat1, lon1, indexing="ij")
+    time_ax = TimeAxis(values=np.arange(n_t) * 30.0,
+                       labels=[f"{2000 + m // 12}-{m % 12 + 1:02d}-16T00:00:00"
+                               for m in range(n_t)],
+                       calendar="standard", units="days since 2000-01-01", decoded=True)
+    ctx = CellContext(time=time_ax, cell_mean=np.full((ny, nx), 280.0), lat=lat, lon=lon,
+                      lon_raw=lon)
+    cells = cells_settings({"geometry": geometry, "layout": layout})
+    model = resolve_model("field", {})
+    geom = None
+    if geometry != "none":
+        ye = np.r_[lat1[0] - 0.5, (lat1[1:] + lat1[:-1]) / 2, lat1[-1] + 0.5]
+        xe = np.r_[-180.0, (lon1[1:] + lon1[:-1]) / 2, 180.0]
+        geom = CellGeometry._rectilinear(xe[:-1], xe[1:], ye[:-1], ye[1:], lon1, nx)
+    return ShardRows(model=model, ctx=ctx, columns=table_columns(
+        model, ctx, geometry=cells["geometry"]), geometry=geom)
+
+
+def child_layout_files(out: str, ny: int, nx: int, n_t: int, geometry: str,
+                       layout: str) -> dict:
+    """Write a run of ny x nx cells x n_t steps in `layout`; return its files and columns."""
+    import numpy as np
+    from ncreel.cells.normalised import NormalisedRows
+
+    rows = _shard_rows(ny, nx, n_t, geometry, layout)
+    rng = np.random.default_rng(1)
+    files = {"values": f"{out}.copy", "cells": f"{out}_cells.copy",
+             "steps": f"{out}_steps.copy"}
+    n = 0
+    t = time.perf_counter()
+    with open(files["values"], "wb") as fh:
+        split = NormalisedRows(rows) if layout == "normalised" else None
+        steps_fh = open(files["steps"], "wb") if split else None
+        for t0 in range(n_t):
+            block = rng.normal(280, 10, size=(1, ny, nx)).astype(np.float32)
+            n += split.write(fh, steps_fh, t0, block) if split else rows.write(fh, t0, block)
+        if split:
+            steps_fh.close()
+            with open(files["cells"], "wb") as cfh:
+                split.finish(cfh)
+    if not split:
+        files = {"values": files["values"]}
+    return {"files": files, "columns": rows.columns, "rows": n,
+            "seconds": time.perf_counter() - t}
+
+
+def child_layout_load(files: str, conninfo: str, columns: str, table: str, run: str,
+                      layout: str) -> dict:
+    from ncreel.pg.load import load_copy, load_normalised
+
+    files, columns = json.loads(files), json.loads(columns)
+    if layout == "wide":
+        return load_copy(files["values"], conninfo=conninfo, table=table, run=run,
+                         columns=columns)
+    return load_normalised(files, conninfo=conninfo, table=table, run=run, columns=columns)
+
+
+CHILDREN["layout_files"] = child_layout_files
+CHILDREN["layout_load"] = child_layout_load
+
+
+def _run_bytes(conn, parents: list[str], run: str) -> int:
+    """Bytes on disk (heap, TOAST, indexes) of the run's partitions of `parents`."""
+    return int(conn.execute(
+        "SELECT sum(pg_total_relation_size(i.inhrelid)) FROM pg_inherits i JOIN pg_class c "
+        "ON c.oid = i.inhrelid WHERE i.inhparent = ANY(%s::regclass[]) AND "
+        "pg_get_expr(c.relpartbound, c.oid) = format('FOR VALUES IN (%%L)', %s::text)",
+        (parents, run)).fetchone()[0])
+
+
+def layout_compare(work: Path, *, demo_steps: int, ny: int, nx: int, n_t: int,
+                   repeats: int) -> dict:
+    """Size per row (demo, geometry postgis), load speed and a rerun of the two layouts.
+
+    Size: the real demo file's first `demo_steps` steps, written by the shard code in
+    each layout and loaded; bytes of the run's partitions (tables, TOAST, indexes) per
+    row. Load: a synthetic ny x nx x n_t run (with and without polygons), best of
+    `repeats` loads of each layout from its files, each into emptied tables. Replace:
+    the normalised run loaded again beside another run that a reader queries through the
+    view: the swap's exclusive time, dead tuples after it, the reader's worst extra wait.
+    """
+    import numpy as np
+    import psycopg
+    from ncreel.cells import ShardRows, cells_settings
+    from ncreel.cells.normalised import NormalisedRows
+    from ncreel.pg.layout import layout_tables
+    from ncreel.sample import sample_path
+    from ncreel.settings import CellsSettings
+    from ncreel.source import open_series
+    from pgserver import postgis_package, start_server
+
+    if postgis_package() is not None:
+        print("# layout: PostGIS is not installed, phase 6 skipped", flush=True)
+        return {}
+    figures: dict[str, object] = {}
+    info, stop = start_server(["max_wal_size=4GB"])
+    conninfo = info["conninfo"]
+    try:
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION postgis")
+            # Size per row: the demo with geometry.
+            per_row = {}
+            with open_series(str(sample_path("A1B_north_america.nc")),
+                             "air_temperature") as s:
+                mean = np.nanmean(s.read(0, s.n_time), axis=0)
+                for layout in ("wide", "normalised"):
+                    cells = CellsSettings.from_params(cells_settings(
+                        {"geometry": "postgis", "layout": layout}))
+                    rows = ShardRows.for_series(s, cell_mean=mean, cells=cells)
+                    base = work / f"demo_{layout}"
+                    files = {k: f"{base}{'' if k == 'values' else '_' + k}.copy"
+                             for k in ("values", "cells", "steps")}
+                    with open(files["values"], "wb") as fh, open(files["steps"], "wb") as sf:
+                        split = NormalisedRows(rows) if layout == "normalised" else None
+                        n = 0
+                        for t0 in range(0, demo_steps, 24):
+                            block = s.read(t0, min(demo_steps, t0 + 24))
+                            n += split.write(fh, sf, t0, block) if split else \
+                                rows.write(fh, t0, block)
+                        if split:
+                            with open(files["cells"], "wb") as cf:
+                                split.finish(cf)
+                    table = f"demo_{layout}"
+                    child("layout_load", json.dumps(files), conninfo,
+                          json.dumps(rows.columns), table, "demo", layout)
+                    parents = ([table] if layout == "wide" else
+                               list(layout_tables(table).values()))
+                    conn.execute("VACUUM ANALYZE")  # visibility maps, as a settled table
+                    per_row[layout] = _run_bytes(conn, parents, "demo") / n
+                    for f in files.values():
+                        Path(f).unlink(missing_ok=True)
+            figures["demo_rows"] = n
+            figures["wide_bytes_per_row"] = round(per_row["wide"], 1)
+            figures["normalised_bytes_per_row"] = round(per_row["normalised"], 1)
+            figures["table_bytes_per_row_ratio"] = round(per_row["wide"] / per_row["normalised"],
+                                                         2)
+            print(f"# demo {n} rows with geometry: wide {per_row['wide']:.0f} B/row, "
+                  f"normalised {per_row['normalised']:.0f} B/row", flush=True)
+
+            # Load speed, with and without polygons.
+            for geometry in ("postgis", "none"):
+                best = {}
+                made = {}
+                for layout in ("wide", "normalised"):
+                    r, _ = child("layout_files", str(work / f"syn_{layout}"), ny, nx, n_t,
+                                 geometry, layout)
+                    made[layout] = r
+                    table = f"syn_{layout}"
+                    best[layout] = float("inf")
+                    for _ in range(repeats):
+                        conn.execute(f"DROP TABLE IF EXISTS {table}" if layout == "wide" else
+                                     f"DROP TABLE IF EXISTS {table}_cells, {table}_steps, "
+                                     f"{table}_values CASCADE")  # the view with them
+                        s, _ = child("layout_load", json.dumps(r["files"]), conninfo,
+                                     json.dumps(r["columns"]), table, "big", layout)
+                        assert s["rows"] == r["rows"]
+                        best[layout] = min(best[layout], s["seconds"])
+                        print(f"# load {layout} geometry {geometry}: {s['rows']} rows in "
+                              f"{s['seconds']:.1f} s", flush=True)
+                n_rows = made["wide"]["rows"]
+                tag = "" if geometry == "postgis" else "_no_geometry"
+                figures[f"layout_load_rows{tag}"] = n_rows
+                figures[f"wide_load_rows_per_s{tag}"] = round(n_rows / best["wide"])
+                figures[f"normalised_load_rows_per_s{tag}"] = round(n_rows / best["normalised"])
+                figures[f"load_speedup_vs_wide{tag}"] = round(best["wide"] / best["normalised"],
+                                                              2)
+                if geometry == "none":
+                    figures.update(_replace_normalised(conn, conninfo, work, made["normalised"],
+                                                       n_rows))
+                for r in made.values():
+                    for f in r["files"].values():
+                        Path(f).unlink(missing_ok=True)
+    finally:
+        stop()
+    return figures
+
+
+def _replace_normalised(conn, conninfo: str, work: Path, big: dict, n_rows: int) -> dict:
+    """Reload run ``big`` of table syn_normalised beside run ``other``, read via the view."""
+    other, _ = child("layout_files", str(work / "other"), 10, 100, 1, "none", "normalised")
+    args = [conninfo, json.dumps(big["columns"]), "syn_normalised"]
+    child("layout_load", json.dumps(other["files"]), *args, "other", "normalised")
+    query = "SELECT count(*) FROM syn_normalised WHERE run = 'other'"
+
+    quiet, during, n_reads, summary = _reload_beside_reader(
+        conn, query, ["layout_load", json.dumps(big["files"]), *args, "big", "normalised"])
+    assert summary["replaced"] == n_rows == summary["rows"]
+    dead = sum(_dead_tuples(conn, f"syn_normalised_{k}", 0) for k in ("cells", "steps",
+                                                                      "values"))
+    deleted = conn.execute(
+        "SELECT coalesce(sum(n_tup_del), 0) FROM pg_stat_user_tables s JOIN pg_inherits i ON "
+        "i.inhrelid = s.relid WHERE i.inhparent = ANY('{syn_normalised_cells,"
+        "syn_normalised_steps,syn_normalised_values}'::regclass[])").fetchone()[0]
+    for f in other["files"].values():
+        Path(f).unlink(missing_ok=True)
+    print(f"# normalised replace {n_rows} rows: swap {summary['swap_seconds']:.3f} s of "
+          f"{summary['seconds']:.1f} s; reader worst {during * 1000:.1f} ms over {n_reads} "
+          f"reads (quiet {quiet * 1000:.1f} ms)", flush=True)
+    return {"normalised_replace_run_seconds": summary["swap_seconds"],
+            "normalised_replace_dead_tuples": int(dead) + int(deleted),
+            "normalised_reader_extra_wait_ms": round(max(0.0, during - quiet) * 1000, 1)}
 
 
 def make_big_nc(path: Path, n_time: int, ny: int, nx: int) -> None:
@@ -399,11 +637,18 @@ def main() -> None:
                     help="load measurements per kind; the best counts (shared machines)")
     ap.add_argument("--replace-rows", type=int, default=0,
                     help="rows of the replaced run (phase 5); 0: the --rows file")
+    ap.add_argument("--layout", default="10x1000x1000",
+                    help="steps x ny x nx of phase 6's synthetic run (normalised vs wide)")
+    ap.add_argument("--demo-steps", type=int, default=240,
+                    help="steps of the demo file in phase 6's size per row")
+    ap.add_argument("--layout-only", action="store_true",
+                    help="run only phase 6 (the normalised layout against the wide one)")
     ap.add_argument("--smoke", action="store_true",
                     help="tiny sizes, seconds: checks every phase runs (CI)")
     a = ap.parse_args()
     if a.smoke:
         a.rows, a.big, a.repeats = 20_000, "0", 1
+        a.layout, a.demo_steps = "2x10x1000", 3
     if a.child:
         kind, *args = a.child
         conv = [int(x) if x.isdigit() else x for x in args]
@@ -412,6 +657,13 @@ def main() -> None:
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
     figures: dict[str, object] = {}
+    n_t, ny, nx = (int(x) for x in a.layout.split("x"))
+    if a.layout_only:
+        figures.update(layout_compare(work, demo_steps=a.demo_steps, ny=ny, nx=nx, n_t=n_t,
+                                      repeats=a.repeats))
+        for k, v in figures.items():
+            print(f"{k}={v}")
+        return
 
     # 1. writer vs pandas vs per-cell loop, same rows.
     res = {}
@@ -492,6 +744,9 @@ def main() -> None:
     figures["psql_copy_rows_per_s"] = round(a.rows / best["psql"])
     figures["load_fraction_of_psql"] = round(best["psql"] / best["load1"], 2)
     figures["load_fraction_of_psql_jobs2"] = round(best["psql"] / best["load2"], 2)
+    # 6. the normalised layout against the wide one.
+    figures.update(layout_compare(work, demo_steps=a.demo_steps, ny=ny, nx=nx, n_t=n_t,
+                                  repeats=a.repeats))
     for k, v in figures.items():
         print(f"{k}={v}")
 

@@ -23,3 +23,9 @@ def test_bench_cells_smoke(tmp_path):
     assert int(figures["delete_dead_tuples"]) == int(figures["replace_run_rows"]) > 0
     assert 0 < float(figures["replace_run_seconds"]) < float(figures["replace_load_seconds"])
     assert float(figures["reader_extra_wait_ms"]) >= 0
+    # Phase 6 (with PostGIS): both layouts load, the normalised rerun leaves no dead rows.
+    if "table_bytes_per_row_ratio" in figures:
+        for key in ("table_bytes_per_row_ratio", "load_speedup_vs_wide",
+                    "load_speedup_vs_wide_no_geometry", "normalised_replace_run_seconds"):
+            assert float(figures[key]) > 0, key
+        assert int(figures["normalised_replace_dead_tuples"]) == 0

@@ -127,7 +127,7 @@ def test_variable_on_vertices_is_refused_in_one_line(tmp_path, voronoi):
 def _rows(series, geometry="text"):
     cells = CellsSettings.from_params({"model": "field", "params": {}, "geometry": geometry,
                                        "compression": "none", "compression_level": None,
-                                       "suffix": ".copy"})
+                                       "suffix": ".copy", "layout": "wide"})
     mean = np.nanmean(series.read(0, series.n_time), axis=0)
     rows = ShardRows.for_series(series, cell_mean=mean, cells=cells)
     return rows, rows.rows(0, series.read(0, series.n_time))

@@ -66,7 +66,7 @@ def test_load_is_idempotent_per_run(pg_server, pg_conn, tmp_path):
     f = _write(tmp_path / "cells.copy", 1000)
     info = pg_server["conninfo"]
     s1 = load_copy(f, conninfo=info, table="t_idem", run="a", columns=COLS, block_bytes=4096)
-    assert s1["rows"] == 1000 and s1["replaced"] == 0 and s1["partition"] == "t_idem_a"
+    assert s1["rows"] == 1000 and s1["replaced"] == 0 and s1["partition"] == "t_idem$a"
     s2 = load_copy(f, conninfo=info, table="t_idem", run="a", columns=COLS)
     assert s2["rows"] == 1000 and s2["replaced"] == 1000
     load_copy(_write(tmp_path / "b.copy", 10), conninfo=info, table="t_idem", run="b",
@@ -76,7 +76,7 @@ def test_load_is_idempotent_per_run(pg_server, pg_conn, tmp_path):
     # One partition per run, LIST (run); the rerun replaced run a's partition.
     assert pg_conn.execute("SELECT pg_get_partkeydef('t_idem'::regclass)").fetchone()[0] \
         == "LIST (run)"
-    assert _partitions(pg_conn, "t_idem") == {"a": "t_idem_a", "b": "t_idem_b"}
+    assert _partitions(pg_conn, "t_idem") == {"a": "t_idem$a", "b": "t_idem$b"}
 
 
 def test_rerun_replaces_the_partition_without_dead_rows(pg_server, pg_conn, tmp_path):
@@ -84,12 +84,12 @@ def test_rerun_replaces_the_partition_without_dead_rows(pg_server, pg_conn, tmp_
     info = pg_server["conninfo"]
     f = _write(tmp_path / "cells.copy", 5000)
     load_copy(f, conninfo=info, table="t_dead", run="a", columns=COLS)
-    old = pg_conn.execute("SELECT 't_dead_a'::regclass::oid").fetchone()[0]
+    old = pg_conn.execute("SELECT '\"t_dead$a\"'::regclass::oid").fetchone()[0]
     load_copy(_write(tmp_path / "other.copy", 10), conninfo=info, table="t_dead", run="b",
               columns=COLS)
     s = load_copy(f, conninfo=info, table="t_dead", run="a", columns=COLS)
     assert s["replaced"] == 5000 and _count(pg_conn, "t_dead", "a") == 5000
-    new = pg_conn.execute("SELECT 't_dead_a'::regclass::oid").fetchone()[0]
+    new = pg_conn.execute("SELECT '\"t_dead$a\"'::regclass::oid").fetchone()[0]
     assert new != old  # a new table, the old one dropped
     assert pg_conn.execute("SELECT count(*) FROM pg_class WHERE oid = %s", (old,)
                            ).fetchone()[0] == 0
@@ -103,8 +103,8 @@ def test_rerun_replaces_the_partition_without_dead_rows(pg_server, pg_conn, tmp_
     # COPY FREEZE: every page of the one-connection load is all-frozen already.
     pg_conn.execute("CREATE EXTENSION IF NOT EXISTS pg_visibility")
     frozen, pages = pg_conn.execute(
-        "SELECT (pg_visibility_map_summary('t_dead_a')).all_frozen, "
-        "pg_relation_size('t_dead_a') / current_setting('block_size')::int").fetchone()
+        "SELECT (pg_visibility_map_summary('\"t_dead$a\"')).all_frozen, "
+        "pg_relation_size('\"t_dead$a\"') / current_setting('block_size')::int").fetchone()
     assert pages > 1 and frozen == pages
 
 
@@ -269,17 +269,17 @@ def test_table_of_an_older_ncreel_is_refused_with_what_to_do(pg_server, pg_conn,
 
 
 def test_table_named_like_another_tables_partition_is_refused_with_why(pg_server, tmp_path):
-    # Table cells, run x has the partition cells_x; a run with table cells_x was told the
+    # Table cells, run x has the partition cells$x; a run with table cells$x was told the
     # partition was "made by an older ncreel" and to rename it.
     f = _write(tmp_path / "c.copy", 3)
     load_copy(f, conninfo=pg_server["conninfo"], table="t_part", run="x", columns=COLS)
     with pytest.raises(NcreelError) as err:
-        load_copy(f, conninfo=pg_server["conninfo"], table="t_part_x", run="y", columns=COLS)
-    want = ("table t_part_x is a partition of table t_part (ncreel keeps each run of a table "
-            "in a partition named <table>_<run>): set config key 'table' to another name")
+        load_copy(f, conninfo=pg_server["conninfo"], table="t_part$x", run="y", columns=COLS)
+    want = ("table t_part$x is a partition of table t_part (ncreel keeps each run of a table "
+            "in a partition named <table>$<run>): set config key 'table' to another name")
     assert str(err.value) == want
     # cells.sql says the same through psql.
-    (tmp_path / "cells.sql").write_text(load_script("t_part_x", COLS, "c.copy", run="y"))
+    (tmp_path / "cells.sql").write_text(load_script("t_part$x", COLS, "c.copy", run="y"))
     proc = subprocess.run(["psql", "-X", "-q", "-h", pg_server["host"], "-U", "postgres", "-d",
                            "postgres", "-f", "cells.sql"], cwd=tmp_path, capture_output=True,
                           text=True)
@@ -296,7 +296,7 @@ def test_documented_migration_moves_an_older_table(pg_server, pg_conn, tmp_path)
     pg_conn.execute("INSERT INTO cells SELECT r, i, i, 'x' FROM unnest(ARRAY['a', 'b.2']) r, "
                     "generate_series(1, 20) i")
     pg_conn.execute(block)
-    assert _partitions(pg_conn, "cells") == {"a": "cells_a", "b.2": "cells_b.2"}
+    assert _partitions(pg_conn, "cells") == {"a": "cells$a", "b.2": "cells$b.2"}
     assert _count(pg_conn, "cells", "b.2") == 20
     s = load_copy(_write(tmp_path / "c.copy", 7), conninfo=pg_server["conninfo"],
                   table="cells", run="a", columns=COLS)
@@ -340,7 +340,7 @@ def test_cells_sql_script_loads_with_psql(pg_server, pg_conn, tmp_path):
     for _ in range(2):  # rerun replaces
         subprocess.run(cmd, cwd=tmp_path, check=True, capture_output=True)
     assert _count(pg_conn, "t_psql", "x") == 20
-    assert _partitions(pg_conn, "t_psql") == {"x": "t_psql_x"}
+    assert _partitions(pg_conn, "t_psql") == {"x": "t_psql$x"}
     assert _dead_and_deleted(pg_conn, "t_psql", 20) == (0, 0)
 
 

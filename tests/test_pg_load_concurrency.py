@@ -174,7 +174,7 @@ def test_two_reruns_swap_at_once_without_deadlock(pg_server, pg_conn, tmp_path, 
     parts = pg_conn.execute("SELECT c.relname FROM pg_inherits i JOIN pg_class c ON "
                             "c.oid = i.inhrelid WHERE i.inhparent = %s::regclass ORDER BY 1",
                             (table,)).fetchall()
-    assert parts == [(f"{table}_{r}",) for r in "abc"]
+    assert parts == [(f"{table}${r}",) for r in "abc"]
 
 
 def test_two_loads_of_one_run_queue_and_leave_one_copy(pg_server, pg_conn, tmp_path):
@@ -210,8 +210,8 @@ def test_schema_table_and_long_run_names(pg_server, pg_conn, tmp_path):
                           "'climate.\"Cells\"'::regclass ORDER BY 2").fetchall()
     assert [(g[0], g[2]) for g in got] == [("climate", "FOR VALUES IN ('b.2-x')"),
                                            ("climate", f"FOR VALUES IN ('{long_run}')")]
-    assert got[0][1] == "Cells_b.2-x" and got[1][1].startswith("Cells_rrr")
-    assert len(got[1][1]) <= 63 and got[1][1] != f"Cells_{long_run}"[:63]
+    assert got[0][1] == "Cells$b.2-x" and got[1][1].startswith("Cells$rrr")
+    assert len(got[1][1]) <= 63 and got[1][1] != f"Cells${long_run}"[:63]
     assert pg_conn.execute("SELECT count(*) FROM climate.\"Cells\" WHERE run = %s",
                            (long_run,)).fetchone()[0] == 6
 
@@ -316,7 +316,7 @@ def test_kill_midway_then_rerun_leaves_one_copy(pg_server, pg_conn, tmp_path, jo
     parts = pg_conn.execute("SELECT c.relname FROM pg_inherits i JOIN pg_class c ON "
                             "c.oid = i.inhrelid WHERE i.inhparent = %s::regclass",
                             (table,)).fetchall()
-    assert parts == [(f"{table}_r",)]
+    assert parts == [(f"{table}$r",)]
 
     fifo.feed(data3)
     proc = _start_load(pg_server, [*files, fifo.path], table, jobs)
@@ -400,7 +400,7 @@ def test_rule_script_reports_one_error_line(pg_server, tmp_path, monkeypatch):
         input=SimpleNamespace(table=str(f), rows=[str(f)]),
         output=SimpleNamespace(summary=str(tmp_path / "load.json")),
         params=SimpleNamespace(conninfo=f"host={pg_server['host']} port=1 user=postgres",
-                               table="t", run="r", columns=COLS, jobs=1),
+                               table="t", run="r", columns=COLS, jobs=1, layout="wide"),
         rule="load_database", wildcards={}, threads=1, resources={"mem_mb": 400, "runtime": 60})
     with pytest.raises(SystemExit) as exit_:
         runpy.run_path(str(ROOT / "workflow/scripts/load_database.py"),

@@ -110,3 +110,26 @@ def test_start_run_links_inputs_passes_config_by_file_and_locks(tmp_path, monkey
     # Jobs read the values as checked (typed), from the file: they convert nothing.
     assert yaml.safe_load(settings.configfiles[0].read_text()) == {"run": "one", "vmin": None}
     assert (tmp_path / "results" / "one" / ".ncreel-run.lock").exists()
+
+
+def test_normalised_layout_is_checked_before_any_job(sample_nc, tmp_path, monkeypatch):
+    """A model without time_index, or a table name too long for <table>_values, stops the
+    run when the config is read, with one line naming the key."""
+    (tmp_path / "nokeys.py").write_text(
+        "from ncreel.cells import cell_model\n\n"
+        "@cell_model(columns=lambda ctx: [('cell_id', 'bigint'), ('v', 'real')])\n"
+        "def model(block, t0, ctx):\n"
+        "    raise AssertionError('not called at parse time')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = user_config(input=str(sample_nc), run="demo",
+                         cells={"model": "nokeys:model", "layout": "normalised"})
+    with pytest.raises(NcreelError, match="'cells.layout': normalised needs the cell model's "
+                                          "columns time_index"):
+        load_config(config, validate=validate)
+    config = user_config(input=str(sample_nc), run="demo", table="t" * 60,
+                         cells={"layout": "normalised"})
+    with pytest.raises(NcreelError, match="config key 'table': 't+' is longer than 56 bytes"):
+        load_config(config, validate=validate)
+    rc = load_config(user_config(input=str(sample_nc), run="demo",
+                                 cells={"layout": "normalised"}), validate=validate)
+    assert rc.cells["layout"] == "normalised"

@@ -27,7 +27,8 @@ MAP = {"coastlines": None, "borders": True, "projection": "Robinson",
 RENDER = {"width": 160, "height": 96, "dpi": 100, "cmap": "viridis", "map": MAP}
 ENCODE = {"fps": 12, "crf": 18, "preset": "medium"}
 CELLS = {"model": "etr_risk", "params": {"ec50_mg_kg": 10.0}, "geometry": "text",
-         "compression": "zstd", "compression_level": None, "suffix": ".copy.zst"}
+         "compression": "zstd", "compression_level": None, "suffix": ".copy.zst",
+         "layout": "normalised"}
 # A calibration.json as the calibrate_render checkpoint wrote it before typed settings.
 CALIBRATION_JSON = """{
   "width": 160,
@@ -95,6 +96,7 @@ def test_missing_and_unknown_settings_are_named(cls, params):
     (CellsSettings, CELLS, "compression", "bzip2"),
     (CellsSettings, CELLS, "suffix", ".copy.gz"),
     (CellsSettings, CELLS, "compression_level", 0),
+    (CellsSettings, CELLS, "layout", "long"),
     (Calibration, json.loads(CALIBRATION_JSON), "frames_per_shard", 0),
     (Calibration, json.loads(CALIBRATION_JSON), "seconds_per_frame", -1.0),
 ])

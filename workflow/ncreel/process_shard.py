@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -29,7 +30,7 @@ def run_shard(selection: SeriesSelection, shard: Shard, *, stats_json: str | os.
               rows_path: str | os.PathLike, render: RenderSettings,
               segment: str | os.PathLike, encode: EncodeSettings, cells: CellsSettings,
               png_times=(), workers: int = 1, png_compress: int = 6,
-              degradation: tuple | None = None) -> dict:
+              degradation: tuple | None = None, table_paths: dict | None = None) -> dict:
     """Write the COPY rows and render the frames of time steps ``shard.start:shard.stop``.
 
     Frames: :func:`ncreel.render.segment.render_shard` reads the slice in its own small
@@ -68,6 +69,10 @@ def run_shard(selection: SeriesSelection, shard: Shard, *, stats_json: str | os.
         ``degradation_state.npy`` and ``.json`` of the ``degradation_state`` rule (etr_risk
         with a temperature variable); (None, None) or None when not used.
 
+    table_paths : dict, optional
+        ``cells`` and ``steps``: the shard's files of the normalised layout
+        (``cells.layout: normalised``; `rows_path` then holds the values rows only).
+
     Returns
     -------
     dict
@@ -104,12 +109,26 @@ def run_shard(selection: SeriesSelection, shard: Shard, *, stats_json: str | os.
                                     state=state)
         n_rows = 0
         max_bytes = MAX_BLOCK_CELLS * table.dtype.itemsize
-        with atomic_path(rows_path) as rtmp, \
-                open_copy_writer(rtmp, cells.compression, cells.compression_level) as fh:
+        with contextlib.ExitStack() as stack:
+            rtmp = stack.enter_context(atomic_path(rows_path))
+            fh = stack.enter_context(open_copy_writer(rtmp, cells.compression,
+                                                      cells.compression_level))
+            if table_paths:
+                from ncreel.cells.normalised import NormalisedRows
+
+                split = NormalisedRows(rows)
+                ctmp, stmp = (stack.enter_context(atomic_path(table_paths[k]))
+                              for k in ("cells", "steps"))
+                steps_fh = stack.enter_context(open_copy_writer(
+                    stmp, cells.compression, cells.compression_level))
             progress = Progress(shard.n_frames, f"shard {shard.name} rows", unit="time steps")
             for t0, block in table.iter_blocks(shard.start, shard.stop, max_bytes):
-                n_rows += rows.write(fh, t0, block)
+                n_rows += (split.write(fh, steps_fh, t0, block) if table_paths
+                           else rows.write(fh, t0, block))
                 progress.update(t0 + block.shape[0] - shard.start, rows_written=n_rows)
+            if table_paths:
+                with open_copy_writer(ctmp, cells.compression, cells.compression_level) as cfh:
+                    split.finish(cfh)
             if recorded is not None:
                 check_inputs(recorded, selection.paths)
     log.info("shard %s: %d rows; %d frames (%d PNG) by %d worker(s) in %.1f s, %.1f frames/s "

@@ -213,6 +213,13 @@ def load_config(config: dict, *, overrides: Mapping | None = None,
         # The table's columns, declared by the cell model (imported here, so a bad
         # cells.model stops the run before any job starts).
         columns = series_columns(whole, cells)
+        if cells["layout"] == "normalised":
+            # A model without cell_id/time_index, or a table name too long for
+            # <table>_values, stops here.
+            from ncreel.pg.layout import layout_tables, split_columns
+
+            split_columns(columns)
+            layout_tables(table)
         # etr_risk's time course: dates, temperature variable and units, before any job.
         check_run(whole, cells)
         # Overlays' variables exist on the movie's grid (u with v: the schema).

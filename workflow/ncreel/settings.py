@@ -401,6 +401,9 @@ class CellsSettings(_Settings):
         Level of the compressor (None: its default).
     suffix : str
         File-name suffix of the COPY files, from `compression`.
+    layout : str
+        ``wide`` (one table) or ``normalised`` (cells, steps and values tables and a view;
+        :mod:`ncreel.pg.layout`).
     """
 
     KEY: ClassVar[str] = "cells"
@@ -410,9 +413,11 @@ class CellsSettings(_Settings):
     compression: str
     compression_level: int | None
     suffix: str
+    layout: str
 
     def __post_init__(self):
         w = self.KEY
+        _check_str(w, "layout", self.layout, choices=("wide", "normalised"))
         _check_str(w, "model", self.model)
         if not isinstance(self.params, Mapping):
             raise _bad(w, "params", "a mapping", self.params)

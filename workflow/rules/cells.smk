@@ -19,10 +19,20 @@ rule reduce_cells:
     # Join the shards' COPY files in time order into one file (streamed, constant
     # memory) and write the psql script that creates the table and loads it.
     input:
+        # cells.layout normalised: the shards' cells and steps files.
+        **{
+            f"shard_{k}": (
+                lambda wc, k=k: [
+                    f"{OUT}/cells/{name}_{k}{CELLS['suffix']}" for name in shard_plan()
+                ]
+            )
+            for k in TABLE_FILES
+        },
         rows=lambda wc: [
             f"{OUT}/cells/{name}{CELLS['suffix']}" for name in shard_plan()
         ],
     output:
+        **TABLE_FILES,
         table=COPY_FILE,
         sql=f"{OUT}/cells.sql",
     log:
@@ -43,6 +53,7 @@ rule reduce_cells:
         table=lambda wc: TABLE,
         run=RUN,
         note=lambda wc: CELL_NOTE,
+        layout=CELLS["layout"],
     script:
         "../scripts/reduce_cells.py"
 
@@ -53,6 +64,7 @@ rule load_database:
     # `all` when database.url or database.service is set. The connections are mostly
     # waiting on the server, so threads stay 1.
     input:
+        **TABLE_FILES,
         table=COPY_FILE,
         # Only parallel loads read the shard files (one connection streams the joined file).
         rows=lambda wc: (
@@ -79,5 +91,6 @@ rule load_database:
         run=RUN,
         columns=CELL_COLUMNS,
         jobs=DATABASE["jobs"],
+        layout=CELLS["layout"],
     script:
         "../scripts/load_database.py"

@@ -152,6 +152,19 @@ RENDER_PROCESSES = config["render_processes"]
 MID_T = RUN_CONFIG.mid_t
 MOVIE = RUN_CONFIG.movie
 COPY_FILE = RUN_CONFIG.copy_file
+# cells.layout normalised: the cells and steps COPY files beside COPY_FILE (the values),
+# per shard and for the run.
+NORMALISED = CELLS["layout"] == "normalised"
+TABLE_FILES = (
+    {k: f"{OUT}/cells_{k}{CELLS['suffix']}" for k in ("cells", "steps")}
+    if NORMALISED
+    else {}
+)
+SHARD_TABLE_FILES = (
+    {k: f"{OUT}/cells/{{shard}}_{k}{CELLS['suffix']}" for k in ("cells", "steps")}
+    if NORMALISED
+    else {}
+)
 PREVIEW = RUN_CONFIG.preview
 if workflow.is_main_process and any(
     a == "--report" or a.startswith("--report=") for a in sys.argv[1:]

@@ -91,6 +91,7 @@ rule process_shard:
         cell_mean=rules.statistics.output.cell_mean,
         calibration=rules.calibrate_render.output.calibration,
     output:
+        **SHARD_TABLE_FILES,
         frames=directory(f"{OUT}/frames/{{shard}}"),
         segment=f"{OUT}/segments/{{shard}}.mp4",
         rows=f"{OUT}/cells/{{shard}}{CELLS['suffix']}",

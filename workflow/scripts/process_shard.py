@@ -27,4 +27,6 @@ run_shard(SeriesSelection.from_params(p.series), shard,
           encode=EncodeSettings.from_params(p.encode), cells=CellsSettings.from_params(p.cells),
           png_times=p.png_times, workers=snakemake.threads,  # noqa: F821
           degradation=(snakemake.input.get("degradation"),  # noqa: F821
-                       snakemake.input.get("degradation_meta")))  # noqa: F821
+                       snakemake.input.get("degradation_meta")),  # noqa: F821
+          table_paths=({"cells": out.cells, "steps": out.steps}
+                       if p.cells["layout"] == "normalised" else None))

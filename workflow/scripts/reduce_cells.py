@@ -7,10 +7,14 @@ sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821
 
 from ncreel.jobrecord import record_attempt  # noqa: E402
 from ncreel.logs import configure  # noqa: E402
-from ncreel.pg.reduce import reduce_cells  # noqa: E402
+from ncreel.pg.reduce import reduce_cells, reduce_normalised  # noqa: E402
 
 configure(snakemake.log[0])  # noqa: F821
 record_attempt(snakemake)  # noqa: F821
-p = snakemake.params  # noqa: F821
-reduce_cells(snakemake.input.rows, snakemake.output.table, snakemake.output.sql,  # noqa: F821
-             columns=p.columns, table=p.table, run=p.run, note=p.note)
+p, i, o = snakemake.params, snakemake.input, snakemake.output  # noqa: F821
+if p.layout == "normalised":
+    reduce_normalised(i.rows, i.shard_cells, i.shard_steps, o.table, o.cells, o.steps, o.sql,
+                      columns=p.columns, table=p.table, run=p.run, note=p.note)
+else:
+    reduce_cells(i.rows, o.table, o.sql, columns=p.columns, table=p.table, run=p.run,
+                 note=p.note)

@@ -169,7 +169,7 @@ def cells_settings(cells: Mapping) -> dict:
         ``model`` (name), ``params`` (merged over :data:`ETR_DEFAULTS` for ``etr_risk``,
         as given for a user model, none for ``field``), ``geometry``, ``compression``,
         ``compression_level``, ``suffix`` (file-name suffix of the COPY files: ``.copy``,
-        ``.copy.gz``, ``.copy.zst``).
+        ``.copy.gz``, ``.copy.zst``), ``layout`` (``wide`` or ``normalised``).
 
     Raises
     ------
@@ -198,7 +198,7 @@ def cells_settings(cells: Mapping) -> dict:
     compression = cells["compression"]
     return {"model": name, "params": params, "geometry": cells["geometry"],
             "compression": compression, "compression_level": cells["compression_level"],
-            "suffix": COPY_SUFFIXES[compression]}
+            "suffix": COPY_SUFFIXES[compression], "layout": cells["layout"]}
 
 
 def series_columns(series, cells: Mapping) -> list[tuple[str, str]]:

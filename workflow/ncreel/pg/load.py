@@ -304,7 +304,8 @@ def _copy_files(cur, paths: Sequence[str], target, columns, block_bytes: int,
     return rows, n_bytes
 
 
-def _swap(cur, table: str, run: str) -> tuple[int, float, float]:
+def _swap(cur, table: str, run: str, tables: Sequence[str] | None = None
+          ) -> tuple[int, float, float]:
     """Replace the run's partition by its new table (:func:`swap_statement`).
 
     Counts the earlier partition's rows first (a read, before any lock on `table`).
@@ -322,13 +323,14 @@ def _swap(cur, table: str, run: str) -> tuple[int, float, float]:
     """
     from psycopg import sql
 
-    old = cur.execute(old_partition_query(table, run)).fetchone()
+    # The rows replaced are those of the last table (the normalised layout's values).
+    old = cur.execute(old_partition_query((tables or [table])[-1], run)).fetchone()
     replaced = 0
     if old is not None:
         replaced = cur.execute(sql.SQL("SELECT count(*) FROM {}").format(
             sql.SQL(old[0]))).fetchone()[0]
     started = time.perf_counter()
-    cur.execute(swap_statement(table, run))
+    cur.execute(swap_statement(table, run, tables))
     waited = cur.execute("SELECT current_setting(%s)::float8", (SWAP_WAITED_SETTING,)
                          ).fetchone()[0]
     return replaced, started + waited, waited
@@ -360,9 +362,6 @@ def _fingerprint(path: str) -> str:
 
 def _load_staged(conn, conninfo, where, paths, table, run, columns, jobs, block_bytes) -> dict:
     """Parallel load: files into the run's new table, committed one by one, then the swap."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    import psycopg
     from psycopg import sql
 
     stage, done = _stage_names(table, run)
@@ -385,24 +384,14 @@ def _load_staged(conn, conninfo, where, paths, table, run, columns, jobs, block_
         staged = {}
     todo = [p for p in paths if prints[p] not in staged]
 
-    def load_file(path: str) -> tuple[int, int]:
-        wconn = _connect(conninfo, where, autocommit=False)
-        try:
-            with wconn.cursor() as cur:
-                counts = _copy_files(cur, [path], stage, columns, block_bytes)
-                cur.execute(sql.SQL("INSERT INTO {} VALUES ({}, {})").format(
-                    dn, sql.Literal(prints[path]), sql.Literal(counts[0])))
-            wconn.commit()
-            return counts
-        except psycopg.Error as err:
-            raise _load_error(err, wconn, where, f"staging {path} for {table}",
-                              "; files staged so far are kept and a rerun resumes "
-                              "after them") from None
-        finally:
-            wconn.close()
+    def record(cur, path: str, rows: int) -> None:
+        cur.execute(sql.SQL("INSERT INTO {} VALUES ({}, {})").format(
+            dn, sql.Literal(prints[path]), sql.Literal(rows)))
 
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        results = list(pool.map(load_file, todo))
+    results = _copy_parallel(conninfo, where, todo, stage, columns, jobs, block_bytes,
+                             table, after=record,
+                             kept="; files staged so far are kept and a rerun resumes after "
+                                  "them")
     rows = sum(r for r, _ in results) + sum(staged.values())
     n_bytes = sum(b for _, b in results)
     with conn.transaction(), conn.cursor() as cur:
@@ -430,8 +419,12 @@ def _check_table(conn, table: str, columns: Sequence[tuple[str, str]],
     if found is None and exists_only:
         return
     if found is not None and found[2] is not None:
-        # Another table's run partition (<table>_<run>), not a table made by an older ncreel.
+        # Another table's run partition (<table>$<run>), not a table made by an older ncreel.
         raise NcreelError(partition_table_message(table, found[2]))
+    if found is not None and found[0] == "v":
+        raise NcreelError(f"table {table} is a view, as cells.layout normalised makes over "
+                          f"{table}_cells, {table}_steps and {table}_values: set cells.layout:"
+                          " normalised, or config key 'table' to a new name")
     if found is None or found[0] != "p" or found[1] != "LIST (run)":
         raise NcreelError(older_table_message(table) if found is None or found[0] == "r" else
                           f"table {table} exists but is not a table partitioned by LIST "
@@ -445,6 +438,144 @@ def _check_table(conn, table: str, columns: Sequence[tuple[str, str]],
         raise NcreelError(f"table {table} exists with columns ({', '.join(have)}), but this "
                           f"run writes ({', '.join(want)}): set config key 'table' to a new "
                           "name, or drop the table")
+
+
+def load_normalised(files: dict, *, conninfo: str, table: str, run: str,
+                    columns: Sequence[Sequence[str]], jobs: int = 1,
+                    block_bytes: int = BLOCK_BYTES) -> dict:
+    """Load one run in the normalised layout: its cells, steps and values partitions at once.
+
+    The tables and the view `table` are created where missing (:mod:`ncreel.pg.layout`),
+    then the run's three new tables are filled with ``COPY`` (``FREEZE`` with one
+    connection), given their keys and indexes (:func:`ncreel.pg.layout.index_statements`)
+    and swapped in as the run's partitions in one transaction, as :func:`load_copy`
+    does for the wide table: other sessions see the run's old rows or all its new ones,
+    a killed load attaches nothing, and the shared tables are locked only at the swap.
+
+    Parameters
+    ----------
+    files : dict
+        ``cells``, ``steps``: a COPY file each (``.gz``/``.zst`` decompressed while
+        streaming); ``values``: one file, or the run's shard files in time order.
+    conninfo, table, run, jobs, block_bytes
+        As :func:`load_copy`; ``table`` names the view. With ``jobs > 1`` and several
+        values files, these are COPYed over `jobs` connections into the run's new
+        values table (each committed), and the keys and swap follow in one transaction.
+    columns : sequence of (str, str)
+        The wide layout's columns (:func:`ncreel.pg.layout.split_columns` splits them).
+
+    Returns
+    -------
+    dict
+        As :func:`load_copy`, ``rows`` counting the values rows, plus ``cells`` and
+        ``steps`` (rows of those tables) and ``layout``.
+
+    Raises
+    ------
+    NcreelError
+        As :func:`load_copy`; and `table` exists but is not a view (a wide table).
+    """
+    import psycopg
+    from psycopg import sql
+
+    from ncreel.pg import layout
+
+    columns = [tuple(c) for c in columns]
+    split = layout.split_columns(columns)
+    names = layout.layout_tables(table)
+    tables = [names[k] for k in layout.KINDS]
+    values = files["values"]
+    values = [os.fspath(values)] if isinstance(values, (str, os.PathLike)) else \
+        [os.fspath(p) for p in values]
+    where = safe_conninfo(conninfo)
+    what = f"loading run {run} into {', '.join(tables)}"
+    started = time.perf_counter()
+    conn = _connect(conninfo, where)
+    stage = {k: run_tables(names[k], run)["stage"] for k in layout.KINDS}
+    try:
+        check_server_version(conn.info.server_version, where)
+        for k in layout.KINDS:
+            _check_table(conn, names[k], split[k], exists_only=True)
+        conn.execute(layout.create_statement(table, columns))
+        for k in layout.KINDS:
+            _check_table(conn, names[k], split[k])
+        counts = {}
+        n_bytes = 0
+        parallel = jobs > 1 and len(values) > 1
+        if parallel:
+            # Session lock: one load of this run at a time across the workers' commits.
+            conn.execute(sql.SQL("SELECT pg_advisory_lock({})").format(
+                advisory_key(table, run)))
+            with conn.transaction():
+                for stmt in layout.load_statements(table, columns, run):
+                    conn.execute(stmt)
+            results = _copy_parallel(conninfo, where, values, stage["values"],
+                                     split["values"], jobs, block_bytes, table)
+            counts["values"] = sum(r for r, _ in results)
+            n_bytes += sum(b for _, b in results)
+        with conn.transaction(), conn.cursor() as cur:
+            for stmt in layout.load_statements(table, columns, run, create_stage=not parallel):
+                cur.execute(stmt)
+            for kind in ("cells", "steps") if parallel else layout.KINDS:
+                paths = values if kind == "values" else [os.fspath(files[kind])]
+                # FREEZE only into tables created in this transaction.
+                rows, b = _copy_files(cur, paths, stage[kind], split[kind], block_bytes,
+                                      freeze=not parallel)
+                counts[kind] = rows
+                n_bytes += b
+            for stmt in layout.index_statements(table, columns, run):
+                cur.execute(stmt)
+            replaced, swap_started, waited = _swap(cur, table, run, tables)
+        swap_seconds = time.perf_counter() - swap_started
+        if parallel:
+            conn.execute("SELECT pg_advisory_unlock_all()")
+        try:
+            conn.execute(drop_old_statement(table, run, tables))
+        except psycopg.Error as err:  # the run is loaded; the next load drops them
+            log.warning("run %s is loaded, but its earlier partitions were not dropped (%s); "
+                        "the run's next load drops them", run, " ".join(str(err).split()))
+    except psycopg.Error as err:
+        raise _load_error(err, conn, where, what) from None
+    finally:
+        conn.close()
+    seconds = time.perf_counter() - started
+    log.info("loaded run %s into %s: %d cells, %d steps, %d values rows (%s) in %.1f s; "
+             "replaced %d earlier rows (swap %.3f s)", run, ", ".join(tables), counts["cells"],
+             counts["steps"], counts["values"], where, seconds, replaced, swap_seconds)
+    return {"table": table, "run": run, "layout": "normalised",
+            "partition": ".".join(run_tables(names["values"], run)["partition"]),
+            "rows": counts["values"], "cells": counts["cells"], "steps": counts["steps"],
+            "replaced": replaced, "bytes": n_bytes, "jobs": jobs if parallel else 1,
+            "files": len(values) + 2, "resumed": 0, "seconds": round(seconds, 3),
+            "swap_seconds": round(swap_seconds, 4), "swap_wait_seconds": round(waited, 4)}
+
+
+def _copy_parallel(conninfo, where, paths, target, columns, jobs, block_bytes, table, *,
+                   after=None, kept: str = "") -> list[tuple[int, int]]:
+    """Return (rows, bytes) of each of `paths` COPYed into `target` over `jobs` connections.
+
+    One committed transaction per file; ``after(cur, path, rows)`` runs in it.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    import psycopg
+
+    def load_file(path: str) -> tuple[int, int]:
+        wconn = _connect(conninfo, where, autocommit=False)
+        try:
+            with wconn.cursor() as cur:
+                counts = _copy_files(cur, [path], target, columns, block_bytes)
+                if after is not None:
+                    after(cur, path, counts[0])
+            wconn.commit()
+            return counts
+        except psycopg.Error as err:
+            raise _load_error(err, wconn, where, f"staging {path} for {table}", kept) from None
+        finally:
+            wconn.close()
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(load_file, paths))
 
 
 def write_summary(summary: dict, path: str | os.PathLike) -> None:

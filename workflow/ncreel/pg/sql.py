@@ -56,26 +56,55 @@ def _table(table: str):
     return identifier(*table_name(table))
 
 
+#: Separator of a run's partition name, ``<table>$<run>``: run names never contain it, so
+#: the run is the text after the last ``$`` and no two (table, run) pairs share a name
+#: (with ``_``, table ``a`` run ``b_c`` and table ``a_b`` run ``c`` would both be ``a_b_c``).
+PARTITION_SEPARATOR = "$"
+
+
+def partition_name(table: str, run: str) -> str:
+    """Name of the run's partition of `table`: ``<table>$<run>``, unique for every pair.
+
+    Parameters
+    ----------
+    table : str
+        Table name, see :func:`table_name` (its schema part is not in the result).
+    run : str
+        Run name (letters, digits, ``_.-``; never ``$``).
+
+    Returns
+    -------
+    str
+        ``<table>$<run>`` when it fits PostgreSQL's 63-byte identifiers; else its first
+        48 bytes, ``$#`` and 13 hex digits of a SHA-1 of (table, run): the text after the
+        last ``$`` then holds ``#``, which no run name does, so a cut name never equals
+        an uncut one, and two cut names differ unless 52 hash bits collide.
+    """
+    parts = table_name(table)
+    name = f"{parts[-1]}{PARTITION_SEPARATOR}{_run_name(run)}"
+    if len(name.encode()) <= 63:
+        return name
+    h = hashlib.sha1(f"{table}\0{run}".encode()).hexdigest()[:13]
+    return f"{name.encode()[:48].decode(errors='ignore')}{PARTITION_SEPARATOR}#{h}"
+
+
 def run_tables(table: str, run: str) -> dict[str, tuple[str, ...]]:
     """Names of the tables one run of `table` uses, each in `table`'s schema.
 
     Returns
     -------
     dict
-        ``partition``: the run's partition once attached, ``<table>_<run>`` (cut to 54
-        bytes and ended with a hash of both when longer than 63 bytes); ``stage``: the
-        run's new table while it loads (``ncreel_stage_<hash>``); ``staged``: the files a
-        parallel load has committed into ``stage`` (``ncreel_staged_<hash>``); ``old``:
-        the run's earlier partition between the swap and its ``DROP``
-        (``ncreel_old_<hash>``).
+        ``partition``: the run's partition once attached, :func:`partition_name`
+        (``<table>$<run>``); ``stage``: the run's new table while it loads
+        (``ncreel_stage_<hash>``); ``staged``: the files a parallel load has committed
+        into ``stage`` (``ncreel_staged_<hash>``); ``old``: the run's earlier partition
+        between the swap and its ``DROP`` (``ncreel_old_<hash>``).
     """
     parts = table_name(table)
     h = hashlib.sha1(f"{table}\0{_run_name(run)}".encode()).hexdigest()[:16]
-    name = f"{parts[-1]}_{run}"
-    if len(name.encode()) > 63:  # PostgreSQL would cut it silently; keep it unique
-        name = f"{name.encode()[:54].decode(errors='ignore')}_{h[:8]}"
     schema = parts[:-1]
-    return {"partition": (*schema, name), "stage": (*schema, f"ncreel_stage_{h}"),
+    return {"partition": (*schema, partition_name(table, run)),
+            "stage": (*schema, f"ncreel_stage_{h}"),
             "staged": (*schema, f"ncreel_staged_{h}"), "old": (*schema, f"ncreel_old_{h}")}
 
 
@@ -120,7 +149,7 @@ def older_table_message(table: str) -> str:
 def partition_table_message(table: str, parent: str) -> str:
     """Return the one-line error for a `table` that is a run's partition of table `parent`."""
     return (f"table {table} is a partition of table {parent} (ncreel keeps each run of a "
-            "table in a partition named <table>_<run>): set config key 'table' to another "
+            "table in a partition named <table>$<run>): set config key 'table' to another "
             "name")
 
 
@@ -156,18 +185,29 @@ def create_statement(table: str, columns: Sequence[tuple[str, str]]) -> str:
     stmt = sql.SQL(
         "PERFORM pg_advisory_xact_lock({key});\n"
         "CREATE TABLE IF NOT EXISTS {t} (\n    {body}\n) PARTITION BY LIST ({run});\n"
+        "{checks}").format(key=advisory_key(table), t=t, body=body, run=identifier("run"),
+                           checks=partitioned_checks(table))
+    return _do(stmt)
+
+
+def partitioned_checks(table: str):
+    """PL/pgSQL raising when `table` is a partition itself or not partitioned (composed SQL).
+
+    The messages are :func:`partition_table_message` and :func:`older_table_message`.
+    """
+    from psycopg import sql
+
+    reg = sql.Literal(_table(table).as_string(None))
+    return sql.SQL(
         "IF (SELECT relispartition FROM pg_class WHERE oid = {reg}::regclass) THEN\n"
         "  RAISE EXCEPTION USING ERRCODE = 'wrong_object_type', MESSAGE = format({partition},\n"
         "    (SELECT inhparent::regclass FROM pg_inherits WHERE inhrelid = {reg}::regclass));\n"
         "END IF;\n"
         "IF (SELECT relkind FROM pg_class WHERE oid = {reg}::regclass) <> 'p' THEN\n"
         "  RAISE EXCEPTION USING MESSAGE = {message}, ERRCODE = 'wrong_object_type';\n"
-        "END IF;").format(key=advisory_key(table), t=t, body=body, run=identifier("run"),
-                          reg=sql.Literal(t.as_string(None)),
-                          partition=sql.Literal(partition_table_message(
+        "END IF;").format(reg=reg, partition=sql.Literal(partition_table_message(
                               table.replace("%", "%%"), "%s")),
                           message=sql.Literal(older_table_message(table)))
-    return _do(stmt)
 
 
 def load_statements(table: str, columns: Sequence[tuple[str, str]], run: str) -> list[str]:
@@ -246,7 +286,7 @@ SWAP_PATIENCE_S = 600
 SWAP_WAITED_SETTING = "ncreel.swap_waited"
 
 
-def swap_statement(table: str, run: str) -> str:
+def swap_statement(table: str, run: str, tables: Sequence[str] | None = None) -> str:
     """Return the SQL replacing the run's partition of `table` with its new table.
 
     ``DETACH`` the run's earlier partition, if any, and rename it to :func:`run_tables`
@@ -265,6 +305,16 @@ def swap_statement(table: str, run: str) -> str:
     readers of `table` would wait in. The seconds lost so are left in the transaction's
     setting :data:`SWAP_WAITED_SETTING`.
 
+    Parameters
+    ----------
+    table : str
+        Table name, see :func:`table_name`.
+    run : str
+        Run name.
+    tables : sequence of str, optional
+        Tables to swap the run's partition of, in this order, all in one attempt (the
+        normalised layout's cells, steps and values tables); default ``[table]``.
+
     Returns
     -------
     str
@@ -272,26 +322,37 @@ def swap_statement(table: str, run: str) -> str:
     """
     from psycopg import sql
 
-    names = run_tables(table, run)
-    reg = sql.Literal(_table(table).as_string(None))
     # Each attempt is a block with an EXCEPTION clause, i.e. a subtransaction: one that
-    # times out on its lock is rolled back alone, keeping the COPY.
+    # times out on its lock is rolled back alone, keeping the COPY. Several tables (the
+    # normalised layout's) are swapped in one attempt, always in the given order, so
+    # that two loads never take their locks in opposite orders.
+    steps = []
+    for parent in tables or [table]:
+        names = run_tables(parent, run)
+        reg = sql.Literal(_table(parent).as_string(None))
+        steps.append(sql.SQL(
+            "    old := ({query});\n"
+            "    IF old IS NOT NULL THEN\n"
+            "      EXECUTE format('ALTER TABLE %s DETACH PARTITION %s', {reg}::regclass, old);\n"
+            "      DROP TABLE IF EXISTS {old_table} CASCADE;\n"
+            "      EXECUTE format('ALTER TABLE %s RENAME TO %I', old, {old_name});\n"
+            "    END IF;\n"
+            "    EXECUTE format('ALTER TABLE %s OWNER TO %s', {stage_reg}::regclass,\n"
+            "      (SELECT relowner::regrole FROM pg_class WHERE oid = {reg}::regclass));\n"
+            "    ALTER TABLE {t} ATTACH PARTITION {stage} FOR VALUES IN ({run});\n"
+            "    ALTER TABLE {stage} RENAME TO {part};\n").format(
+                query=sql.SQL(old_partition_query(parent, run)), reg=reg, t=_table(parent),
+                stage=identifier(*names["stage"]), run=sql.Literal(run),
+                stage_reg=sql.Literal(identifier(*names["stage"]).as_string(None)),
+                old_name=sql.Literal(names["old"][-1]), old_table=identifier(*names["old"]),
+                part=identifier(names["partition"][-1])))
     stmt = sql.SQL(
         "LOOP\n"
         "  BEGIN\n"
         "    attempt := clock_timestamp();\n"
         "    PERFORM set_config('lock_timeout', CASE WHEN attempt - started > {patience}\n"
         "      THEN '0' ELSE {timeout} END, true);\n"
-        "    old := ({query});\n"
-        "    IF old IS NOT NULL THEN\n"
-        "      EXECUTE format('ALTER TABLE %s DETACH PARTITION %s', {reg}::regclass, old);\n"
-        "      DROP TABLE IF EXISTS {old_table};\n"
-        "      EXECUTE format('ALTER TABLE %s RENAME TO %I', old, {old_name});\n"
-        "    END IF;\n"
-        "    EXECUTE format('ALTER TABLE %s OWNER TO %s', {stage_reg}::regclass,\n"
-        "      (SELECT relowner::regrole FROM pg_class WHERE oid = {reg}::regclass));\n"
-        "    ALTER TABLE {t} ATTACH PARTITION {stage} FOR VALUES IN ({run});\n"
-        "    ALTER TABLE {stage} RENAME TO {part};\n"
+        "{steps}"
         "    EXIT;\n"
         "  EXCEPTION WHEN lock_not_available THEN\n"
         "    PERFORM pg_sleep(pause);\n"
@@ -303,28 +364,25 @@ def swap_statement(table: str, run: str) -> str:
     ).format(
             patience=sql.Literal(f"{SWAP_PATIENCE_S} seconds"),
             timeout=sql.Literal(f"{SWAP_LOCK_TIMEOUT_MS}ms"),
-            query=sql.SQL(old_partition_query(table, run)), reg=reg, t=_table(table),
-            stage=identifier(*names["stage"]), run=sql.Literal(run),
-            stage_reg=sql.Literal(identifier(*names["stage"]).as_string(None)),
-            old_name=sql.Literal(names["old"][-1]), old_table=identifier(*names["old"]),
-            part=identifier(names["partition"][-1]),
-            waited=sql.Literal(SWAP_WAITED_SETTING))
+            steps=sql.SQL("").join(steps), waited=sql.Literal(SWAP_WAITED_SETTING))
     return _do(stmt, declare="old regclass; started timestamptz := clock_timestamp(); "
                "attempt timestamptz; pause float8 := 0.02; "
                "saved text := current_setting('lock_timeout');")
 
 
-def drop_old_statement(table: str, run: str) -> str:
+def drop_old_statement(table: str, run: str, tables: Sequence[str] | None = None) -> str:
     """``DROP`` the run's earlier partition, detached by :func:`swap_statement`; run after it.
 
     A load killed between the two leaves it; the run's next swap drops it. (Not the next
     load's first statements: they would hold its lock for the whole COPY, and a load of
-    the run that has just swapped would wait that long to drop it here.)
+    the run that has just swapped would wait that long to drop it here.) `tables` as for
+    :func:`swap_statement`: their earlier partitions are dropped in one statement (a
+    values partition's foreign keys refer to the cells and steps partitions).
     """
     from psycopg import sql
 
-    return sql.SQL("DROP TABLE IF EXISTS {}").format(
-        identifier(*run_tables(table, run)["old"])).as_string(None)
+    return sql.SQL("DROP TABLE IF EXISTS {}").format(sql.SQL(", ").join(
+        identifier(*run_tables(t, run)["old"]) for t in tables or [table])).as_string(None)
 
 
 def copy_statement(table: str | tuple[str, ...], columns: Sequence[tuple[str, str]],
@@ -371,12 +429,7 @@ def load_script(table: str, columns: Sequence[tuple[str, str]], copy_file: str,
     comment : str
         Text for a leading SQL comment (e.g. the run and input).
     """
-    if copy_file.endswith(".gz"):
-        source = f"PROGRAM 'gzip -dc {_sql_quote_path(copy_file)}'"
-    elif copy_file.endswith(".zst"):
-        source = f"PROGRAM 'zstd -dc {_sql_quote_path(copy_file)}'"
-    else:
-        source = f"'{_sql_quote_path(copy_file)}'"
+    source = _copy_source(copy_file)
     stage = run_tables(table, run)["stage"]
     lines = [f"-- {line}" for line in comment.splitlines()]
     lines += ["\\set ON_ERROR_STOP on", "SET client_min_messages = warning;",
@@ -388,6 +441,15 @@ def load_script(table: str, columns: Sequence[tuple[str, str]], copy_file: str,
     lines += [f"{swap_statement(table, run)};", "COMMIT;", f"{drop_old_statement(table, run)};",
               ""]
     return "\n".join(lines)
+
+
+def _copy_source(copy_file: str) -> str:
+    """Return ``\\copy``'s source: the quoted file name, or ``PROGRAM 'gzip -dc …'`` etc."""
+    if copy_file.endswith(".gz"):
+        return f"PROGRAM 'gzip -dc {_sql_quote_path(copy_file)}'"
+    if copy_file.endswith(".zst"):
+        return f"PROGRAM 'zstd -dc {_sql_quote_path(copy_file)}'"
+    return f"'{_sql_quote_path(copy_file)}'"
 
 
 def _run_name(text: str) -> str:

@@ -20,6 +20,16 @@ RUN_COLUMN = "run"
 #: Name of the optional polygon column appended when ``cells.geometry`` is not ``none``.
 GEOMETRY_COLUMN = "geom"
 
+#: Name of the cell-area column of the normalised layout's cells table (CF standard name
+#: ``cell_area``, m²), present with the polygon column.
+AREA_COLUMN = "cell_area"
+#: Columns that describe a cell alone, not a (step, cell): the normalised layout
+#: (:mod:`ncreel.pg.layout`) keeps them once per cell in ``<table>_cells``. A column a
+#: model or region adds per cell (e.g. its covered fraction) belongs here.
+CELL_ATTRIBUTES = ("lat", "lon", "lon_raw", GEOMETRY_COLUMN, AREA_COLUMN)
+#: Columns that describe a time step alone: kept once per step in ``<table>_steps``.
+STEP_ATTRIBUTES = ("time", "time_value")
+
 #: numpy dtype → PostgreSQL type that holds it exactly.
 NUMPY_TYPES = {
     np.dtype(np.float32): "real",

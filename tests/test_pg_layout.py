@@ -1,0 +1,238 @@
+"""The normalised table layout (cells.layout: normalised) in a real PostgreSQL + PostGIS.
+
+The same rows of the real HadCM3 sample are written by the shard code in both layouts,
+in two shards (so cells seen by both are merged), joined by the reduce code and loaded by
+the load code; the view must equal the wide table row for row.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from ncreel.cells import ShardRows, cells_settings
+from ncreel.cells.normalised import NormalisedRows, cell_area
+from ncreel.errors import NcreelError
+from ncreel.pg.layout import layout_tables, split_columns
+from ncreel.pg.load import load_copy, load_normalised
+from ncreel.pg.reduce import reduce_cells, reduce_normalised
+from ncreel.settings import CellsSettings
+from ncreel.source import open_series
+
+#: Steps of the sample written per shard (two shards).
+SHARDS = [(0, 2), (2, 3)]
+
+
+def write_run(path, tmp_path, *, layout: str, table: str, run: str = "r1",
+              geometry: str = "postgis") -> dict:
+    """Write both shards' files of `layout` and reduce them; return the files and columns."""
+    cells = CellsSettings.from_params(cells_settings({"geometry": geometry,
+                                                      "layout": layout}))
+    out = tmp_path / layout
+    out.mkdir(exist_ok=True)
+    parts = {"values": [], "cells": [], "steps": []}
+    with open_series(str(path), "air_temperature") as s:
+        mean = np.nanmean(s.read(0, s.n_time), axis=0)
+        for i, (a, b) in enumerate(SHARDS):
+            rows = ShardRows.for_series(s, cell_mean=mean, cells=cells)
+            names = {k: out / f"{i:05d}{'' if k == 'values' else '_' + k}.copy"
+                     for k in parts}
+            with open(names["values"], "wb") as fh:
+                if layout == "wide":
+                    rows.write(fh, a, s.read(a, b))
+                else:
+                    split = NormalisedRows(rows)
+                    with open(names["steps"], "wb") as sfh:
+                        split.write(fh, sfh, a, s.read(a, b))
+                    with open(names["cells"], "wb") as cfh:
+                        split.finish(cfh)
+            for k in parts:
+                parts[k].append(str(names[k]))
+    files = {"values": out / "cells.copy", "cells": out / "cells_cells.copy",
+             "steps": out / "cells_steps.copy", "sql": out / "cells.sql"}
+    if layout == "wide":
+        reduce_cells(parts["values"], files["values"], files["sql"], columns=rows.columns,
+                     table=table, run=run)
+    else:
+        reduce_normalised(parts["values"], parts["cells"], parts["steps"], files["values"],
+                          files["cells"], files["steps"], files["sql"], columns=rows.columns,
+                          table=table, run=run)
+    return {"files": files, "parts": parts, "columns": rows.columns}
+
+
+def _rows(conn, table: str) -> list:
+    # Geometry compared as its exact binary (EWKB hex), floats as PostgreSQL prints them.
+    cols = [r[0] for r in conn.execute(
+        "SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0 "
+        "AND NOT attisdropped ORDER BY attnum", (table,)).fetchall()]
+    sel = ", ".join(f"{c}::text" for c in cols)
+    return conn.execute(f"SELECT {sel} FROM {table} ORDER BY run, time_index, cell_id"
+                        ).fetchall()
+
+
+def _dead(conn, parents: list[str]) -> int:
+    return conn.execute(
+        "SELECT coalesce(sum(n_dead_tup + n_tup_del), 0) FROM pg_stat_user_tables s JOIN "
+        "pg_inherits i ON i.inhrelid = s.relid WHERE i.inhparent = ANY(%s::regclass[])",
+        (parents,)).fetchone()[0]
+
+
+def test_split_columns_and_names():
+    wide = [("time_index", "integer"), ("time", "text"), ("time_value", "double precision"),
+            ("cell_id", "bigint"), ("lat", "double precision"), ("lon", "double precision"),
+            ("lon_raw", "double precision"), ("value", "real"),
+            ("anomaly", "double precision"), ("geom", "geometry(MultiPolygon, 4326)")]
+    split = split_columns(wide)
+    assert [c for c, _ in split["cells"]] == ["cell_id", "lat", "lon", "lon_raw", "geom",
+                                              "cell_area"]
+    assert [c for c, _ in split["steps"]] == ["time_index", "time", "time_value"]
+    assert [c for c, _ in split["values"]] == ["time_index", "cell_id", "value", "anomaly"]
+    assert layout_tables("s.t") == {"cells": "s.t_cells", "steps": "s.t_steps",
+                                    "values": "s.t_values"}
+    with pytest.raises(NcreelError, match="longer than 56 bytes"):
+        layout_tables("t" * 57)
+    with pytest.raises(NcreelError, match="needs the cell model's columns cell_id"):
+        split_columns([("time_index", "integer"), ("value", "real")])
+
+
+def test_cell_area_is_geodesic_on_wgs84():
+    # A 1x1 degree cell at the equator: 12 308 778 m² (pyproj.Geod docs' method; by hand
+    # from the authalic sphere it is ~1.2364e10 / 1000: within 0.5 %).
+    got = cell_area(["SRID=4326;MULTIPOLYGON(((0 0,1 0,1 1,0 1,0 0)))",
+                     "SRID=4326;MULTIPOLYGON(((0 1,0 0,1 0,1 1,0 1)))", None,
+                     "SRID=4326;MULTIPOLYGON(((179 0,180 0,180 1,179 1,179 0)),"
+                     "((-180 0,-179 0,-179 1,-180 1,-180 0)))"])
+    assert got[0] == pytest.approx(1.2308778361e10, rel=1e-9)
+    assert got[1] == got[0] and np.isnan(got[2])
+    assert got[3] == pytest.approx(2 * got[0], rel=1e-9)  # split cell: both parts
+
+
+def test_view_equals_the_wide_table_and_rerun_swaps_all_three(postgis_conn, sample_nc,
+                                                               tmp_path):
+    conn, info = postgis_conn, postgis_conn.info.dsn
+    wide = write_run(sample_nc, tmp_path, layout="wide", table="wide")
+    norm = write_run(sample_nc, tmp_path, layout="normalised", table="norm")
+    assert wide["columns"] == norm["columns"]
+    load_copy(wide["files"]["values"], conninfo=info, table="wide", run="r1",
+              columns=wide["columns"])
+    f = norm["files"]
+    s1 = load_normalised(f, conninfo=info, table="norm", run="r1", columns=norm["columns"])
+    n_cells = 37 * 49
+    assert (s1["rows"], s1["cells"], s1["steps"], s1["replaced"]) == (3 * n_cells, n_cells,
+                                                                      3, 0)
+    # The view: the wide table's columns, in order, and the same rows.
+    assert _rows(conn, "norm") == _rows(conn, "wide")
+    # Each cell once: the second shard's cells were dropped by the reduce.
+    assert f["cells"].read_bytes().count(b"\n") == n_cells
+    # Keys: PK on all three, FK values -> cells and values -> steps on the run's partitions.
+    pks = conn.execute("SELECT conrelid::regclass::text, pg_get_constraintdef(oid) FROM "
+                       "pg_constraint WHERE contype = 'p' AND conrelid = ANY("
+                       "'{norm_cells,norm_steps,norm_values}'::regclass[]) ORDER BY 1"
+                       ).fetchall()
+    assert pks == [("norm_cells", "PRIMARY KEY (run, cell_id)"),
+                   ("norm_steps", "PRIMARY KEY (run, time_index)"),
+                   ("norm_values", "PRIMARY KEY (run, time_index, cell_id)")]
+    fks = conn.execute("SELECT conrelid::regclass::text, confrelid::regclass::text, "
+                       "pg_get_constraintdef(oid) FROM pg_constraint WHERE contype = 'f' "
+                       "ORDER BY 2").fetchall()
+    assert fks == [('"norm_values$r1"', '"norm_cells$r1"',
+                    "FOREIGN KEY (run, cell_id) REFERENCES \"norm_cells$r1\"(run, cell_id)"),
+                   ('"norm_values$r1"', '"norm_steps$r1"',
+                    "FOREIGN KEY (run, time_index) REFERENCES \"norm_steps$r1\"(run, "
+                    "time_index)")]
+    gist = conn.execute("SELECT count(*) FROM pg_indexes WHERE tablename = 'norm_cells$r1' "
+                        "AND indexdef LIKE '%USING gist (geom)%'").fetchone()[0]
+    assert gist == 1
+    # A value row whose cell is missing is refused (the FK is enforced).
+    with pytest.raises(Exception, match="foreign key"):
+        conn.execute("INSERT INTO norm_values (run, time_index, cell_id, value, anomaly) "
+                     "VALUES ('r1', 0, 999999, 1, 1)")
+    # Cell areas: geodesic, summing to the sample's box on the ellipsoid within 1e-9.
+    area = conn.execute("SELECT sum(cell_area), min(cell_area), max(cell_area) FROM "
+                        "norm_cells").fetchone()
+    assert area[0] == pytest.approx(float(cell_area(
+        [conn.execute("SELECT ST_AsEWKT(ST_Multi(ST_Union(geom))) FROM norm_cells"
+                      ).fetchone()[0]])[0]), rel=1e-6)
+    # The Kansas point, through the view.
+    got = conn.execute("SELECT time_index, lat, lon FROM norm WHERE ST_Intersects(geom, "
+                       "ST_SetSRID(ST_MakePoint(-100, 40), 4326)) ORDER BY 1").fetchall()
+    assert [g[0] for g in got] == [0, 1, 2] and len({g[1:] for g in got}) == 1
+    assert abs(got[0][1] - 40) < 1.25 and abs(got[0][2] + 100) < 1.875
+    # Rerun: the run's three partitions swapped, none of the rows deleted.
+    old = conn.execute("SELECT array_agg(inhrelid ORDER BY inhrelid) FROM pg_inherits WHERE "
+                       "inhparent = ANY('{norm_cells,norm_steps,norm_values}'::regclass[])"
+                       ).fetchone()[0]
+    s2 = load_normalised(f, conninfo=info, table="norm", run="r1", columns=norm["columns"])
+    assert s2["replaced"] == 3 * n_cells
+    new = conn.execute("SELECT array_agg(inhrelid ORDER BY inhrelid) FROM pg_inherits WHERE "
+                       "inhparent = ANY('{norm_cells,norm_steps,norm_values}'::regclass[])"
+                       ).fetchone()[0]
+    assert len(new) == 3 and not set(new) & set(old)
+    assert conn.execute("SELECT count(*) FROM pg_class WHERE oid = ANY(%s)", (old,)
+                        ).fetchone()[0] == 0
+    assert _rows(conn, "norm") == _rows(conn, "wide")
+    assert _dead(conn, ["norm_cells", "norm_steps", "norm_values"]) == 0
+    # Another run beside it, with two connections over the shard files.
+    load_normalised({**f, "values": norm["parts"]["values"]}, conninfo=info, table="norm",
+                    run="r2", columns=norm["columns"], jobs=2)
+    assert conn.execute("SELECT run, count(*) FROM norm GROUP BY 1 ORDER BY 1").fetchall() \
+        == [("r1", 3 * n_cells), ("r2", 3 * n_cells)]
+    # A wide load into the view, and a normalised one over a wide table, say why not.
+    with pytest.raises(NcreelError, match="norm is a view, as cells.layout normalised makes"):
+        load_copy(wide["files"]["values"], conninfo=info, table="norm", run="r1",
+                  columns=wide["columns"])
+    with pytest.raises(NcreelError, match="wide exists and is not a view"):
+        load_normalised(f, conninfo=info, table="wide", run="r1", columns=norm["columns"])
+
+
+def test_cells_sql_loads_with_psql(postgis_conn, sample_nc, tmp_path):
+    conn = postgis_conn
+    norm = write_run(sample_nc, tmp_path, layout="normalised", table="viapsql",
+                     geometry="text")
+    f = norm["files"]
+    for _ in range(2):  # first load, then a rerun's swap
+        r = subprocess.run(["psql", "-X", "-q", "-h", conn.info.host, "-U", "postgres", "-d",
+                            conn.info.dbname, "-f", "cells.sql"],
+                           cwd=f["sql"].parent, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+    assert conn.execute("SELECT count(*), count(DISTINCT cell_id), count(DISTINCT time) "
+                        "FROM viapsql WHERE run = 'r1'").fetchone() == (3 * 37 * 49,
+                                                                        37 * 49, 3)
+    assert _dead(conn, ["viapsql_cells", "viapsql_steps", "viapsql_values"]) == 0
+    assert conn.execute("SELECT count(*) FROM pg_inherits WHERE inhparent = ANY("
+                        "'{viapsql_cells,viapsql_steps,viapsql_values}'::regclass[])"
+                        ).fetchone()[0] == 3
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_failed_load_attaches_nothing_and_keeps_the_run(postgis_conn, sample_nc, tmp_path,
+                                                        jobs):
+    conn, info = postgis_conn, postgis_conn.info.dsn
+    norm = write_run(sample_nc, tmp_path, layout="normalised", table="keep", geometry="text")
+    f = norm["files"]
+    load_normalised(f, conninfo=info, table="keep", run="r1", columns=norm["columns"])
+    before = _rows(conn, "keep")
+    parts = conn.execute("SELECT array_agg(inhrelid ORDER BY inhrelid) FROM pg_inherits WHERE "
+                         "inhparent = ANY('{keep_cells,keep_steps,keep_values}'::regclass[])"
+                         ).fetchone()[0]
+    # The last shard's values name a cell that is not in the cells file: the foreign key,
+    # checked before the swap, fails the load.
+    bad = tmp_path / "bad.copy"
+    lines = Path(norm["parts"]["values"][-1]).read_bytes().splitlines(keepends=True)
+    bad.write_bytes(b"".join(lines[:-1]) + b"2\t99999\t1\t1\n")
+    values = [norm["parts"]["values"][0], str(bad)]
+    with pytest.raises(NcreelError, match="foreign key"):
+        load_normalised({**f, "values": values if jobs > 1 else values[-1]}, conninfo=info,
+                        table="keep", run="r1", columns=norm["columns"], jobs=jobs)
+    assert conn.execute("SELECT array_agg(inhrelid ORDER BY inhrelid) FROM pg_inherits WHERE "
+                        "inhparent = ANY('{keep_cells,keep_steps,keep_values}'::regclass[])"
+                        ).fetchone()[0] == parts
+    assert _rows(conn, "keep") == before
+    # The next load drops what the failed one left and swaps in.
+    s = load_normalised(f, conninfo=info, table="keep", run="r1", columns=norm["columns"])
+    assert s["replaced"] == 3 * 37 * 49 and _rows(conn, "keep") == before
+    assert conn.execute("SELECT count(*) FROM pg_class WHERE relkind = 'r' AND (relname "
+                        "LIKE 'ncreel_stage_%' OR relname LIKE 'ncreel_old_%')").fetchone()[0] \
+        == 0
