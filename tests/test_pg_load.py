@@ -401,3 +401,30 @@ def test_load_into_a_sql_ascii_database(pg_server, pg_conn, tmp_path):
         assert conn.execute("SHOW server_encoding").fetchone()[0] == "SQL_ASCII"
         assert conn.execute("SELECT count(*), min(label) FROM t_ascii WHERE run = 'a'"
                             ).fetchone() == (50, "a\tb")
+
+
+def test_psql_script_loads_utf8_text_into_a_latin1_database_under_lang_c(pg_server, pg_conn,
+                                                                        tmp_path):
+    """cells.sql says the COPY file is UTF-8: psql under LANG=C would send its bytes as
+    SQL_ASCII, and a LATIN1 database would keep 'Â°C' for '°C'."""
+    import psycopg
+
+    pg_conn.execute("DROP DATABASE IF EXISTS latin1db")
+    pg_conn.execute("CREATE DATABASE latin1db ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' "
+                    "TEMPLATE template0")
+    with open_copy_writer(tmp_path / "c.copy", "none") as fh:
+        write_copy_rows(fh, {"cell_id": np.arange(2), "value": np.zeros(2, np.float32),
+                             "label": ["°C", "Zürich"]})
+    (tmp_path / "cells.sql").write_text(load_script("t_latin1", COLS, "c.copy", run="r"))
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("LC_", "LANG", "PGCLIENTENCODING"))}
+    env["LANG"] = "C"
+    r = subprocess.run(["psql", "-X", "-q", "-h", pg_server["host"], "-U", "postgres", "-d",
+                        "latin1db", "-f", "cells.sql"], cwd=tmp_path, capture_output=True,
+                       text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    conninfo = pg_server["conninfo"].replace("dbname=postgres", "dbname=latin1db")
+    with psycopg.connect(conninfo) as conn:
+        conn.execute("SET client_encoding = 'UTF8'")
+        got = [row[0] for row in conn.execute("SELECT label FROM t_latin1 ORDER BY cell_id")]
+    assert got == ["°C", "Zürich"]

@@ -253,14 +253,13 @@ def load_script(table: str, columns: Sequence[Sequence[str]], copy_files: dict[s
     copy_files : dict
         COPY file name (relative to where psql runs) for ``cells``, ``steps``, ``values``.
     """
-    from ncreel.pg.sql import _copy_source, drop_old_statement, swap_statement
+    from ncreel.pg.sql import PSQL_PREAMBLE, _copy_source, drop_old_statement, swap_statement
 
     split = split_columns(columns)
     names = layout_tables(table)
     tables = [names[k] for k in KINDS]
     lines = [f"-- {line}" for line in comment.splitlines()]
-    lines += ["\\set ON_ERROR_STOP on", "SET client_min_messages = warning;",
-              f"{create_statement(table, columns)};", "BEGIN;"]
+    lines += [*PSQL_PREAMBLE, f"{create_statement(table, columns)};", "BEGIN;"]
     lines += [f"{s};" for s in load_statements(table, columns, run)]
     for kind in KINDS:
         stage = run_tables(names[kind], run)["stage"]

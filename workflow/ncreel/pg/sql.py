@@ -401,6 +401,13 @@ def copy_statement(table: str | tuple[str, ...], columns: Sequence[tuple[str, st
         sql.SQL(source), sql.SQL(", FREEZE" if freeze else "")).as_string(None)
 
 
+#: First lines of every psql load script: stop (and roll back) at the first error; quiet
+#: notices; the COPY files are UTF-8 whatever the psql user's locale (under LANG=C psql
+#: would send them as SQL_ASCII, and a LATIN1 database would store the bytes garbled).
+PSQL_PREAMBLE = ("\\set ON_ERROR_STOP on", "SET client_min_messages = warning;",
+                 "SET client_encoding = 'UTF8';")
+
+
 def load_script(table: str, columns: Sequence[tuple[str, str]], copy_file: str,
                 *, run: str, comment: str = "") -> str:
     r"""Return the psql script loading `copy_file` into `table` as run `run`.
@@ -432,8 +439,7 @@ def load_script(table: str, columns: Sequence[tuple[str, str]], copy_file: str,
     source = _copy_source(copy_file)
     stage = run_tables(table, run)["stage"]
     lines = [f"-- {line}" for line in comment.splitlines()]
-    lines += ["\\set ON_ERROR_STOP on", "SET client_min_messages = warning;",
-              f"{create_statement(table, columns)};", "BEGIN;"]
+    lines += [*PSQL_PREAMBLE, f"{create_statement(table, columns)};", "BEGIN;"]
     lines += [f"{stmt};" for stmt in load_statements(table, columns, run)]
     # psql's \copy must be on one line.
     lines.append("\\" + copy_statement(stage, columns, source, freeze=True)
