@@ -89,7 +89,7 @@ def run_shard(selection: SeriesSelection, shard: Shard, *, stats_json: str | os.
                    vmax=stats["vmax"], png_compress=png_compress,
                    overlay_limits=stats.get("overlays"),
                    extend=colorbar_extend(render.colorbar_extend, stats),
-                   label=f"shard {shard.name} frames")
+                   panel_limits=stats.get("panels"), label=f"shard {shard.name} frames")
     with open_selection(selection) as series, table_series(selection, series) as table:
         # Frames first: their encoder has exited before the rows pass starts, so the job's
         # peak is the larger of the two passes (what calibration measures), not their sum.

@@ -291,6 +291,9 @@ class RenderSettings(_Settings):
         Config ``colorbar_extend``; None: ``auto``.
     caption : str or None
         Config ``caption``: a line at the bottom of every frame.
+    panels : dict or None
+        Config ``panels`` as planned at parse time (:func:`ncreel.panels.plan_panels`):
+        several fields side by side; None: the one top-level field.
     """
 
     KEY: ClassVar[str] = "render"
@@ -303,13 +306,14 @@ class RenderSettings(_Settings):
     vectors: dict | None = None
     colorbar_extend: str | None = None
     caption: str | None = None
+    panels: dict | None = None
 
     @classmethod
     def from_params(cls, params: Mapping):
         """Build from a rule's params dict; the optional keys may be left out.
 
-        ``contours``, ``vectors``, ``colorbar_extend`` and ``caption`` are None when not
-        given.
+        ``contours``, ``vectors``, ``colorbar_extend``, ``caption`` and ``panels`` are None
+        when not given.
 
         Raises
         ------
@@ -318,13 +322,13 @@ class RenderSettings(_Settings):
         """
         if isinstance(params, Mapping):
             params = {"contours": None, "vectors": None, "colorbar_extend": None,
-                      "caption": None, **params}
+                      "caption": None, "panels": None, **params}
         return super().from_params(params)
 
     def to_params(self) -> dict:
         """Return the plain dict :meth:`from_params` reads; the keys above only when set."""
         params = super().to_params()
-        for key in ("contours", "vectors", "colorbar_extend", "caption"):
+        for key in ("contours", "vectors", "colorbar_extend", "caption", "panels"):
             if params[key] is None:
                 del params[key]
         return params
@@ -343,7 +347,10 @@ class RenderSettings(_Settings):
         if self.colorbar_extend is not None:
             _check_str(w, "colorbar_extend", self.colorbar_extend,
                        choices=("auto", "neither", "min", "max", "both"))
-        for key in ("contours", "vectors"):
+        if self.panels is not None and not (isinstance(self.panels, Mapping)
+                                            and isinstance(self.panels.get("panels"), list)):
+            raise _bad(w, "panels", "null or a planned panel layout", self.panels)
+        for key in ("contours", "vectors", "panels"):
             value = getattr(self, key)
             if value is not None and not isinstance(value, Mapping):
                 raise _bad(w, key, "null or a mapping", value)

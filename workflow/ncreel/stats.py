@@ -204,7 +204,7 @@ def write_statistics(series: Series, stats_json: str | os.PathLike,
                      cell_mean_npy: str | os.PathLike, *, vmin: float | None = None,
                      vmax: float | None = None, percentiles=(2.0, 98.0),
                      limits_series: Series | None = None,
-                     overlays: dict | None = None) -> dict:
+                     overlays: dict | None = None, panels: dict | None = None) -> dict:
     """Compute :func:`series_statistics` and write ``stats.json`` and ``cell_mean.npy``.
 
     Configured `vmin`/`vmax` override the computed percentiles (each independently). A
@@ -218,7 +218,9 @@ def write_statistics(series: Series, stats_json: str | os.PathLike,
     `limits_series`, when given, is what the movie shows (a region of `series`, whose
     cells the table has): the colour limits and value statistics are its, the cell means
     `series`'. `overlays` (config ``contours`` and ``vectors``) adds their fixed levels
-    and scale as ``overlays`` (:func:`ncreel.render.overlays.overlay_limits`).
+    and scale as ``overlays`` (:func:`ncreel.render.overlays.overlay_limits`). `panels`
+    (a planned ``panels`` layout, :func:`ncreel.panels.plan_panels`) adds each panel's
+    colour limits as ``panels`` (:func:`ncreel.panels.panel_statistics`).
 
     Returns
     -------
@@ -230,7 +232,11 @@ def write_statistics(series: Series, stats_json: str | os.PathLike,
     NcreelError
         If an input changed while it was being read.
     """
-    inputs = input_identities(series.paths)
+    paths = list(series.paths)
+    if panels:  # the panels' files: the limits below describe them too
+        paths += [q for p in panels["panels"] if p["series"] for q in p["series"]["paths"]
+                  if q not in paths]
+    inputs = input_identities(list(dict.fromkeys(paths)))
     time = series.time_axis()
     if not time.decoded:
         log.warning("time of '%s' not decoded, using the raw '%s' values instead "
@@ -275,6 +281,11 @@ def write_statistics(series: Series, stats_json: str | os.PathLike,
 
         stats["overlays"] = overlay_limits(limits_series or series, overlays.get("contours"),
                                            overlays.get("vectors"))
+    if panels:
+        from ncreel.panels import panel_statistics
+
+        stats["panels"] = panel_statistics(panels, (limits_series or series).n_time,
+                                           percentiles=tuple(percentiles))
     check_inputs(inputs)  # a file replaced during the pass: these statistics mix versions
     stats["inputs"] = inputs
     with atomic_path(cell_mean_npy) as tmp, open(tmp, "wb") as fh:

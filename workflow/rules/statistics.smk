@@ -23,6 +23,8 @@ rule statistics:
         ),
         runtime=lambda wc, attempt: res.series_pass_runtime(GRID["n_time"], attempt),
     params:
+        # each panel's colour limits (only with panels: other runs' params stay as they were)
+        **({"panels": RENDER["panels"]} if "panels" in RENDER else {}),
         series=SERIES,
         # Size and modification time of each input: a replaced file reruns the run from
         # here even when its time stamp is older (jobs check the full identity, see

@@ -69,6 +69,9 @@ class FrameJob:
         (:func:`ncreel.render.overlays.overlay_limits`, in ``stats.json``).
     extend : str
         The colour bar's arrows (:func:`colorbar_extend`).
+    panel_limits : list of dict or None
+        With ``render.panels``: each panel's colour limits (``stats.json`` ``panels``,
+        :func:`ncreel.panels.panel_statistics`).
     """
 
     series: SeriesSelection
@@ -81,6 +84,7 @@ class FrameJob:
     log_file: str | None = None
     overlay_limits: dict | None = None
     extend: str = "neither"
+    panel_limits: list | None = None
 
 
 def png_sample(start: int, stop: int, *, every: int = 0, extra: Iterable[int] = ()) -> list[int]:
@@ -158,32 +162,61 @@ def render_range(job: FrameJob, start: int, stop: int, *, segment: str | os.Path
     n = 0
     progress = Progress(stop - start, f"{job.label} {start}..{stop - 1}", log_file=job.log_file)
     labels = time_labels(series)
-    renderer = make_renderer(series, rend, vmin=job.vmin, vmax=job.vmax, labels=labels,
-                             overlay_limits=job.overlay_limits, extend=job.extend)
+    renderer, frames, close = frame_source(job, series, labels)
     with SegmentEncoder(segment, width=rend.width, height=rend.height, fps=enc.fps,
                         crf=enc.crf, preset=enc.preset, threads=encoder_threads) as encoder:
-        for t0, block in series.iter_blocks(start, stop, RENDER_BLOCK_BYTES):
-            extra = read_overlay_fields(series, rend.contours, rend.vectors, t0,
-                                        t0 + block.shape[0])
-            for i in range(block.shape[0]):
-                t = t0 + i
-                t1 = time.perf_counter()
-                rgba = renderer.draw(block[i], labels[t],
-                                     [tuple(a[i] for a in group) for group in extra])
-                draw_s += time.perf_counter() - t1
-                encoder.write(rgba)
-                if t in pngs and frames_dir is not None:
-                    renderer.save_png(Path(frames_dir) / frame_name(t),
-                                      compress_level=job.png_compress)
-                n += 1
-                progress.update(n)
-            del block  # let the next block reuse the memory
-    renderer.close()
+        for t, args in frames(start, stop):
+            t1 = time.perf_counter()
+            rgba = renderer.draw(*args)
+            draw_s += time.perf_counter() - t1
+            encoder.write(rgba)
+            if t in pngs and frames_dir is not None:
+                renderer.save_png(Path(frames_dir) / frame_name(t),
+                                  compress_level=job.png_compress)
+            n += 1
+            progress.update(n)
+    close()
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     return {"frames": n, "pngs": len(pngs & set(range(start, stop))), "render_s": draw_s,
             "wall_s": time.perf_counter() - t_start, "maxrss_mb": peak_rss_mb(),
             "encoder_maxrss_mb": encoder.peak_rss_mb or 0.0,
             "encoder_cpu_s": kids.ru_utime + kids.ru_stime}
+
+
+def frame_source(job: FrameJob, series, labels: list[str]):
+    """Build the renderer of `job` and a reader of the frames it draws, in bounded blocks.
+
+    Returns
+    -------
+    renderer : FrameRenderer or ncreel.render.panels.PanelRenderer
+    frames : callable
+        ``frames(start, stop)`` yields ``(t, args)`` per time step, drawn by
+        ``renderer.draw(*args)``; each block of :data:`RENDER_BLOCK_BYTES` (every panel's slab, the
+        overlays' fields) is read when reached and dropped after its frames.
+    close : callable
+        Releases the figure (and a layout's files).
+    """
+    rend = job.render
+    if rend.panels:
+        from ncreel.render.panels import PanelFrames
+
+        source = PanelFrames(rend.panels, rend, job.panel_limits, labels)
+        return (source.renderer,
+                lambda start, stop: source.frames(start, stop, RENDER_BLOCK_BYTES),
+                source.close)
+    renderer = make_renderer(series, rend, vmin=job.vmin, vmax=job.vmax, labels=labels,
+                             overlay_limits=job.overlay_limits, extend=job.extend)
+
+    def frames(start, stop):
+        for t0, block in series.iter_blocks(start, stop, RENDER_BLOCK_BYTES):
+            extra = read_overlay_fields(series, rend.contours, rend.vectors, t0,
+                                        t0 + block.shape[0])
+            for i in range(block.shape[0]):
+                yield t0 + i, (block[i], labels[t0 + i],
+                               [tuple(a[i] for a in group) for group in extra])
+            del block  # let the next block reuse the memory
+
+    return renderer, frames, renderer.close
 
 
 def render_shard(job: FrameJob, shard: Shard, *, segment: str | os.PathLike,
