@@ -38,6 +38,11 @@ def _ref(value, names: dict, n: int, where: str) -> int:
     return value
 
 
+def _own(panel: Mapping, key: str, top):
+    # The panel's own setting, else the top-level one (whose default is the schema's).
+    return panel[key] if key in panel else top
+
+
 def _step_runs(movie_labels: Sequence[str], labels: Sequence[str]) -> list | None:
     # [[movie_start, panel_start, length], ...] covering every movie step, or None if a
     # label is missing. First occurrence of a repeated label.
@@ -128,14 +133,14 @@ def plan_panels(panels: Sequence[Mapping] | None, *, config: Mapping, selection,
                     raise NcreelError(f"config key '{where}.{key}': a difference panel reads "
                                       "its two panels' data; remove the key")
             planned.append({"series": None, "steps": None, "difference_of": None,
-                            "cmap": p.get("cmap", DIFFERENCE_CMAP), "vmin": p.get("vmin"),
+                            "cmap": _own(p, "cmap", DIFFERENCE_CMAP), "vmin": p.get("vmin"),
                             "vmax": p.get("vmax"), "title": p.get("title") or p.get("name"),
                             "units": ""})
             continue
-        paths = resolve_paths(p.get("input", config["input"]))
-        sel = SeriesSelection(paths=paths, variable=p.get("variable", config["variable"]),
+        paths = resolve_paths(_own(p, "input", config["input"]))
+        sel = SeriesSelection(paths=paths, variable=_own(p, "variable", config["variable"]),
                               time_dim=selection.time_dim,
-                              select=p.get("select", config["select"]),
+                              select=_own(p, "select", config["select"]),
                               lat=selection.lat, lon=selection.lon, time=selection.time,
                               region=selection.region)
         try:
@@ -157,7 +162,7 @@ def plan_panels(panels: Sequence[Mapping] | None, *, config: Mapping, selection,
                 title = p.get("title") or p.get("name") or (
                     f"{s.long_name} [{s.units}]" if s.units else s.long_name)
                 planned.append({"series": s.spec(), "steps": runs, "difference_of": None,
-                                "cmap": p.get("cmap", config["cmap"]), "vmin": p.get("vmin"),
+                                "cmap": _own(p, "cmap", config["cmap"]), "vmin": p.get("vmin"),
                                 "vmax": p.get("vmax"), "title": title, "units": s.units})
         except NcreelError as err:
             text = str(err)
