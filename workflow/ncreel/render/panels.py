@@ -23,6 +23,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from ncreel.render.colorlookup import ColorLookup
 from ncreel.render.frame import (
@@ -167,9 +168,10 @@ class PanelRenderer:
                                      projection=p.projection)
             for feature in p.features:
                 feature.add_to(ax, p.projection)
-            cbar = self.fig.colorbar(mesh, ax=ax, extend=p.extend,
-                                     **_colorbar_place(ax, self.width / self.columns,
-                                                       self.height / self.rows))
+            place = _colorbar_place(ax, self.width / self.columns, self.height / self.rows)
+            cbar = self.fig.colorbar(mesh, ax=ax, extend=p.extend, **place)
+            if place["location"] == "bottom":  # labels side by side: fewer, so none touch
+                cbar.locator = MaxNLocator(nbins=5)
             style_colorbar(cbar, p.vmin, p.vmax, p.units)
             if p.title:
                 ax.set_title(p.title, parse_math=False, fontsize="medium")
@@ -200,6 +202,7 @@ class PanelRenderer:
         # lines lie above its field. One index image (frame-sized) exists at a time.
         size = (self.width, self.height)
         self._box, self._cells, self._colours, self._opaque = [], [], [], []
+        self._shown = []
         self._over, self._overlay = [], []
         for p, ax, (x, y) in zip(self.panels, self.axes, self._xy, strict=True):
             index = cell_index_image(ax, x, y, p.shape, size, self.dpi,
@@ -214,10 +217,19 @@ class PanelRenderer:
             cells = index[box]
             del index
             cells[cells < 0] = ncells  # the trailing "cell": transparent, like NaN
+            # Only the cells on screen are coloured per frame: a panel of a 0.25 degree
+            # grid shows about a quarter of its cells (one per pixel at most), so their
+            # colour look-up, the cost that grows with the grid, is a quarter too.
+            shown, local = np.unique(cells, return_inverse=True)
+            n_shown = int(np.count_nonzero(shown < ncells))
             self._box.append(box)
-            self._cells.append(cells.astype(np.uint16 if ncells < 2**16 else np.intp))
-            self._colours.append(np.zeros(ncells + 1, dtype=np.uint32))
+            self._shown.append(shown[:n_shown].astype(np.intp))
+            self._cells.append(local.reshape(cells.shape).astype(
+                np.uint16 if shown.size < 2**16 else np.intp))
+            # Colours of the shown cells, then (last, if any pixel has none) transparent.
+            self._colours.append(np.zeros(shown.size, dtype=np.uint32))
             self._opaque.append(np.empty(cells.shape, dtype=bool))
+            del cells, local
         self.label.set_visible(False)
         for mesh in self.meshes:
             mesh.set_visible(False)
@@ -235,9 +247,8 @@ class PanelRenderer:
         for mesh in self.meshes:
             mesh.remove()  # never drawn again; the colour bars keep their norms and cmaps
         self.label.set_visible(True)
-        for p, cells, f0, f1 in zip(self.panels, self._cells, f0s, f1s, strict=True):
-            ncells = p.shape[0] * p.shape[1]
-            over = ((f0 != 0) | (f1 != 255)).any(-1) & (cells < ncells)
+        for shown, cells, f0, f1 in zip(self._shown, self._cells, f0s, f1s, strict=True):
+            over = ((f0 != 0) | (f1 != 255)).any(-1) & (cells < shown.size)
             flat = np.flatnonzero(over)
             self._over.append(flat)
             self._overlay.append(AggOverlay(f0.reshape(-1, 3)[flat], f1.reshape(-1, 3)[flat]))
@@ -279,8 +290,8 @@ class PanelRenderer:
         buf = np.asarray(self.canvas.buffer_rgba())
         buf[...] = self._background
         for i, f in enumerate(fields):
-            colours, cells = self._colours[i], self._cells[i]
-            self._lookups[i].rgba32(f.ravel(), out=colours[:-1])
+            colours, cells, shown = self._colours[i], self._cells[i], self._shown[i]
+            self._lookups[i].rgba32(f.ravel().take(shown), out=colours[:shown.size])
             rgba = colours.take(cells) if cells.dtype == np.intp else colours[cells]
             over = self._over[i]
             if over.size:
@@ -301,8 +312,8 @@ class PanelRenderer:
     def map_area(self) -> np.ndarray:
         """Pixels that show a grid cell of any panel, shape (height, width) bool."""
         area = np.zeros((self.height, self.width), dtype=bool)
-        for p, box, cells in zip(self.panels, self._box, self._cells, strict=True):
-            area[box] |= cells < p.shape[0] * p.shape[1]
+        for shown, box, cells in zip(self._shown, self._box, self._cells, strict=True):
+            area[box] |= cells < shown.size
         return area
 
     def interior(self) -> np.ndarray:
