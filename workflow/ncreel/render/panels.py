@@ -171,7 +171,7 @@ class PanelRenderer:
             place = _colorbar_place(ax, self.width / self.columns, self.height / self.rows)
             cbar = self.fig.colorbar(mesh, ax=ax, extend=p.extend, **place)
             if place["location"] == "bottom":  # labels side by side: fewer, so none touch
-                cbar.locator = MaxNLocator(nbins=5)
+                cbar.locator = MaxNLocator(nbins=5, steps=[1, 2, 2.5, 5, 10])
             style_colorbar(cbar, p.vmin, p.vmax, p.units)
             if p.title:
                 ax.set_title(p.title, parse_math=False, fontsize="medium")
