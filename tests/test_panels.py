@@ -83,7 +83,8 @@ def _scenarios(columns=None):
     a, e = str(sample_path("A1B_north_america.nc")), str(sample_path("E1_north_america.nc"))
     sel = SeriesSelection(paths=(a,), variable="air_temperature", time_dim=None, select={},
                           lat=None, lon=None, time=None)
-    cfg = {"input": a, "variable": "air_temperature", "select": {}, "cmap": "viridis"}
+    cfg = {"input": a, "variable": "air_temperature", "select": {}, "cmap": "viridis",
+           "vmin": None, "vmax": None}
     panels = [{"name": "A1B"}, {"name": "E1", "input": e},
               {"difference_of": ["A1B", 1]}]
     with open_selection(sel) as s:
@@ -112,21 +113,24 @@ def test_difference_panel_of_two_scenarios_matches_a_full_redraw():
     assert worst["max_difference"] <= 1
 
 
-def _write(path, *, start, n, ny=4, nx=5, offset=0.0, name="tas", lat=None):
+def _write(path, *, start, n, ny=4, nx=5, offset=0.0, name="tas", lat=None,
+           units="days since 2000-01-01"):
     lat = np.linspace(-30, 30, ny) if lat is None else lat
     data = (offset + np.arange(start, start + n)[:, None, None]
             + np.zeros((n, ny, nx))).astype(np.float32)
     xr.Dataset({name: (("time", "lat", "lon"), data, {"units": "K"})},
-               coords={"time": time_coord(n, start=start), "lat": ("lat", lat, LAT_ATTRS),
+               coords={"time": time_coord(n, start=start, units=units),
+                       "lat": ("lat", lat, LAT_ATTRS),
                        "lon": ("lon", np.linspace(0, 80, nx), LON_ATTRS)}
                ).to_netcdf(path)
     return str(path)
 
 
-def _plan(tmp_path, main, panels, *, width=480, height=270, columns=None):
+def _plan(tmp_path, main, panels, *, width=480, height=270, columns=None, **top):
     sel = SeriesSelection(paths=(main,), variable="tas", time_dim=None, select={}, lat=None,
                           lon=None, time=None)
-    cfg = {"input": main, "variable": "tas", "select": {}, "cmap": "viridis"}
+    cfg = {"input": main, "variable": "tas", "select": {}, "cmap": "viridis", "vmin": None,
+           "vmax": None, **top}
     with open_selection(sel) as s:
         labels = time_labels(s)
         return plan_panels(panels, config=cfg, selection=sel, movie_labels=labels,
@@ -206,3 +210,19 @@ def test_configured_panel_limits_and_difference_limits(tmp_path):
     # other - main is 2 everywhere: symmetric -2..2 (percentiles of a constant -2 field).
     assert (limits[2]["vmin"], limits[2]["vmax"]) == (-2.0, 2.0)
     assert limits[2]["min"] == limits[2]["max"] == -2.0
+    # Top-level limits are every data panel's default; a difference keeps its own.
+    layout, labels = _plan(tmp_path, main, [{}, {"input": other, "vmax": 20},
+                                            {"difference_of": [0, 1]}], vmin=0.0, vmax=5.0)
+    limits = panel_statistics(layout, len(labels))
+    assert [(x["vmin"], x["vmax"]) for x in limits] == [(0.0, 5.0), (0.0, 20.0), (-2.0, 2.0)]
+
+
+def test_a_mesh_panel_is_refused_naming_the_panel(tmp_path):
+    from meshes import write_healpix
+
+    main = _write(tmp_path / "main.nc", start=0, n=3, units="days since 2020-01-01")
+    write_healpix(tmp_path / "hp.nc", 1)
+    with pytest.raises(NcreelError) as err:
+        _plan(tmp_path, main, [{}, {"input": str(tmp_path / "hp.nc")}])
+    assert "panels[1]" in str(err.value) and "unstructured mesh" in str(err.value)
+    assert "\n" not in str(err.value)

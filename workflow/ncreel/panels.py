@@ -71,8 +71,9 @@ def plan_panels(panels: Sequence[Mapping] | None, *, config: Mapping, selection,
     panels : sequence of mapping or None
         Config ``panels`` (validated by the schema).
     config : mapping
-        The validated config: ``input``, ``variable``, ``select``, ``cmap`` are the panels'
-        defaults.
+        The validated config: ``input``, ``variable``, ``select``, ``cmap``, ``vmin`` and
+        ``vmax`` are the panels' defaults (a difference panel's cmap is
+        :data:`DIFFERENCE_CMAP`, its limits its own).
     selection : ncreel.settings.SeriesSelection
         The movie's (top-level) selection; panels share its time dimension, coordinate
         names and region.
@@ -162,8 +163,10 @@ def plan_panels(panels: Sequence[Mapping] | None, *, config: Mapping, selection,
                 title = p.get("title") or p.get("name") or (
                     f"{s.long_name} [{s.units}]" if s.units else s.long_name)
                 planned.append({"series": s.spec(), "steps": runs, "difference_of": None,
-                                "cmap": _own(p, "cmap", config["cmap"]), "vmin": p.get("vmin"),
-                                "vmax": p.get("vmax"), "title": title, "units": s.units})
+                                "cmap": _own(p, "cmap", config["cmap"]),
+                                "vmin": _own(p, "vmin", config["vmin"]),
+                                "vmax": _own(p, "vmax", config["vmax"]), "title": title,
+                                "units": s.units})
         except NcreelError as err:
             text = str(err)
             raise NcreelError(text if text.startswith("config key") else f"{where}: {text}"
