@@ -8,14 +8,15 @@ import pytest
 import xarray as xr
 from layouts import LAT_ATTRS, LON_ATTRS, time_coord
 from ncreel.errors import NcreelError
-from ncreel.panels import PanelReader, panel_statistics, plan_panels
+from ncreel.panels import PanelReader, plan_panels
 from ncreel.render.frame import frame_difference
 from ncreel.render.maps import map_features, map_projection, map_scale
-from ncreel.render.panels import Panel, PanelFrames, PanelRenderer, grid_size
-from ncreel.render.segment import time_labels
+from ncreel.render.panels import Panel, PanelRenderer, grid_size
+from ncreel.render.segment import PanelFrames, time_labels
 from ncreel.sample import sample_path
 from ncreel.selection import open_selection
 from ncreel.settings import RenderSettings, SeriesSelection
+from ncreel.stats import panel_statistics
 
 MAP = {"coastlines": None, "borders": False, "projection": "PlateCarree",
        "projection_params": {}}

@@ -4,7 +4,7 @@
 mismatched grids, references out of range, meshes, time steps missing in one panel) and
 returns the plain dict the rules pass on. A panel's time steps are matched to the movie's
 (the top-level input's) by the frames' time labels, so files with different time axes
-(another scenario starting later, another calendar's file) show the same time in every
+(another scenario starting earlier or ending later) show the same time in every
 panel. :class:`PanelReader` reads every panel's slab for a range of the movie's steps only,
 and computes the difference panels from their sources.
 """
@@ -36,6 +36,19 @@ def _ref(value, names: dict, n: int, where: str) -> int:
         raise NcreelError(f"config key '{where}': panel index {value} is out of range "
                           f"(0..{n - 1}); panels are counted from 0")
     return value
+
+
+def series_labels(series) -> list[str]:
+    """Return the time label of each step of `series` (:mod:`ncreel.render.timelabels`).
+
+    The labels :func:`ncreel.render.segment.time_labels` gives by default: dates as precise
+    as the time step, in the file's calendar. Panels are matched by them.
+    """
+    from ncreel.render.timelabels import frame_labels
+
+    axis = series.time_axis()
+    return frame_labels(axis.labels, axis.values, calendar=axis.calendar, units=axis.units,
+                        name=series.time_name or series.time_dim, time_dim=series.time_dim)
 
 
 def _own(panel: Mapping, key: str, top):
@@ -78,7 +91,7 @@ def plan_panels(panels: Sequence[Mapping] | None, *, config: Mapping, selection,
         The movie's (top-level) selection; panels share its time dimension, coordinate
         names and region.
     movie_labels : sequence of str
-        The movie's time labels (:func:`ncreel.render.segment.time_labels`), one per step.
+        The movie's time labels (:func:`series_labels`), one per step.
     movie_paths : sequence of str
         The top-level input's files (named when a step is missing).
     width, height : int
@@ -106,7 +119,6 @@ def plan_panels(panels: Sequence[Mapping] | None, *, config: Mapping, selection,
     if not panels:
         return None
     from ncreel.render.panels import MAX_PANELS, grid_size
-    from ncreel.render.segment import plot_axes, time_labels
     from ncreel.selection import open_selection
     from ncreel.settings import SeriesSelection
     from ncreel.source import resolve_paths
@@ -150,16 +162,16 @@ def plan_panels(panels: Sequence[Mapping] | None, *, config: Mapping, selection,
                     raise NcreelError(f"config key '{where}': '{sel.variable}' in "
                                       f"{', '.join(paths)} is on an unstructured mesh; panels "
                                       "draw grids only (use a single field for a mesh)")
-                runs = _step_runs(movie_labels, time_labels(s))
+                runs = _step_runs(movie_labels, series_labels(s))
                 if runs is None:
-                    missing = [lab for lab in movie_labels if lab not in set(time_labels(s))]
+                    missing = [lab for lab in movie_labels if lab not in set(series_labels(s))]
                     raise NcreelError(
                         f"config key '{where}': {', '.join(paths)} has no step at "
                         f"{missing[0]!r} ({len(missing)} of the {len(movie_labels)} steps of "
                         f"{', '.join(movie_paths)} missing); panels must cover the same "
                         "times: give files that do, or cut the top-level input to them")
-                x, y, _, _ = plot_axes(s)
-                grids[i] = (s.shape[1:], x, y, s.has_lat_lon)
+                lat, lon = s.cell_coordinates()
+                grids[i] = (s.shape[1:], lon, lat, s.has_lat_lon)
                 title = p.get("title") or p.get("name") or (
                     f"{s.long_name} [{s.units}]" if s.units else s.long_name)
                 planned.append({"series": s.spec(), "steps": runs, "difference_of": None,
@@ -197,7 +209,8 @@ def plan_panels(panels: Sequence[Mapping] | None, *, config: Mapping, selection,
 
 
 def _same_grid(ga: tuple, gb: tuple) -> bool:
-    # Same shape and cell centres (to float32 precision: files store coordinates both ways).
+    # Same shape and cell centres (to float32 precision: files store coordinates both ways);
+    # (shape, lon, lat, has_lat_lon), coordinates None for grids in plain indices.
     if ga[0] != gb[0] or ga[3] != gb[3]:
         return False
     for u, v in ((ga[1], gb[1]), (ga[2], gb[2])):
@@ -326,40 +339,3 @@ class _PanelView:
             else:
                 a, b = (self.reader._read_one(k, t0, t1) for k in p["difference_of"])
                 yield t0, np.subtract(a, b, dtype=np.result_type(a, b, np.float32))
-
-
-def panel_statistics(layout: Mapping, n_time: int, *, percentiles=(2.0, 98.0)) -> list[dict]:
-    """Colour limits of every panel over the movie's `n_time` steps (the statistics pass).
-
-    A panel's limits are its 2nd and 98th percentiles (:func:`ncreel.stats.series_statistics`)
-    unless configured; a difference panel's are symmetric about zero, ``-m .. m`` with `m`
-    the larger magnitude of its percentiles (so zero is the colormap's centre). An empty
-    range is widened (:func:`ncreel.stats.nonsingular_range`).
-
-    Returns
-    -------
-    list of dict
-        One per panel: ``vmin``, ``vmax``, ``min``, ``max`` (the panel's units).
-    """
-    from ncreel.stats import nonsingular_range, series_statistics
-
-    out = []
-    with PanelReader(layout) as reader:
-        for i, p in enumerate(reader.panels):
-            stats, _ = series_statistics(reader.panel_view(i, n_time),
-                                         percentiles=tuple(percentiles))
-            lo, hi = stats["vmin"], stats["vmax"]
-            if p["difference_of"] is not None and np.isfinite(lo) and np.isfinite(hi):
-                m = max(abs(lo), abs(hi))
-                lo, hi = -m, m
-            if p["vmin"] is not None:
-                lo = float(p["vmin"])
-            if p["vmax"] is not None:
-                hi = float(p["vmax"])
-            if np.isfinite(lo) and np.isfinite(hi):
-                lo, hi = nonsingular_range(lo, hi)
-            else:  # no finite value: 0..1, as for a single field
-                lo, hi = 0.0, 1.0
-            out.append({"vmin": float(lo), "vmax": float(hi), "min": stats["min"],
-                        "max": stats["max"]})
-    return out

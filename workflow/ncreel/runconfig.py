@@ -185,10 +185,9 @@ def load_config(config: dict, *, overrides: Mapping | None = None,
     from ncreel.identity import input_stamps
     from ncreel.inputcheck import check_input_sizes, check_series_size, check_time_steps
     from ncreel.jobtext import input_link
-    from ncreel.panels import plan_panels
+    from ncreel.panels import plan_panels, series_labels
     from ncreel.region import region_from_config
     from ncreel.render.overlays import check_overlays, overlay_settings
-    from ncreel.render.segment import time_labels
     from ncreel.selection import open_selection, table_series
     from ncreel.settings import SeriesSelection
     from ncreel.source import resolve_paths
@@ -225,7 +224,7 @@ def load_config(config: dict, *, overrides: Mapping | None = None,
             raise NcreelError("config keys 'panels' and 'contours'/'vectors': overlays are "
                               "not drawn on panels yet; remove one of them")
         panels = plan_panels(config["panels"], config=config, selection=selection,
-                             movie_labels=time_labels(series), movie_paths=series.paths,
+                             movie_labels=series_labels(series), movie_paths=series.paths,
                              width=config["width"], height=config["height"],
                              columns=config["panel_columns"])
         time = series.time_axis()

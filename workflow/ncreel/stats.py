@@ -282,8 +282,6 @@ def write_statistics(series: Series, stats_json: str | os.PathLike,
         stats["overlays"] = overlay_limits(limits_series or series, overlays.get("contours"),
                                            overlays.get("vectors"))
     if panels:
-        from ncreel.panels import panel_statistics
-
         stats["panels"] = panel_statistics(panels, (limits_series or series).n_time,
                                            percentiles=tuple(percentiles))
     check_inputs(inputs)  # a file replaced during the pass: these statistics mix versions
@@ -295,3 +293,40 @@ def write_statistics(series: Series, stats_json: str | os.PathLike,
     log.info("colour range %.6g..%.6g from %d finite values", stats["vmin"], stats["vmax"],
              stats["n_finite"])
     return stats
+
+
+def panel_statistics(layout: dict, n_time: int, *, percentiles=(2.0, 98.0)) -> list[dict]:
+    """Colour limits of every panel over the movie's `n_time` steps (the statistics pass).
+
+    A panel's limits are its 2nd and 98th percentiles (:func:`ncreel.stats.series_statistics`)
+    unless configured; a difference panel's are symmetric about zero, ``-m .. m`` with `m`
+    the larger magnitude of its percentiles (so zero is the colormap's centre). An empty
+    range is widened (:func:`ncreel.stats.nonsingular_range`).
+
+    Returns
+    -------
+    list of dict
+        One per panel: ``vmin``, ``vmax``, ``min``, ``max`` (the panel's units).
+    """
+    from ncreel.panels import PanelReader
+
+    out = []
+    with PanelReader(layout) as reader:
+        for i, p in enumerate(reader.panels):
+            stats, _ = series_statistics(reader.panel_view(i, n_time),
+                                         percentiles=tuple(percentiles))
+            lo, hi = stats["vmin"], stats["vmax"]
+            if p["difference_of"] is not None and np.isfinite(lo) and np.isfinite(hi):
+                m = max(abs(lo), abs(hi))
+                lo, hi = -m, m
+            if p["vmin"] is not None:
+                lo = float(p["vmin"])
+            if p["vmax"] is not None:
+                hi = float(p["vmax"])
+            if np.isfinite(lo) and np.isfinite(hi):
+                lo, hi = nonsingular_range(lo, hi)
+            else:  # no finite value: 0..1, as for a single field
+                lo, hi = 0.0, 1.0
+            out.append({"vmin": float(lo), "vmax": float(hi), "min": stats["min"],
+                        "max": stats["max"]})
+    return out

@@ -71,7 +71,7 @@ class FrameJob:
         The colour bar's arrows (:func:`colorbar_extend`).
     panel_limits : list of dict or None
         With ``render.panels``: each panel's colour limits (``stats.json`` ``panels``,
-        :func:`ncreel.panels.panel_statistics`).
+        :func:`ncreel.stats.panel_statistics`).
     """
 
     series: SeriesSelection
@@ -198,8 +198,6 @@ def frame_source(job: FrameJob, series, labels: list[str]):
     """
     rend = job.render
     if rend.panels:
-        from ncreel.render.panels import PanelFrames
-
         source = PanelFrames(rend.panels, rend, job.panel_limits, labels)
         return (source.renderer,
                 lambda start, stop: source.frames(start, stop, RENDER_BLOCK_BYTES),
@@ -494,3 +492,85 @@ def plot_axes(series):
     x = ds[series.x_dim].values if series.x_dim in ds.variables else None
     y = ds[series.y_dim].values if series.y_dim in ds.variables else None
     return x, y, series.x_dim, series.y_dim
+
+
+class PanelFrames:
+    """A layout's files opened and its renderer built: what a render worker draws from.
+
+    Parameters
+    ----------
+    layout : dict
+        :func:`ncreel.panels.plan_panels`' result.
+    render : ncreel.settings.RenderSettings
+        Frame size, dpi and ``map`` (projection, coastlines, borders) of every panel.
+    limits : sequence of dict
+        Per panel ``vmin``, ``vmax`` and, when known, ``min``, ``max``
+        (:func:`ncreel.stats.panel_statistics`, in ``stats.json``).
+    labels : sequence of str
+        The movie's time labels.
+    blit : bool
+        See :class:`ncreel.render.panels.PanelRenderer`.
+
+    Notes
+    -----
+    Call :meth:`close` (or use it as a context manager) to release the figure and files.
+    """
+
+    def __init__(self, layout, render, limits, labels, *, blit: bool = True) -> None:
+        from ncreel.panels import PanelReader
+        from ncreel.render.panels import Panel, PanelRenderer
+
+        self.reader = PanelReader(layout).__enter__()
+        self.labels = list(labels)
+        try:
+            panels = []
+            axes = {}
+            for i, p in enumerate(self.reader.panels):
+                k = i if p["difference_of"] is None else p["difference_of"][0]
+                s = self.reader.series[k]
+                if k not in axes:
+                    x, y, _, _ = plot_axes(s)
+                    geo = s.has_lat_lon
+                    projection, features = map_settings(render.map, lon=x if geo else None,
+                                                        lat=y if geo else None)
+                    if getattr(s, "region", None) is not None:
+                        from ncreel.region import region_features
+
+                        features = [*features, *region_features(s.region)]
+                    axes[k] = (x, y, projection, features)
+                x, y, projection, features = axes[k]
+                lim = limits[i]
+                panels.append(Panel(shape=self.reader.shape(i), x=x, y=y, cmap=p["cmap"],
+                                    vmin=lim["vmin"], vmax=lim["vmax"], title=p["title"],
+                                    units=p["units"], projection=projection,
+                                    features=features,
+                                    extend=colorbar_extend(render.colorbar_extend, lim)))
+            self.renderer = PanelRenderer(panels, width=render.width, height=render.height,
+                                          dpi=render.dpi, columns=layout.get("columns"),
+                                          time_labels=self.labels, blit=blit,
+                                          caption=render.caption or "")
+        except BaseException:
+            self.reader.__exit__(None, None, None)
+            raise
+
+    def frames(self, start: int, stop: int, max_bytes: int):
+        """Yield ``(t, (fields, label))``, the renderer's ``draw`` arguments, per step.
+
+        Steps ``start:stop`` are read in blocks of at most `max_bytes` (every panel's slab
+        of those steps), each dropped after its frames.
+        """
+        for t0, block in self.reader.iter_blocks(start, stop, max_bytes):
+            for i in range(block[0].shape[0]):
+                yield t0 + i, ([b[i] for b in block], self.labels[t0 + i])
+            del block
+
+    def close(self) -> None:
+        """Release the figure and close the files."""
+        self.renderer.close()
+        self.reader.__exit__(None, None, None)
+
+    def __enter__(self) -> PanelFrames:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
