@@ -227,3 +227,18 @@ def test_a_mesh_panel_is_refused_naming_the_panel(tmp_path):
         _plan(tmp_path, main, [{}, {"input": str(tmp_path / "hp.nc")}])
     assert "panels[1]" in str(err.value) and "unstructured mesh" in str(err.value)
     assert "\n" not in str(err.value)
+
+
+def test_panel_keys_are_settings_with_suggestions():
+    from ncreel.cli import settings_detail
+    from ncreel.configcheck import schema_error_message, unknown_key_message
+
+    assert "Two other panels" in settings_detail("panels[].difference_of")
+    assert "'panels[].name'" in unknown_key_message("nmae", "panels.0")
+    import jsonschema
+    from ncreel.configcheck import load_schema
+
+    errors = list(jsonschema.Draft202012Validator(load_schema()).iter_errors(
+        {"input": "a.nc", "variable": "v", "run": "r", "panels": [{"difference_of": [0]}]}))
+    text = schema_error_message(errors[0])
+    assert "panels.0.difference_of" in text and "ncreel settings panels[].difference_of" in text
