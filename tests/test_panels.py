@@ -242,3 +242,34 @@ def test_panel_keys_are_settings_with_suggestions():
         {"input": "a.nc", "variable": "v", "run": "r", "panels": [{"difference_of": [0]}]}))
     text = schema_error_message(errors[0])
     assert "panels.0.difference_of" in text and "ncreel settings panels[].difference_of" in text
+
+
+def test_a_shard_job_stops_when_a_panel_file_was_replaced(tmp_path):
+    from ncreel.cells import cells_settings
+    from ncreel.identity import input_identities
+    from ncreel.process_shard import run_shard
+    from ncreel.settings import CellsSettings, EncodeSettings
+    from ncreel.shardplan import Shard
+
+    main = _write(tmp_path / "main.nc", start=0, n=3)
+    other = _write(tmp_path / "other.nc", start=0, n=3, offset=5.0)
+    layout, labels = _plan(tmp_path, main, [{}, {"input": other}])
+    stats = {"vmin": 0.0, "vmax": 1.0, "inputs": input_identities([main, other]),
+             "panels": panel_statistics(layout, len(labels))}
+    (tmp_path / "stats.json").write_text(__import__("json").dumps(stats))
+    np.save(tmp_path / "cell_mean.npy", np.zeros((4, 5)))
+    _write(tmp_path / "other.nc", start=0, n=4, offset=5.0)  # replaced: one more step
+    sel = SeriesSelection(paths=(main,), variable="tas", time_dim=None, select={}, lat=None,
+                          lon=None, time=None)
+    cells = CellsSettings.from_params(cells_settings(
+        {"model": "field", "geometry": "none", "compression": "none",
+         "compression_level": None, "params": {}}))
+    render = RenderSettings.from_params({"width": 320, "height": 96, "dpi": 30,
+                                         "cmap": "viridis", "map": MAP, "panels": layout})
+    with pytest.raises(NcreelError, match="other.nc"):
+        run_shard(sel, Shard(0, 0, 3), stats_json=tmp_path / "stats.json",
+                  cell_mean_npy=tmp_path / "cell_mean.npy", frames_dir=tmp_path / "frames",
+                  rows_path=tmp_path / "rows.copy", render=render,
+                  segment=tmp_path / "seg.mp4", cells=cells,
+                  encode=EncodeSettings(fps=10, crf=18, preset="ultrafast"))
+    assert not (tmp_path / "seg.mp4").exists()

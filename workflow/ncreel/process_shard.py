@@ -83,8 +83,12 @@ def run_shard(selection: SeriesSelection, shard: Shard, *, stats_json: str | os.
     # The files must be the versions the statistics (colour limits, cell means) describe;
     # checked again after the last read, before the rows file gets its final name.
     recorded = stats.get("inputs")
+    # The files this job reads: the input's and, with panels, every panel's.
+    paths = list(dict.fromkeys([*selection.paths, *(
+        q for p in (render.panels or {}).get("panels", []) if p["series"]
+        for q in p["series"]["paths"])]))
     if recorded is not None:
-        check_inputs(recorded, selection.paths)
+        check_inputs(recorded, paths)
     job = FrameJob(series=selection, render=render, encode=encode, vmin=stats["vmin"],
                    vmax=stats["vmax"], png_compress=png_compress,
                    overlay_limits=stats.get("overlays"),
@@ -111,7 +115,7 @@ def run_shard(selection: SeriesSelection, shard: Shard, *, stats_json: str | os.
                 n_rows += rows.write(fh, t0, block)
                 progress.update(t0 + block.shape[0] - shard.start, rows_written=n_rows)
             if recorded is not None:
-                check_inputs(recorded, selection.paths)
+                check_inputs(recorded, paths)
     log.info("shard %s: %d rows; %d frames (%d PNG) by %d worker(s) in %.1f s, %.1f frames/s "
              "drawn, worker peak RSS %.0f MiB, encoder peak RSS %.0f MiB", shard.name, n_rows,
              info["frames"], info["pngs"], info["workers"], info["wall_s"],
