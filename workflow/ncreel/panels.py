@@ -38,19 +38,6 @@ def _ref(value, names: dict, n: int, where: str) -> int:
     return value
 
 
-def series_labels(series) -> list[str]:
-    """Return the time label of each step of `series` (:mod:`ncreel.render.timelabels`).
-
-    The labels :func:`ncreel.render.segment.time_labels` gives by default: dates as precise
-    as the time step, in the file's calendar. Panels are matched by them.
-    """
-    from ncreel.render.timelabels import frame_labels
-
-    axis = series.time_axis()
-    return frame_labels(axis.labels, axis.values, calendar=axis.calendar, units=axis.units,
-                        name=series.time_name or series.time_dim, time_dim=series.time_dim)
-
-
 def _own(panel: Mapping, key: str, top):
     # The panel's own setting, else the top-level one (whose default is the schema's).
     return panel[key] if key in panel else top
@@ -91,7 +78,8 @@ def plan_panels(panels: Sequence[Mapping] | None, *, config: Mapping, selection,
         The movie's (top-level) selection; panels share its time dimension, coordinate
         names and region.
     movie_labels : sequence of str
-        The movie's time labels (:func:`series_labels`), one per step.
+        The movie's time labels, one per step
+        (:func:`ncreel.render.timelabels.series_labels`).
     movie_paths : sequence of str
         The top-level input's files (named when a step is missing).
     width, height : int
@@ -119,6 +107,7 @@ def plan_panels(panels: Sequence[Mapping] | None, *, config: Mapping, selection,
     if not panels:
         return None
     from ncreel.render.panels import MAX_PANELS, grid_size
+    from ncreel.render.timelabels import series_labels
     from ncreel.selection import open_selection
     from ncreel.settings import SeriesSelection
     from ncreel.source import resolve_paths
@@ -162,9 +151,11 @@ def plan_panels(panels: Sequence[Mapping] | None, *, config: Mapping, selection,
                     raise NcreelError(f"config key '{where}': '{sel.variable}' in "
                                       f"{', '.join(paths)} is on an unstructured mesh; panels "
                                       "draw grids only (use a single field for a mesh)")
-                runs = _step_runs(movie_labels, series_labels(s))
+                own = series_labels(s)
+                runs = _step_runs(movie_labels, own)
                 if runs is None:
-                    missing = [lab for lab in movie_labels if lab not in set(series_labels(s))]
+                    own = set(own)
+                    missing = [lab for lab in movie_labels if lab not in own]
                     raise NcreelError(
                         f"config key '{where}': {', '.join(paths)} has no step at "
                         f"{missing[0]!r} ({len(missing)} of the {len(movie_labels)} steps of "

@@ -185,9 +185,10 @@ def load_config(config: dict, *, overrides: Mapping | None = None,
     from ncreel.identity import input_stamps
     from ncreel.inputcheck import check_input_sizes, check_series_size, check_time_steps
     from ncreel.jobtext import input_link
-    from ncreel.panels import plan_panels, series_labels
+    from ncreel.panels import plan_panels
     from ncreel.region import region_from_config
     from ncreel.render.overlays import check_overlays, overlay_settings
+    from ncreel.render.timelabels import series_labels
     from ncreel.selection import open_selection, table_series
     from ncreel.settings import SeriesSelection
     from ncreel.source import resolve_paths

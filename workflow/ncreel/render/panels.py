@@ -33,6 +33,7 @@ from ncreel.render.frame import (
     add_mesh,
     cell_index_image,
     cell_interior,
+    map_axes,
     write_png,
 )
 from ncreel.render.frametext import add_caption, align_header, fit_header, style_colorbar
@@ -158,7 +159,7 @@ class PanelRenderer:
         self.axes, self.meshes, self._to_mesh, self._xy = [], [], [], []
         self.norms = []
         for i, p in enumerate(panels):
-            ax = _panel_axes(self.fig, p.projection, self.rows, self.columns, i)
+            ax = map_axes(self.fig, p.projection, subplot=(self.rows, self.columns, i + 1))
             ny, nx = p.shape
             x = np.arange(nx) if p.x is None else np.asarray(p.x)
             y = np.arange(ny) if p.y is None else np.asarray(p.y)
@@ -348,17 +349,3 @@ def _colorbar_place(ax, cell_w: float, cell_h: float) -> dict:
     if aspect and cell_w / cell_h < 1.15 * aspect:
         return {"location": "bottom", "shrink": 0.8, "pad": 0.03, "aspect": 30}
     return {"location": "right", "shrink": 0.9, "pad": 0.02}
-
-
-def _panel_axes(fig, projection, rows: int, cols: int, i: int):
-    # As ncreel.render.frame.map_axes, in cell i of a rows x cols grid.
-    from ncreel.render.maps import PlainPlateCarree
-
-    plain = isinstance(projection, PlainPlateCarree)
-    kw = {} if plain or projection is None else {"projection": projection}
-    ax = fig.add_subplot(rows, cols, i + 1, **kw)
-    if plain:
-        ax.set_aspect("equal", adjustable="box")
-        ax.xaxis.set_visible(False)
-        ax.yaxis.set_visible(False)
-    return ax

@@ -338,11 +338,9 @@ def time_labels(series) -> list[str]:
     does not decode, or ``<time_dim> step <index>`` when there is no number either. The
     table's ``time`` column keeps the full ISO dates.
     """
-    from ncreel.render.timelabels import frame_labels
+    from ncreel.render.timelabels import series_labels
 
-    axis = series.time_axis()
-    return frame_labels(axis.labels, axis.values, calendar=axis.calendar, units=axis.units,
-                        name=series.time_name or series.time_dim, time_dim=series.time_dim)
+    return series_labels(series)
 
 
 def make_renderer(series, render: RenderSettings, *, vmin: float, vmax: float,
