@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -56,3 +57,27 @@ def test_a_missing_step_stops_a_dry_run_with_one_line(tmp_path):
     assert len(lines) == 1 and "panels[1]" in lines[0] and "other.nc" in lines[0], proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (work / "results" / "pan" / "stats.json").exists()
+
+
+def _statistics_mem_mb(stdout: str) -> int:
+    # `snakemake -n` prints each job's rule and then its resources.
+    block = stdout.split("rule statistics:", 1)[1]
+    return int(re.search(r"\bmem_mb=(\d+)", block).group(1))
+
+
+def test_statistics_memory_covers_the_largest_panel_grid(tmp_path):
+    main = _write(tmp_path / "main.nc", start=0, n=2)
+    big = _write(tmp_path / "big.nc", start=0, n=2, ny=1000, nx=1000)
+    (tmp_path / "work").mkdir()
+    work = make_workdir(tmp_path / "work")
+    mem = {}
+    for name, panels in (("one", [{}]), ("big", [{}, {"input": big}])):
+        cfg = {"run": name, "input": main, "variable": "tas", "panels": panels}
+        (work / f"{name}.json").write_text(json.dumps(cfg))
+        proc = snakemake(work, "--configfile", f"{name}.json", "-n")
+        mem[name] = _statistics_mem_mb(proc.stdout)
+    # The statistics job holds per-cell sums of the largest grid: the big panel's.
+    from ncreel.resources import statistics_mem_mb
+
+    assert mem["one"] == statistics_mem_mb(ny=4, nx=5)
+    assert mem["big"] == statistics_mem_mb(ny=1000, nx=1000) > mem["one"], mem

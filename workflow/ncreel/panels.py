@@ -94,7 +94,7 @@ def plan_panels(panels: Sequence[Mapping] | None, *, config: Mapping, selection,
         ``series`` (a selection's params; None for a difference), ``steps`` (runs
         ``[movie_start, panel_start, length]`` of its own time indices; None for a
         difference), ``difference_of`` (two panel indices or None), ``cmap``, ``vmin``,
-        ``vmax``, ``title``, ``units``.
+        ``vmax``, ``title``, ``units``, ``shape`` (``[ny, nx]``).
 
     Raises
     ------
@@ -135,6 +135,7 @@ def plan_panels(panels: Sequence[Mapping] | None, *, config: Mapping, selection,
                     raise NcreelError(f"config key '{where}.{key}': a difference panel reads "
                                       "its two panels' data; remove the key")
             planned.append({"series": None, "steps": None, "difference_of": None,
+                            "shape": None,
                             "cmap": _own(p, "cmap", DIFFERENCE_CMAP), "vmin": p.get("vmin"),
                             "vmax": p.get("vmax"), "title": p.get("title") or p.get("name"),
                             "units": ""})
@@ -166,6 +167,7 @@ def plan_panels(panels: Sequence[Mapping] | None, *, config: Mapping, selection,
                 title = p.get("title") or p.get("name") or (
                     f"{s.long_name} [{s.units}]" if s.units else s.long_name)
                 planned.append({"series": s.spec(), "steps": runs, "difference_of": None,
+                                "shape": [s.ny, s.nx],
                                 "cmap": _own(p, "cmap", config["cmap"]),
                                 "vmin": _own(p, "vmin", config["vmin"]),
                                 "vmax": _own(p, "vmax", config["vmax"]), "title": title,
@@ -194,6 +196,7 @@ def plan_panels(panels: Sequence[Mapping] | None, *, config: Mapping, selection,
         d = planned[i]
         d["difference_of"] = [a, b]
         d["units"] = planned[a]["units"]
+        d["shape"] = planned[a]["shape"]
         if not d["title"]:
             d["title"] = f"{planned[a]['title']} \u2212 {planned[b]['title']}"
     return {"columns": columns, "panels": planned}
