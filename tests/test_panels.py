@@ -115,11 +115,11 @@ def test_difference_panel_of_two_scenarios_matches_a_full_redraw():
 
 
 def _write(path, *, start, n, ny=4, nx=5, offset=0.0, name="tas", lat=None,
-           units="days since 2000-01-01"):
+           units="days since 2000-01-01", data_units="K"):
     lat = np.linspace(-30, 30, ny) if lat is None else lat
     data = (offset + np.arange(start, start + n)[:, None, None]
             + np.zeros((n, ny, nx))).astype(np.float32)
-    xr.Dataset({name: (("time", "lat", "lon"), data, {"units": "K"})},
+    xr.Dataset({name: (("time", "lat", "lon"), data, {"units": data_units})},
                coords={"time": time_coord(n, start=start, units=units),
                        "lat": ("lat", lat, LAT_ATTRS),
                        "lon": ("lon", np.linspace(0, 80, nx), LON_ATTRS)}
@@ -190,6 +190,14 @@ def test_difference_of_mismatched_grids_is_refused(tmp_path):
         with pytest.raises(NcreelError) as err:
             _plan(tmp_path, main, [{}, {"input": path}, {"difference_of": [0, 1]}])
         assert "not on the same grid" in str(err.value) and grid in str(err.value)
+
+
+def test_difference_in_different_units_is_refused(tmp_path):
+    main = _write(tmp_path / "main.nc", start=0, n=2)
+    celsius = _write(tmp_path / "c.nc", start=0, n=2, data_units="degC")
+    with pytest.raises(NcreelError) as err:
+        _plan(tmp_path, main, [{}, {"input": celsius}, {"difference_of": [0, 1]}])
+    assert "different units ('K', 'degC')" in str(err.value) and "\n" not in str(err.value)
 
 
 def test_more_panels_than_fit_are_refused(tmp_path):

@@ -102,7 +102,8 @@ def plan_panels(panels: Sequence[Mapping] | None, *, config: Mapping, selection,
         One line naming the panel (``panels[i]``) and what to change: an unknown variable
         or file, an unstructured mesh, a time step of the movie missing in its files, a
         difference of an out-of-range or unknown panel, of itself or of another
-        difference, of panels on different grids, or more panels than the frame fits.
+        difference, of panels on different grids or in different units, or more panels than
+        the frame fits.
     """
     if not panels:
         return None
@@ -192,6 +193,12 @@ def plan_panels(panels: Sequence[Mapping] | None, *, config: Mapping, selection,
                               f"grid {ga[0][0]} x {ga[0][1]}) and {b} ({planned[b]['title']}, "
                               f"grid {gb[0][0]} x {gb[0][1]}) are not on the same grid; a "
                               "difference needs the same cells (regrid one file first)")
+        ua, ub = planned[a]["units"], planned[b]["units"]
+        if ua != ub:  # K minus degC would be drawn as a 273 K "difference"
+            raise NcreelError(f"config key '{where}': panels {a} ({planned[a]['title']}) and "
+                              f"{b} ({planned[b]['title']}) are in different units ({ua!r}, "
+                              f"{ub!r}); a difference needs the same units (convert one file "
+                              "first)")
         grids[i] = ga
         d = planned[i]
         d["difference_of"] = [a, b]
