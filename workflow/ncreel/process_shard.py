@@ -84,9 +84,9 @@ def run_shard(selection: SeriesSelection, shard: Shard, *, stats_json: str | os.
     # checked again after the last read, before the rows file gets its final name.
     recorded = stats.get("inputs")
     # The files this job reads: the input's and, with panels, every panel's.
+    panels = render.panels["panels"] if render.panels else []
     paths = list(dict.fromkeys([*selection.paths, *(
-        q for p in (render.panels or {}).get("panels", []) if p["series"]
-        for q in p["series"]["paths"])]))
+        q for p in panels if p["series"] for q in p["series"]["paths"])]))
     if recorded is not None:
         check_inputs(recorded, paths)
     job = FrameJob(series=selection, render=render, encode=encode, vmin=stats["vmin"],
