@@ -435,6 +435,101 @@ def case_xmovie_0p25deg(nc, n, tmp):
             "cpu_seconds": time.process_time() - c, "frame_seconds": frame_s}
 
 
+def _panel_fields(n):
+    """Four 0.25 degree fields (the synthetic one, shifted and scaled per panel), n frames."""
+    base = _big_fields(n)
+    return [base, base[::-1] + 2.0, base * 0.5 + 140.0, base - base.mean(axis=0)]
+
+
+PANEL_LIMITS = [(255.0, 300.0), (257.0, 302.0), (267.5, 290.0), (-8.0, 8.0)]
+PANEL_CMAPS = ["viridis", "magma", "cividis", "RdBu_r"]
+
+
+def case_panels_2x2(nc, n, tmp):
+    """Index-image frames of a 2 x 2 layout of four 0.25 degree fields, PlateCarree maps."""
+    from ncreel.render.panels import Panel, PanelRenderer
+    from ncreel.render.segment import map_settings
+
+    y, x = _big_coords()
+    data = _panel_fields(min(n, 4))
+    t0 = time.perf_counter()
+    projection, features = map_settings(_map("PlateCarree"), lon=x, lat=y)
+    panels = [Panel(shape=BIG, x=x, y=y, cmap=c, vmin=lo, vmax=hi, title=f"field {i}",
+                    units="K", projection=projection, features=features)
+              for i, (c, (lo, hi)) in enumerate(zip(PANEL_CMAPS, PANEL_LIMITS, strict=True))]
+    r = PanelRenderer(panels, width=W, height=H, dpi=DPI, time_labels=["step 000"])
+    startup = time.perf_counter() - t0
+    k = len(data[0])
+    r.draw([d[0] for d in data], "warm-up")
+    t, c = time.perf_counter(), time.process_time()
+    frame_s = []
+    for i in range(n):
+        t1 = time.perf_counter()
+        r.draw([d[i % k] for d in data], f"step {i:03d}")
+        frame_s.append(time.perf_counter() - t1)
+    return {"seconds": time.perf_counter() - t, "cpu_seconds": time.process_time() - c,
+            "frames": n, "startup_s": startup, "frame_seconds": frame_s}
+
+
+def case_xmovie_panels_2x2(nc, n, tmp):
+    """Draw the same four panels with xmovie 0.3.1 through a custom plot function.
+
+    Plain axes (no cartopy): the cheapest way xmovie can draw them, so the ratio is a lower
+    bound of ncreel's lead over xmovie drawing maps.
+    """
+    import warnings
+
+    import xarray as xr
+
+    warnings.filterwarnings("ignore")
+    from xmovie import Movie
+    from xmovie.core import save_single_frame
+
+    lat, lon = _big_coords()
+    ds = xr.Dataset({f"f{i}": (("time", "lat", "lon"), d)
+                     for i, d in enumerate(_panel_fields(n))},
+                    coords={"lat": lat, "lon": lon})
+
+    def four_panels(ds, fig, tt, framedim="time", **kwargs):
+        axes = fig.subplots(2, 2)
+        for i, ax in enumerate(axes.flat):
+            lo, hi = PANEL_LIMITS[i]
+            pp = ax.pcolormesh(ds.lon, ds.lat, ds[f"f{i}"].isel({framedim: tt}).values,
+                               cmap=PANEL_CMAPS[i], vmin=lo, vmax=hi)
+            fig.colorbar(pp, ax=ax, label="K")
+            ax.set_title(f"field {i}")
+        fig.suptitle(f"step {tt:03d}")
+        return ax, pp
+
+    mov = Movie(ds, plotfunc=four_panels, input_check=False, pixelwidth=W, pixelheight=H,
+                dpi=DPI)
+    t, c = time.perf_counter(), time.process_time()
+    frame_s = []
+    for i in range(n):
+        t1 = time.perf_counter()
+        fig, _, _ = mov.render_single_frame(i)
+        save_single_frame(fig, i, odir=tmp, frame_pattern=mov.frame_pattern, dpi=mov.dpi)
+        frame_s.append(time.perf_counter() - t1)
+    return {"seconds": time.perf_counter() - t, "frames": n,
+            "cpu_seconds": time.process_time() - c, "frame_seconds": frame_s}
+
+
+def panel_keys(*, frames: int, xmovie_frames: int, smoke: bool) -> dict:
+    """``render_fps_panels_2x2`` and ``panels_speedup_vs_xmovie`` (median frame times)."""
+    p = run("panels_2x2", "", frames, smoke)
+    x = run("xmovie_panels_2x2", "", xmovie_frames, smoke)
+    fps = 1 / statistics.median(p["frame_seconds"])
+    xfps = 1 / statistics.median(x["frame_seconds"])
+    print(f"# panels 2x2: four {BIG[0]}x{BIG[1]} fields at {W}x{H}; ncreel {frames} frames, "
+          f"xmovie {xmovie_frames}; start-up {p['startup_s']:.1f} s")
+    return {"render_fps_panels_2x2": fps, "render_fps_xmovie_panels_2x2": xfps,
+            "panels_speedup_vs_xmovie": fps / xfps,
+            "panels_cpu_speedup_vs_xmovie": ((x["cpu_seconds"] / x["frames"])
+                                             / (p["cpu_seconds"] / p["frames"])),
+            "render_startup_s_panels_2x2": p["startup_s"],
+            "render_rss_mb_panels_2x2": p["rss_mb"]}
+
+
 def _big_nc(n, path):
     """`n` steps of the synthetic 0.25 degree field as a CF NetCDF file."""
     import numpy as np
@@ -694,6 +789,12 @@ def main(argv=None):
                     help="frames uxarray draws of the mesh (after one that builds its polygons)")
     ap.add_argument("--mesh-long-frames", type=int, default=40,
                     help="steps of the mesh file; the long worker-memory shard")
+    ap.add_argument("--panels-frames", type=int, default=40,
+                    help="frames of the 2 x 2 panel layout")
+    ap.add_argument("--xmovie-panels-frames", type=int, default=3,
+                    help="frames xmovie draws of the 2 x 2 panel layout")
+    ap.add_argument("--panels-only", action="store_true",
+                    help="run only the panel-layout cases")
     ap.add_argument("--mesh-only", action="store_true",
                     help="run only the unstructured-mesh cases")
     ap.add_argument("--smoke", action="store_true",
@@ -711,7 +812,14 @@ def main(argv=None):
         args.frames, args.long_frames, args.map_frames = 4, 8, 4
         args.big_frames, args.xmovie_big_frames = 6, 1
         args.mesh_frames, args.uxarray_frames, args.mesh_long_frames = 4, 1, 12
+        args.panels_frames, args.xmovie_panels_frames = 4, 1
     n, sm = args.frames, args.smoke
+    panels = {"frames": args.panels_frames, "xmovie_frames": args.xmovie_panels_frames,
+              "smoke": sm}
+    if args.panels_only:
+        for k, v in panel_keys(**panels).items():
+            print(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}")
+        return
     mesh = {"frames": args.mesh_frames, "ux_frames": args.uxarray_frames,
             "long_frames": args.mesh_long_frames, "smoke": sm}
     if args.mesh_only:
@@ -848,6 +956,7 @@ def main(argv=None):
         keys[f"exact_share_beyond_level_{name}"] = e["share_beyond"]
         keys[f"exact_share_beyond_level_interior_{name}"] = e["share_beyond_interior"]
     keys.update(mesh_keys(**mesh))
+    keys.update(panel_keys(**panels))
     for k, v in keys.items():
         print(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}")
 

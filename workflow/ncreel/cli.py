@@ -66,7 +66,7 @@ def iter_settings(schema: Mapping | None = None, prefix: str = "") -> Iterator[t
     Yields
     ------
     key : str
-        Dotted key, e.g. ``map.projection``.
+        Dotted key, e.g. ``map.projection``; a list's items ``panels[].input``.
     node : dict
         Its schema (``type``, ``default``, ``description``, ...).
     """
@@ -76,6 +76,8 @@ def iter_settings(schema: Mapping | None = None, prefix: str = "") -> Iterator[t
         yield key, node
         if node.get("type") == "object" and "properties" in node:
             yield from iter_settings(node, f"{key}.")
+        if isinstance(node.get("items"), dict) and "properties" in node["items"]:
+            yield from iter_settings(node["items"], f"{key}[].")  # panels[].input
 
 
 def settings_summary(width: int = WIDTH) -> str:

@@ -92,6 +92,8 @@ def known_keys() -> list[str]:
         for name, sub in node.get("properties", {}).items():
             yield f"{prefix}{name}"
             yield from walk(sub, f"{prefix}{name}.")
+            if isinstance(sub.get("items"), dict):  # a list's items: panels[].input
+                yield from walk(sub["items"], f"{prefix}{name}[].")
 
     return list(walk(load_schema(), ""))
 
@@ -121,7 +123,8 @@ def close_keys(key: str, parent: str = "") -> list[str]:
     """
     import difflib
 
-    full = f"{parent}.{key}" if parent else key
+    # An item of a list is named by its index (panels.0.input): compare as panels[].input.
+    full = setting_key(f"{parent}.{key}" if parent else key)
     keys = known_keys()
     if full.lower() in SYNONYMS:
         return [SYNONYMS[full.lower()]]
@@ -159,11 +162,18 @@ def unknown_key_message(key: str, parent: str = "") -> str:
     return f"config key '{full}' is not a setting of ncreel: {hint}"
 
 
+def setting_key(path: str) -> str:
+    """Return the setting a dotted config path names, list indices as ``[]``: panels[].input."""
+    return re.sub(r"\.\d+(?=\.|$)", "[]", str(path))
+
+
 def _schema_node(path: list) -> dict:
     node = load_schema()
     for part in path:
         props = node.get("properties", {})
-        if part in props:
+        if isinstance(part, int) and isinstance(node.get("items"), dict):
+            node = node["items"]
+        elif part in props:
             node = props[part]
         elif isinstance(node.get("additionalProperties"), dict):
             node = node["additionalProperties"]
@@ -229,9 +239,10 @@ def schema_error_message(err) -> str:
         # x-accepts: the pattern in words (a schema annotation; validators ignore it).
         about = _schema_node(parts).get("x-accepts")
         return (f"config key '{path}' = {value} is not accepted: "
-                + (f"use {about}" if about else f"`ncreel settings {path}` says what is"))
+                + (f"use {about}" if about else
+                   f"`ncreel settings {setting_key(path)}` says what is"))
     return (f"config key '{path}' = {value} is not an accepted value; "
-            f"`ncreel settings {path}` says what it accepts")
+            f"`ncreel settings {setting_key(path)}` says what it accepts")
 
 
 def table_for_run(run: str, table: str | None) -> str:

@@ -66,7 +66,9 @@ def _type(prop: dict) -> str:
     kind = " or ".join(words.get(t, t) for t in types) or "any"
     items = prop.get("items", {})
     if "array" in types and items.get("type"):
-        kind = kind.replace("list", f"list of {words.get(items['type'], items['type'])}s")
+        of = items["type"] if isinstance(items["type"], list) else [items["type"]]
+        kind = kind.replace("list", "list of " + " or ".join(f"{words.get(t, t)}s"
+                                                             for t in of))
     parts = [kind]
     if "enum" in prop:
         parts.append("one of " + ", ".join(_value(v) for v in prop["enum"]))
@@ -83,8 +85,13 @@ def _type(prop: dict) -> str:
 
 
 def _entries(schema: dict, prefix: str = "") -> list[tuple[str, dict]]:
-    """(dotted key, property) of `schema`'s properties, each followed by its nested ones."""
+    """(dotted key, property) of `schema`'s properties, each followed by its nested ones.
+
+    The keys of a list's items are ``list[].key`` (``panels[].input``).
+    """
     out = []
+    if prefix and isinstance(schema.get("items"), dict):  # `schema` is a list's
+        out += _entries(schema["items"], f"{prefix[:-1]}[].")
     for name, prop in schema.get("properties", {}).items():
         key = f"{prefix}{name}"
         out.append((key, prop))

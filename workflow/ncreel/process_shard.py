@@ -88,13 +88,17 @@ def run_shard(selection: SeriesSelection, shard: Shard, *, stats_json: str | os.
     # The files must be the versions the statistics (colour limits, cell means) describe;
     # checked again after the last read, before the rows file gets its final name.
     recorded = stats.get("inputs")
+    # The files this job reads: the input's and, with panels, every panel's.
+    panels = render.panels["panels"] if render.panels else []
+    paths = list(dict.fromkeys([*selection.paths, *(
+        q for p in panels if p["series"] for q in p["series"]["paths"])]))
     if recorded is not None:
-        check_inputs(recorded, selection.paths)
+        check_inputs(recorded, paths)
     job = FrameJob(series=selection, render=render, encode=encode, vmin=stats["vmin"],
                    vmax=stats["vmax"], png_compress=png_compress,
                    overlay_limits=stats.get("overlays"),
                    extend=colorbar_extend(render.colorbar_extend, stats),
-                   label=f"shard {shard.name} frames")
+                   panel_limits=stats.get("panels"), label=f"shard {shard.name} frames")
     with open_selection(selection) as series, table_series(selection, series) as table:
         # Frames first: their encoder has exited before the rows pass starts, so the job's
         # peak is the larger of the two passes (what calibration measures), not their sum.
@@ -130,7 +134,7 @@ def run_shard(selection: SeriesSelection, shard: Shard, *, stats_json: str | os.
                 with open_copy_writer(ctmp, cells.compression, cells.compression_level) as cfh:
                     split.finish(cfh)
             if recorded is not None:
-                check_inputs(recorded, selection.paths)
+                check_inputs(recorded, paths)
     log.info("shard %s: %d rows; %d frames (%d PNG) by %d worker(s) in %.1f s, %.1f frames/s "
              "drawn, worker peak RSS %.0f MiB, encoder peak RSS %.0f MiB", shard.name, n_rows,
              info["frames"], info["pngs"], info["workers"], info["wall_s"],

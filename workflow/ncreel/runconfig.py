@@ -185,8 +185,10 @@ def load_config(config: dict, *, overrides: Mapping | None = None,
     from ncreel.identity import input_stamps
     from ncreel.inputcheck import check_input_sizes, check_series_size, check_time_steps
     from ncreel.jobtext import input_link
+    from ncreel.panels import plan_panels
     from ncreel.region import region_from_config
     from ncreel.render.overlays import check_overlays, overlay_settings
+    from ncreel.render.timelabels import series_labels
     from ncreel.selection import open_selection, table_series
     from ncreel.settings import SeriesSelection
     from ncreel.source import resolve_paths
@@ -225,6 +227,17 @@ def load_config(config: dict, *, overrides: Mapping | None = None,
         # Overlays' variables exist on the movie's grid (u with v: the schema).
         contours, vectors = overlay_settings(config["contours"], config["vectors"])
         check_overlays(series, contours, vectors)
+        # Panels: every panel's variable, grid and time steps, before any job.
+        if config["panels"] and (contours or vectors):
+            raise NcreelError("config keys 'panels' and 'contours'/'vectors': overlays are "
+                              "not drawn on panels yet; remove one of them")
+        if config["panels"] and config["decorate"]:
+            raise NcreelError("config keys 'panels' and 'decorate': decorate draws on a "
+                              "single map, not on panels yet; remove one of them")
+        panels = plan_panels(config["panels"], config=config, selection=selection,
+                             movie_labels=series_labels(series), movie_paths=series.paths,
+                             width=config["width"], height=config["height"],
+                             columns=config["panel_columns"])
         if config["decorate"]:  # imported and called once on a probe figure, here
             from ncreel.render.decorate import check_decorate
             from ncreel.render.segment import map_settings, plot_axes
@@ -251,6 +264,11 @@ def load_config(config: dict, *, overrides: Mapping | None = None,
             notes.append(f"{time.note}; column time is NULL there")
         # Reopened by every job exactly as detected here (files in time order).
         spec, time_dim = series.spec(), series.time_dim
+    if panels:  # the panels' own files are inputs of the run too
+        inputs = [*inputs, *dict.fromkeys(
+            q for p in panels["panels"] if p["series"] for q in p["series"]["paths"]
+            if q not in inputs)]
+        stamps = input_stamps(inputs)
     # What rules declare as input: a path with any but plain characters (a quote, `$`,
     # braces Snakemake would read as a wildcard) as a plain-named link to it; jobs open
     # the real paths from `series` (params, which never pass through a shell).
@@ -259,6 +277,8 @@ def load_config(config: dict, *, overrides: Mapping | None = None,
     # Overlays, caption and colour-bar arrows only when set: the params of runs without
     # them stay as they were (no rerun).
     render.update({k: v for k, v in (("contours", contours), ("vectors", vectors)) if v})
+    if panels:
+        render["panels"] = panels
     if config["caption"]:
         render["caption"] = config["caption"]
     if config["colorbar_extend"] != "auto":

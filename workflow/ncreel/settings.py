@@ -294,6 +294,9 @@ class RenderSettings(_Settings):
     decorate : dict or None
         Config ``decorate`` as :func:`ncreel.render.decorate.decorate_params` gives it:
         ``function`` (``module:function``) and ``source`` (a digest of its module).
+    panels : dict or None
+        Config ``panels`` as planned at parse time (:func:`ncreel.panels.plan_panels`):
+        several fields side by side; None: the one top-level field.
     """
 
     KEY: ClassVar[str] = "render"
@@ -307,13 +310,14 @@ class RenderSettings(_Settings):
     colorbar_extend: str | None = None
     caption: str | None = None
     decorate: dict | None = None
+    panels: dict | None = None
 
     @classmethod
     def from_params(cls, params: Mapping):
         """Build from a rule's params dict; the optional keys may be left out.
 
-        ``contours``, ``vectors``, ``colorbar_extend``, ``caption`` and ``decorate`` are
-        None when not given.
+        ``contours``, ``vectors``, ``colorbar_extend``, ``caption``, ``decorate`` and
+        ``panels`` are None when not given.
 
         Raises
         ------
@@ -322,13 +326,14 @@ class RenderSettings(_Settings):
         """
         if isinstance(params, Mapping):
             params = {"contours": None, "vectors": None, "colorbar_extend": None,
-                      "caption": None, "decorate": None, **params}
+                      "caption": None, "decorate": None, "panels": None, **params}
         return super().from_params(params)
 
     def to_params(self) -> dict:
         """Return the plain dict :meth:`from_params` reads; the keys above only when set."""
         params = super().to_params()
-        for key in ("contours", "vectors", "colorbar_extend", "caption", "decorate"):
+        for key in ("contours", "vectors", "colorbar_extend", "caption", "decorate",
+                    "panels"):
             if params[key] is None:
                 del params[key]
         return params
@@ -347,7 +352,10 @@ class RenderSettings(_Settings):
         if self.colorbar_extend is not None:
             _check_str(w, "colorbar_extend", self.colorbar_extend,
                        choices=("auto", "neither", "min", "max", "both"))
-        for key in ("contours", "vectors", "decorate"):
+        if self.panels is not None and not (isinstance(self.panels, Mapping)
+                                            and isinstance(self.panels.get("panels"), list)):
+            raise _bad(w, "panels", "null or a planned panel layout", self.panels)
+        for key in ("contours", "vectors", "decorate", "panels"):
             value = getattr(self, key)
             if value is not None and not isinstance(value, Mapping):
                 raise _bad(w, key, "null or a mapping", value)

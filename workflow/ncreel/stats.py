@@ -204,7 +204,7 @@ def write_statistics(series: Series, stats_json: str | os.PathLike,
                      cell_mean_npy: str | os.PathLike, *, vmin: float | None = None,
                      vmax: float | None = None, percentiles=(2.0, 98.0),
                      limits_series: Series | None = None,
-                     overlays: dict | None = None) -> dict:
+                     overlays: dict | None = None, panels: dict | None = None) -> dict:
     """Compute :func:`series_statistics` and write ``stats.json`` and ``cell_mean.npy``.
 
     Configured `vmin`/`vmax` override the computed percentiles (each independently). A
@@ -218,7 +218,9 @@ def write_statistics(series: Series, stats_json: str | os.PathLike,
     `limits_series`, when given, is what the movie shows (a region of `series`, whose
     cells the table has): the colour limits and value statistics are its, the cell means
     `series`'. `overlays` (config ``contours`` and ``vectors``) adds their fixed levels
-    and scale as ``overlays`` (:func:`ncreel.render.overlays.overlay_limits`).
+    and scale as ``overlays`` (:func:`ncreel.render.overlays.overlay_limits`). `panels`
+    (a planned ``panels`` layout, :func:`ncreel.panels.plan_panels`) adds each panel's
+    colour limits as ``panels`` (:func:`ncreel.panels.panel_statistics`).
 
     Returns
     -------
@@ -230,7 +232,11 @@ def write_statistics(series: Series, stats_json: str | os.PathLike,
     NcreelError
         If an input changed while it was being read.
     """
-    inputs = input_identities(series.paths)
+    paths = list(series.paths)
+    if panels:  # the panels' files: the limits below describe them too
+        paths += [q for p in panels["panels"] if p["series"] for q in p["series"]["paths"]
+                  if q not in paths]
+    inputs = input_identities(list(dict.fromkeys(paths)))
     time = series.time_axis()
     if not time.decoded:
         log.warning("time of '%s' not decoded, using the raw '%s' values instead "
@@ -275,6 +281,9 @@ def write_statistics(series: Series, stats_json: str | os.PathLike,
 
         stats["overlays"] = overlay_limits(limits_series or series, overlays.get("contours"),
                                            overlays.get("vectors"))
+    if panels:
+        stats["panels"] = panel_statistics(panels, (limits_series or series).n_time,
+                                           percentiles=tuple(percentiles))
     check_inputs(inputs)  # a file replaced during the pass: these statistics mix versions
     stats["inputs"] = inputs
     with atomic_path(cell_mean_npy) as tmp, open(tmp, "wb") as fh:
@@ -284,3 +293,40 @@ def write_statistics(series: Series, stats_json: str | os.PathLike,
     log.info("colour range %.6g..%.6g from %d finite values", stats["vmin"], stats["vmax"],
              stats["n_finite"])
     return stats
+
+
+def panel_statistics(layout: dict, n_time: int, *, percentiles=(2.0, 98.0)) -> list[dict]:
+    """Colour limits of every panel over the movie's `n_time` steps (the statistics pass).
+
+    A panel's limits are its 2nd and 98th percentiles (:func:`ncreel.stats.series_statistics`)
+    unless configured; a difference panel's are symmetric about zero, ``-m .. m`` with `m`
+    the larger magnitude of its percentiles (so zero is the colormap's centre). An empty
+    range is widened (:func:`ncreel.stats.nonsingular_range`).
+
+    Returns
+    -------
+    list of dict
+        One per panel: ``vmin``, ``vmax``, ``min``, ``max`` (the panel's units).
+    """
+    from ncreel.panels import PanelReader
+
+    out = []
+    with PanelReader(layout) as reader:
+        for i, p in enumerate(reader.panels):
+            stats, _ = series_statistics(reader.panel_view(i, n_time),
+                                         percentiles=tuple(percentiles))
+            lo, hi = stats["vmin"], stats["vmax"]
+            if p["difference_of"] is not None and np.isfinite(lo) and np.isfinite(hi):
+                m = max(abs(lo), abs(hi))
+                lo, hi = -m, m
+            if p["vmin"] is not None:
+                lo = float(p["vmin"])
+            if p["vmax"] is not None:
+                hi = float(p["vmax"])
+            if np.isfinite(lo) and np.isfinite(hi):
+                lo, hi = nonsingular_range(lo, hi)
+            else:  # no finite value: 0..1, as for a single field
+                lo, hi = 0.0, 1.0
+            out.append({"vmin": float(lo), "vmax": float(hi), "min": stats["min"],
+                        "max": stats["max"]})
+    return out

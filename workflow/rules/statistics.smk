@@ -1,3 +1,12 @@
+# The panels of a layout (none without `panels:`).
+PANELS = RENDER["panels"]["panels"] if "panels" in RENDER else []
+# The largest grid whose per-cell sums the statistics job holds: the table's or a panel's.
+STATS_GRID = max(
+    [TABLE_GRID, *({"ny": p["shape"][0], "nx": p["shape"][1]} for p in PANELS)],
+    key=lambda g: g["ny"] * g["nx"],
+)
+
+
 rule statistics:
     # Colour limits (2-98 % of all values) and each cell's mean over the whole series,
     # streamed over time blocks, so every shard uses the same colour scale.
@@ -18,11 +27,13 @@ rule statistics:
         mem_mb=rule_mem_mb(
             "statistics",
             lambda wc, attempt: res.statistics_mem_mb(
-                ny=TABLE_GRID["ny"], nx=TABLE_GRID["nx"], attempt=attempt
+                ny=STATS_GRID["ny"], nx=STATS_GRID["nx"], attempt=attempt
             ),
         ),
         runtime=lambda wc, attempt: res.series_pass_runtime(GRID["n_time"], attempt),
     params:
+        # each panel's colour limits (only with panels: other runs' params stay as they were)
+        **({"panels": RENDER["panels"]} if PANELS else {}),
         series=SERIES,
         # Size and modification time of each input: a replaced file reruns the run from
         # here even when its time stamp is older (jobs check the full identity, see

@@ -22,7 +22,8 @@ render = RenderSettings.from_params(p.render)
 job = FrameJob(series=SeriesSelection.from_params(p.series), render=render,
                encode=EncodeSettings.from_params(p.encode), vmin=stats["vmin"],
                vmax=stats["vmax"], overlay_limits=stats.get("overlays"),
-               extend=colorbar_extend(render.colorbar_extend, stats))
+               extend=colorbar_extend(render.colorbar_extend, stats),
+               panel_limits=stats.get("panels"))
 result = calibrate_render(job, n_time=p.n_time, probe_frames=p.probe_frames,
                           target_minutes=p.target_minutes, frames_per_shard=p.frames_per_shard,
                           workers=p.workers)

@@ -19,4 +19,4 @@ with open_selection(selection) as shown, table_series(selection, shown) as table
     write_statistics(table, snakemake.output.stats, snakemake.output.cell_mean,  # noqa: F821
                      vmin=p.vmin, vmax=p.vmax,
                      limits_series=None if table is shown else shown,
-                     overlays=p.overlays)
+                     overlays=p.overlays, panels=p.get("panels"))

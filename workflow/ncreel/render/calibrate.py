@@ -71,8 +71,7 @@ def calibrate_render(job, *, n_time: int, probe_frames: int = PROBE_FRAMES,
     NcreelError
         If the input cannot be read or ffmpeg fails.
     """
-    from ncreel.render.overlays import read_overlay_fields
-    from ncreel.render.segment import make_renderer, time_labels
+    from ncreel.render.segment import frame_source, time_labels
 
     if probe_frames < 1 or n_time < 1:
         raise ValueError(f"probe_frames={probe_frames}, n_time={n_time}: need >= 1")
@@ -84,25 +83,24 @@ def calibrate_render(job, *, n_time: int, probe_frames: int = PROBE_FRAMES,
     with open_selection(job.series) as series, \
             tempfile.TemporaryDirectory(prefix="ncreel-calibrate-") as tdir:
         labels = time_labels(series)
-        block = series.read(0, n_read)
-        # The full layout: overlays' fields read and drawn as a shard job does.
-        extra = read_overlay_fields(series, rend.contours, rend.vectors, 0, n_read)
-        renderer = make_renderer(series, rend, vmin=job.vmin, vmax=job.vmax,
-                                 labels=labels, overlay_limits=job.overlay_limits,
-                                 extend=job.extend)
+        # The full layout (every panel, the overlays' fields) read in the blocks and drawn
+        # by the renderer a shard job uses; probes cycle through the first n_read steps.
+        renderer, frames, close = frame_source(job, series, labels)
         startup_s = time.perf_counter() - t_start
         with SegmentEncoder(Path(tdir) / "probe.mp4", width=rend.width,
                             height=rend.height, fps=enc.fps, crf=enc.crf,
                             preset=enc.preset, threads=1) as encoder:
-            for i in range(probe_frames):
-                t1 = time.perf_counter()
-                rgba = renderer.draw(block[i % n_read], labels[i % n_read],
-                                     [tuple(a[i % n_read] for a in g) for g in extra])
-                draw_s += time.perf_counter() - t1
-                encoder.write(rgba)
+            done = 0
+            while done < probe_frames:
+                for _, args in frames(0, min(n_read, probe_frames - done)):
+                    t1 = time.perf_counter()
+                    rgba = renderer.draw(*args)
+                    draw_s += time.perf_counter() - t1
+                    encoder.write(rgba)
+                    done += 1
             # Shard jobs also write a few PNGs: include Pillow's encoder in the peak.
             renderer.save_png(Path(tdir) / "probe.png")
-        renderer.close()
+        close()
     wall = time.perf_counter() - t_start
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     s_per_frame = wall / probe_frames

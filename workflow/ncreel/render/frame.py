@@ -519,7 +519,7 @@ def set_labels(ax, *, xlabel: str, ylabel: str, projection=None) -> None:
         ax.set_ylabel(ylabel, parse_math=False)
 
 
-def map_axes(fig, projection, rect=None):
+def map_axes(fig, projection, rect=None, *, subplot=()):
     """Axes of `fig` for `projection`: a cartopy ``GeoAxes``, or plain axes.
 
     A :class:`ncreel.render.maps.PlainPlateCarree` map gets plain axes drawn as cartopy draws a
@@ -531,12 +531,14 @@ def map_axes(fig, projection, rect=None):
     projection : cartopy.crs.Projection, ncreel.render.maps.PlainPlateCarree or None
     rect : tuple of 4 float, optional
         Position (left, bottom, width, height) in figure coordinates; a subplot if omitted.
+    subplot : tuple of int
+        ``(rows, columns, index)`` of the subplot (one filling the figure when empty).
     """
     from ncreel.render.maps import PlainPlateCarree
 
     plain = isinstance(projection, PlainPlateCarree)
     kw = {} if plain else {"projection": projection}
-    ax = fig.add_subplot(**kw) if rect is None else fig.add_axes(rect, **kw)
+    ax = fig.add_subplot(*subplot, **kw) if rect is None else fig.add_axes(rect, **kw)
     if plain:
         ax.set_aspect("equal", adjustable="box")
         ax.xaxis.set_visible(False)

@@ -69,6 +69,9 @@ class FrameJob:
         (:func:`ncreel.render.overlays.overlay_limits`, in ``stats.json``).
     extend : str
         The colour bar's arrows (:func:`colorbar_extend`).
+    panel_limits : list of dict or None
+        With ``render.panels``: each panel's colour limits (``stats.json`` ``panels``,
+        :func:`ncreel.stats.panel_statistics`).
     """
 
     series: SeriesSelection
@@ -81,6 +84,7 @@ class FrameJob:
     log_file: str | None = None
     overlay_limits: dict | None = None
     extend: str = "neither"
+    panel_limits: list | None = None
 
 
 def png_sample(start: int, stop: int, *, every: int = 0, extra: Iterable[int] = ()) -> list[int]:
@@ -164,32 +168,59 @@ def render_range(job: FrameJob, start: int, stop: int, *, segment: str | os.Path
             "%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s"))
         logging.getLogger("ncreel.render").addHandler(handler)
     labels = time_labels(series)
-    renderer = make_renderer(series, rend, vmin=job.vmin, vmax=job.vmax, labels=labels,
-                             overlay_limits=job.overlay_limits, extend=job.extend)
+    renderer, frames, close = frame_source(job, series, labels)
     with SegmentEncoder(segment, width=rend.width, height=rend.height, fps=enc.fps,
                         crf=enc.crf, preset=enc.preset, threads=encoder_threads) as encoder:
-        for t0, block in series.iter_blocks(start, stop, RENDER_BLOCK_BYTES):
-            extra = read_overlay_fields(series, rend.contours, rend.vectors, t0,
-                                        t0 + block.shape[0])
-            for i in range(block.shape[0]):
-                t = t0 + i
-                t1 = time.perf_counter()
-                rgba = renderer.draw(block[i], labels[t],
-                                     [tuple(a[i] for a in group) for group in extra])
-                draw_s += time.perf_counter() - t1
-                encoder.write(rgba)
-                if t in pngs and frames_dir is not None:
-                    renderer.save_png(Path(frames_dir) / frame_name(t),
-                                      compress_level=job.png_compress)
-                n += 1
-                progress.update(n)
-            del block  # let the next block reuse the memory
-    renderer.close()
+        for t, args in frames(start, stop):
+            t1 = time.perf_counter()
+            rgba = renderer.draw(*args)
+            draw_s += time.perf_counter() - t1
+            encoder.write(rgba)
+            if t in pngs and frames_dir is not None:
+                renderer.save_png(Path(frames_dir) / frame_name(t),
+                                  compress_level=job.png_compress)
+            n += 1
+            progress.update(n)
+    close()
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     return {"frames": n, "pngs": len(pngs & set(range(start, stop))), "render_s": draw_s,
             "wall_s": time.perf_counter() - t_start, "maxrss_mb": peak_rss_mb(),
             "encoder_maxrss_mb": encoder.peak_rss_mb or 0.0,
             "encoder_cpu_s": kids.ru_utime + kids.ru_stime}
+
+
+def frame_source(job: FrameJob, series, labels: list[str]):
+    """Build the renderer of `job` and a reader of the frames it draws, in bounded blocks.
+
+    Returns
+    -------
+    renderer : FrameRenderer or ncreel.render.panels.PanelRenderer
+    frames : callable
+        ``frames(start, stop)`` yields ``(t, args)`` per time step, drawn by
+        ``renderer.draw(*args)``; each block of :data:`RENDER_BLOCK_BYTES` (every panel's slab, the
+        overlays' fields) is read when reached and dropped after its frames.
+    close : callable
+        Releases the figure (and a layout's files).
+    """
+    rend = job.render
+    if rend.panels:
+        source = PanelFrames(rend.panels, rend, job.panel_limits, labels)
+        return (source.renderer,
+                lambda start, stop: source.frames(start, stop, RENDER_BLOCK_BYTES),
+                source.close)
+    renderer = make_renderer(series, rend, vmin=job.vmin, vmax=job.vmax, labels=labels,
+                             overlay_limits=job.overlay_limits, extend=job.extend)
+
+    def frames(start, stop):
+        for t0, block in series.iter_blocks(start, stop, RENDER_BLOCK_BYTES):
+            extra = read_overlay_fields(series, rend.contours, rend.vectors, t0,
+                                        t0 + block.shape[0])
+            for i in range(block.shape[0]):
+                yield t0 + i, (block[i], labels[t0 + i],
+                               [tuple(a[i] for a in group) for group in extra])
+            del block  # let the next block reuse the memory
+
+    return renderer, frames, renderer.close
 
 
 def render_shard(job: FrameJob, shard: Shard, *, segment: str | os.PathLike,
@@ -313,11 +344,9 @@ def time_labels(series) -> list[str]:
     does not decode, or ``<time_dim> step <index>`` when there is no number either. The
     table's ``time`` column keeps the full ISO dates.
     """
-    from ncreel.render.timelabels import frame_labels
+    from ncreel.render.timelabels import series_labels
 
-    axis = series.time_axis()
-    return frame_labels(axis.labels, axis.values, calendar=axis.calendar, units=axis.units,
-                        name=series.time_name or series.time_dim, time_dim=series.time_dim)
+    return series_labels(series)
 
 
 def make_renderer(series, render: RenderSettings, *, vmin: float, vmax: float,
@@ -480,3 +509,85 @@ def plot_axes(series):
     x = ds[series.x_dim].values if series.x_dim in ds.variables else None
     y = ds[series.y_dim].values if series.y_dim in ds.variables else None
     return x, y, series.x_dim, series.y_dim
+
+
+class PanelFrames:
+    """A layout's files opened and its renderer built: what a render worker draws from.
+
+    Parameters
+    ----------
+    layout : dict
+        :func:`ncreel.panels.plan_panels`' result.
+    render : ncreel.settings.RenderSettings
+        Frame size, dpi and ``map`` (projection, coastlines, borders) of every panel.
+    limits : sequence of dict
+        Per panel ``vmin``, ``vmax`` and, when known, ``min``, ``max``
+        (:func:`ncreel.stats.panel_statistics`, in ``stats.json``).
+    labels : sequence of str
+        The movie's time labels.
+    blit : bool
+        See :class:`ncreel.render.panels.PanelRenderer`.
+
+    Notes
+    -----
+    Call :meth:`close` (or use it as a context manager) to release the figure and files.
+    """
+
+    def __init__(self, layout, render, limits, labels, *, blit: bool = True) -> None:
+        from ncreel.panels import PanelReader
+        from ncreel.render.panels import Panel, PanelRenderer
+
+        self.reader = PanelReader(layout).__enter__()
+        self.labels = list(labels)
+        try:
+            panels = []
+            axes = {}
+            for i, p in enumerate(self.reader.panels):
+                k = i if p["difference_of"] is None else p["difference_of"][0]
+                s = self.reader.series[k]
+                if k not in axes:
+                    x, y, _, _ = plot_axes(s)
+                    geo = s.has_lat_lon
+                    projection, features = map_settings(render.map, lon=x if geo else None,
+                                                        lat=y if geo else None)
+                    if getattr(s, "region", None) is not None:
+                        from ncreel.region import region_features
+
+                        features = [*features, *region_features(s.region)]
+                    axes[k] = (x, y, projection, features)
+                x, y, projection, features = axes[k]
+                lim = limits[i]
+                panels.append(Panel(shape=self.reader.shape(i), x=x, y=y, cmap=p["cmap"],
+                                    vmin=lim["vmin"], vmax=lim["vmax"], title=p["title"],
+                                    units=p["units"], projection=projection,
+                                    features=features,
+                                    extend=colorbar_extend(render.colorbar_extend, lim)))
+            self.renderer = PanelRenderer(panels, width=render.width, height=render.height,
+                                          dpi=render.dpi, columns=layout.get("columns"),
+                                          time_labels=self.labels, blit=blit,
+                                          caption=render.caption or "")
+        except BaseException:
+            self.reader.__exit__(None, None, None)
+            raise
+
+    def frames(self, start: int, stop: int, max_bytes: int):
+        """Yield ``(t, (fields, label))``, the renderer's ``draw`` arguments, per step.
+
+        Steps ``start:stop`` are read in blocks of at most `max_bytes` (every panel's slab
+        of those steps), each dropped after its frames.
+        """
+        for t0, block in self.reader.iter_blocks(start, stop, max_bytes):
+            for i in range(block[0].shape[0]):
+                yield t0 + i, ([b[i] for b in block], self.labels[t0 + i])
+            del block
+
+    def close(self) -> None:
+        """Release the figure and close the files."""
+        self.renderer.close()
+        self.reader.__exit__(None, None, None)
+
+    def __enter__(self) -> PanelFrames:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

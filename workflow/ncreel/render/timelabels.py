@@ -215,3 +215,21 @@ def frame_labels(labels: Sequence[str | None], values: np.ndarray, *, calendar: 
         else:
             out.append(f"{time_dim} step {i}")
     return out
+
+
+def series_labels(series) -> list[str]:
+    """Return the frame label of each time step of `series` (:func:`frame_labels`).
+
+    Parameters
+    ----------
+    series : ncreel.source.Series
+        An opened series (its time axis, calendar and names).
+
+    Returns
+    -------
+    list of str
+        One label per step.
+    """
+    axis = series.time_axis()
+    return frame_labels(axis.labels, axis.values, calendar=axis.calendar, units=axis.units,
+                        name=series.time_name or series.time_dim, time_dim=series.time_dim)

@@ -1,0 +1,342 @@
+"""Panel layouts (config ``panels``): planned at parse time, read by the jobs, step by step.
+
+:func:`plan_panels` checks a layout before any job (unknown variables, differences of
+mismatched grids, references out of range, meshes, time steps missing in one panel) and
+returns the plain dict the rules pass on. A panel's time steps are matched to the movie's
+(the top-level input's) by the frames' time labels, so files with different time axes
+(another scenario starting earlier or ending later) show the same time in every
+panel. :class:`PanelReader` reads every panel's slab for a range of the movie's steps only,
+and computes the difference panels from their sources.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from ncreel.errors import NcreelError
+
+#: Cmap of a difference panel without its own: diverging, white at zero.
+DIFFERENCE_CMAP = "RdBu_r"
+
+
+def _ref(value, names: dict, n: int, where: str) -> int:
+    # A panel reference: a 0-based index or a panel's name.
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise NcreelError(f"config key '{where}': {value!r} is not a panel index or name")
+    if isinstance(value, str):
+        if value not in names:
+            known = ", ".join(repr(k) for k in names) or "none"
+            raise NcreelError(f"config key '{where}': no panel is named {value!r} (named: "
+                              f"{known}); use a panel's name or its 0-based index")
+        return names[value]
+    if not 0 <= value < n:
+        raise NcreelError(f"config key '{where}': panel index {value} is out of range "
+                          f"(0..{n - 1}); panels are counted from 0")
+    return value
+
+
+def _own(panel: Mapping, key: str, top):
+    # The panel's own setting, else the top-level one (whose default is the schema's).
+    return panel[key] if key in panel else top
+
+
+def _step_runs(movie_labels: Sequence[str], labels: Sequence[str]) -> list | None:
+    # [[movie_start, panel_start, length], ...] covering every movie step, or None if a
+    # label is missing. First occurrence of a repeated label.
+    where: dict[str, int] = {}
+    for i, label in enumerate(labels):
+        where.setdefault(label, i)
+    runs: list[list[int]] = []
+    for t, label in enumerate(movie_labels):
+        j = where.get(label)
+        if j is None:
+            return None
+        if runs and runs[-1][1] + runs[-1][2] == j and runs[-1][0] + runs[-1][2] == t:
+            runs[-1][2] += 1
+        else:
+            runs.append([t, j, 1])
+    return runs
+
+
+def plan_panels(panels: Sequence[Mapping] | None, *, config: Mapping, selection,
+                movie_labels: Sequence[str], movie_paths: Sequence[str],
+                width: int, height: int, columns: int | None = None) -> dict | None:
+    """Check a ``panels`` layout against its files and plan how jobs read it.
+
+    Parameters
+    ----------
+    panels : sequence of mapping or None
+        Config ``panels`` (validated by the schema).
+    config : mapping
+        The validated config: ``input``, ``variable``, ``select``, ``cmap``, ``vmin`` and
+        ``vmax`` are the panels' defaults (a difference panel's cmap is
+        :data:`DIFFERENCE_CMAP`, its limits its own).
+    selection : ncreel.settings.SeriesSelection
+        The movie's (top-level) selection; panels share its time dimension, coordinate
+        names and region.
+    movie_labels : sequence of str
+        The movie's time labels, one per step
+        (:func:`ncreel.render.timelabels.series_labels`).
+    movie_paths : sequence of str
+        The top-level input's files (named when a step is missing).
+    width, height : int
+        Frame size in pixels (a panel needs at least 64 x 48 of them).
+    columns : int, optional
+        Config ``panel_columns``.
+
+    Returns
+    -------
+    dict or None
+        None without panels; else ``columns`` and ``panels``, one plain dict each:
+        ``series`` (a selection's params; None for a difference), ``steps`` (runs
+        ``[movie_start, panel_start, length]`` of its own time indices; None for a
+        difference), ``difference_of`` (two panel indices or None), ``cmap``, ``vmin``,
+        ``vmax``, ``title``, ``units``, ``shape`` (``[ny, nx]``).
+
+    Raises
+    ------
+    NcreelError
+        One line naming the panel (``panels[i]``) and what to change: an unknown variable
+        or file, an unstructured mesh, a time step of the movie missing in its files, a
+        difference of an out-of-range or unknown panel, of itself or of another
+        difference, of panels on different grids or in different units, or more panels than
+        the frame fits.
+    """
+    if not panels:
+        return None
+    from ncreel.render.panels import MAX_PANELS, grid_size
+    from ncreel.render.timelabels import series_labels
+    from ncreel.selection import open_selection
+    from ncreel.settings import SeriesSelection
+    from ncreel.source import resolve_paths
+
+    n = len(panels)
+    rows, cols = grid_size(n, columns)
+    if n > MAX_PANELS or width // cols < 64 or height // rows < 48:
+        raise NcreelError(f"config key 'panels': {n} panels in {rows} x {cols} do not fit a "
+                          f"{width} x {height} frame (at most {MAX_PANELS} panels, each at "
+                          "least 64 x 48 pixels); use fewer panels or a larger width/height")
+    names = {}
+    for i, p in enumerate(panels):
+        if "name" in p:
+            if p["name"] in names:
+                raise NcreelError(f"config key 'panels[{i}].name': {p['name']!r} is also the "
+                                  f"name of panels[{names[p['name']]}]; give each its own")
+            names[p["name"]] = i
+    planned: list[dict] = []
+    grids: dict[int, tuple] = {}
+    for i, p in enumerate(panels):
+        where = f"panels[{i}]"
+        if "difference_of" in p:
+            for key in ("input", "variable", "select"):
+                if key in p:
+                    raise NcreelError(f"config key '{where}.{key}': a difference panel reads "
+                                      "its two panels' data; remove the key")
+            planned.append({"series": None, "steps": None, "difference_of": None,
+                            "shape": None,
+                            "cmap": _own(p, "cmap", DIFFERENCE_CMAP), "vmin": p.get("vmin"),
+                            "vmax": p.get("vmax"), "title": p.get("title") or p.get("name"),
+                            "units": ""})
+            continue
+        paths = resolve_paths(_own(p, "input", config["input"]))
+        sel = SeriesSelection(paths=paths, variable=_own(p, "variable", config["variable"]),
+                              time_dim=selection.time_dim,
+                              select=_own(p, "select", config["select"]),
+                              lat=selection.lat, lon=selection.lon, time=selection.time,
+                              region=selection.region)
+        try:
+            with open_selection(sel) as s:
+                if getattr(s, "mesh", None) is not None:
+                    raise NcreelError(f"config key '{where}': '{sel.variable}' in "
+                                      f"{', '.join(paths)} is on an unstructured mesh; panels "
+                                      "draw grids only (use a single field for a mesh)")
+                own = series_labels(s)
+                runs = _step_runs(movie_labels, own)
+                if runs is None:
+                    own = set(own)
+                    missing = [lab for lab in movie_labels if lab not in own]
+                    raise NcreelError(
+                        f"config key '{where}': {', '.join(paths)} has no step at "
+                        f"{missing[0]!r} ({len(missing)} of the {len(movie_labels)} steps of "
+                        f"{', '.join(movie_paths)} missing); panels must cover the same "
+                        "times: give files that do, or cut the top-level input to them")
+                lat, lon = s.cell_coordinates()
+                grids[i] = (s.shape[1:], lon, lat, s.has_lat_lon)
+                title = p.get("title") or p.get("name") or (
+                    f"{s.long_name} [{s.units}]" if s.units else s.long_name)
+                planned.append({"series": s.spec(), "steps": runs, "difference_of": None,
+                                "shape": [s.ny, s.nx],
+                                "cmap": _own(p, "cmap", config["cmap"]),
+                                "vmin": _own(p, "vmin", config["vmin"]),
+                                "vmax": _own(p, "vmax", config["vmax"]), "title": title,
+                                "units": s.units})
+        except NcreelError as err:
+            text = str(err)
+            raise NcreelError(text if text.startswith("config key") else f"{where}: {text}"
+                              ) from None
+    for i, p in enumerate(panels):
+        if "difference_of" not in p:
+            continue
+        where = f"panels[{i}].difference_of"
+        a, b = (_ref(v, names, n, where) for v in p["difference_of"])
+        for k in (a, b):
+            if k == i or "difference_of" in panels[k]:
+                raise NcreelError(f"config key '{where}': panel {k} is "
+                                  f"{'this panel' if k == i else 'a difference itself'}; "
+                                  "a difference is of two panels that read data")
+        ga, gb = grids[a], grids[b]
+        if not _same_grid(ga, gb):
+            raise NcreelError(f"config key '{where}': panels {a} ({planned[a]['title']}, "
+                              f"grid {ga[0][0]} x {ga[0][1]}) and {b} ({planned[b]['title']}, "
+                              f"grid {gb[0][0]} x {gb[0][1]}) are not on the same grid; a "
+                              "difference needs the same cells (regrid one file first)")
+        ua, ub = planned[a]["units"], planned[b]["units"]
+        if ua != ub:  # K minus degC would be drawn as a 273 K "difference"
+            raise NcreelError(f"config key '{where}': panels {a} ({planned[a]['title']}) and "
+                              f"{b} ({planned[b]['title']}) are in different units ({ua!r}, "
+                              f"{ub!r}); a difference needs the same units (convert one file "
+                              "first)")
+        grids[i] = ga
+        d = planned[i]
+        d["difference_of"] = [a, b]
+        d["units"] = planned[a]["units"]
+        d["shape"] = planned[a]["shape"]
+        if not d["title"]:
+            d["title"] = f"{planned[a]['title']} \u2212 {planned[b]['title']}"
+    return {"columns": columns, "panels": planned}
+
+
+def _same_grid(ga: tuple, gb: tuple) -> bool:
+    # Same shape and cell centres (to float32 precision: files store coordinates both ways);
+    # (shape, lon, lat, has_lat_lon), coordinates None for grids in plain indices.
+    if ga[0] != gb[0] or ga[3] != gb[3]:
+        return False
+    for u, v in ((ga[1], gb[1]), (ga[2], gb[2])):
+        if (u is None) != (v is None):
+            return False
+        if u is not None and (np.shape(u) != np.shape(v) or not np.allclose(
+                u, v, rtol=0, atol=1e-5, equal_nan=True)):
+            return False
+    return True
+
+
+class PanelReader:
+    """The fields of every panel for a range of the movie's time steps.
+
+    Parameters
+    ----------
+    layout : dict
+        :func:`plan_panels`' result.
+
+    Notes
+    -----
+    A context manager: the panels' files are opened on entering (each series once, shared
+    by the panels that read the same selection) and closed on leaving.
+    """
+
+    def __init__(self, layout: Mapping) -> None:
+        self.layout = layout
+        self.panels = list(layout["panels"])
+        self._stack = contextlib.ExitStack()
+        self.series: list = []
+
+    def __enter__(self) -> PanelReader:
+        from ncreel.selection import open_selection
+        from ncreel.settings import SeriesSelection
+
+        opened: dict[str, object] = {}
+        try:
+            for p in self.panels:
+                if p["series"] is None:
+                    self.series.append(None)
+                    continue
+                key = repr(sorted(p["series"].items()))
+                if key not in opened:
+                    sel = SeriesSelection.from_params(p["series"])
+                    opened[key] = self._stack.enter_context(open_selection(sel))
+                self.series.append(opened[key])
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stack.close()
+
+    def shape(self, i: int) -> tuple[int, int]:
+        """Grid ``(ny, nx)`` of panel `i` (a difference: its first panel's)."""
+        p = self.panels[i]
+        if p["difference_of"] is not None:
+            return self.shape(p["difference_of"][0])
+        s = self.series[i]
+        return (s.ny, s.nx)
+
+    def step_bytes(self) -> int:
+        """Bytes of one movie step over all panels (float64 bound)."""
+        return sum(8 * int(np.prod(self.shape(i))) for i in range(len(self.panels)))
+
+    def read(self, start: int, stop: int) -> list[np.ndarray]:
+        """Every panel's fields for movie steps ``start:stop``.
+
+        Returns
+        -------
+        list of numpy.ndarray
+            One per panel, shape ``(stop - start, ny, nx)``, in the panel's units; a
+            difference panel is its first panel minus its second (float64 when they differ
+            in type; NaN where either is NaN).
+        """
+        out: list[np.ndarray | None] = [None] * len(self.panels)
+        for i, p in enumerate(self.panels):
+            if p["series"] is not None:
+                out[i] = self._read_one(i, start, stop)
+        for i, p in enumerate(self.panels):
+            if p["difference_of"] is not None:
+                a, b = p["difference_of"]
+                out[i] = np.subtract(out[a], out[b], dtype=np.result_type(out[a], out[b],
+                                                                          np.float32))
+        return out
+
+    def _read_one(self, i: int, start: int, stop: int) -> np.ndarray:
+        s, runs = self.series[i], self.panels[i]["steps"]
+        parts = []
+        for m0, p0, length in runs:
+            lo, hi = max(start, m0), min(stop, m0 + length)
+            if lo < hi:  # this run's part of the range, read in one call
+                parts.append(s.read(p0 + lo - m0, p0 + hi - m0))
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    def iter_blocks(self, start: int, stop: int, max_bytes: int):
+        """Yield ``(t0, fields)`` over ``start:stop`` in blocks of at most `max_bytes`.
+
+        A block always holds at least one step.
+        """
+        per = max(1, int(max_bytes) // max(self.step_bytes(), 1))
+        for t0 in range(start, stop, per):
+            yield t0, self.read(t0, min(stop, t0 + per))
+
+    def panel_view(self, i: int, n_time: int) -> _PanelView:
+        """Panel `i` over the movie's `n_time` steps as the statistics pass reads a series."""
+        return _PanelView(self, i, n_time)
+
+
+class _PanelView:
+    # What ncreel.stats.series_statistics reads: n_time, ny, nx, dtype, iter_blocks.
+    def __init__(self, reader: PanelReader, i: int, n_time: int) -> None:
+        self.reader, self.i, self.n_time = reader, i, n_time
+        self.ny, self.nx = reader.shape(i)
+        self.dtype = np.float64
+
+    def iter_blocks(self, start: int, stop: int, max_bytes: int):
+        p = self.reader.panels[self.i]
+        needed = set(p["difference_of"] or [self.i])
+        per = max(1, int(max_bytes) // max(8 * self.ny * self.nx * len(needed), 1))
+        for t0 in range(start, stop, per):
+            t1 = min(stop, t0 + per)
+            if p["difference_of"] is None:
+                yield t0, self.reader._read_one(self.i, t0, t1)
+            else:
+                a, b = (self.reader._read_one(k, t0, t1) for k in p["difference_of"])
+                yield t0, np.subtract(a, b, dtype=np.result_type(a, b, np.float32))

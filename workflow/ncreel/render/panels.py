@@ -1,0 +1,351 @@
+"""Several fields side by side in one frame, each drawn through its own index image.
+
+A layout of panels (two models and their difference, several variables of one file) is one
+figure with one map axes and one colour bar per panel, laid out once. As for a single
+field (:mod:`ncreel.render.frame`), each panel's cells are rasterised once by matplotlib
+into an index image; everything but the fields and the time label (titles, colour bars,
+coastlines of every panel) is drawn once into a frozen background, and the pixels where
+lines lie above a field are re-blended per frame with Agg's arithmetic
+(:class:`ncreel.render.frame.AggOverlay`). A frame's cost is therefore the sum of the
+panels' gathers, not a redraw: the figure is never drawn again, only the time label.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import matplotlib
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import Normalize
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+from ncreel.render.colorlookup import ColorLookup
+from ncreel.render.frame import (
+    MAX_INDEX_CELLS,
+    AggOverlay,
+    _set_mesh_constant,
+    add_mesh,
+    cell_index_image,
+    cell_interior,
+    map_axes,
+    write_png,
+)
+from ncreel.render.frametext import add_caption, align_header, fit_header, style_colorbar
+
+#: Most panels one frame holds (a 4 x 4 grid); more cannot be read at movie sizes.
+MAX_PANELS = 16
+
+
+@dataclass
+class Panel:
+    """One panel of a layout: its grid, coordinates, colours and title.
+
+    Attributes
+    ----------
+    shape : (int, int)
+        Grid shape ``(ny, nx)``.
+    x, y : numpy.ndarray or None
+        Cell-centre coordinates, 1-D (nx,) / (ny,) or 2-D (ny, nx); longitudes and
+        latitudes in degrees when `projection` is given; grid indices when None.
+    cmap : str
+        Matplotlib colormap name.
+    vmin, vmax : float
+        Colour limits in the panel's units, fixed for the whole movie.
+    title : str
+        Drawn above the panel's map, literally (no mathtext).
+    units : str
+        The colour bar's label.
+    projection : cartopy.crs.Projection or ncreel.render.maps.PlainPlateCarree, optional
+    features : sequence of ncreel.render.maps.MapLines
+        Coastlines and borders, drawn above the field.
+    extend : str
+        The colour bar's arrows (``neither``, ``min``, ``max``, ``both``).
+    """
+
+    shape: tuple[int, int]
+    x: np.ndarray | None = None
+    y: np.ndarray | None = None
+    cmap: str = "viridis"
+    vmin: float = 0.0
+    vmax: float = 1.0
+    title: str = ""
+    units: str = ""
+    projection: object = None
+    features: Sequence = field(default_factory=tuple)
+    extend: str = "neither"
+
+
+def grid_size(n: int, columns: int | None = None) -> tuple[int, int]:
+    """Rows and columns of a layout of `n` panels.
+
+    Parameters
+    ----------
+    n : int
+        Number of panels (at least 1).
+    columns : int, optional
+        Columns asked for; None: ``ceil(sqrt(n))`` (2 x 2 for four panels, 1 x 2 for two,
+        2 x 2 for three).
+
+    Returns
+    -------
+    (int, int)
+        ``(rows, columns)`` with ``rows * columns >= n``.
+    """
+    cols = int(columns) if columns else math.ceil(math.sqrt(n))
+    cols = max(1, min(cols, n))
+    return -(-n // cols), cols
+
+
+class PanelRenderer:
+    """A figure of fixed pixel size showing one field per panel, in a grid, per frame.
+
+    Parameters
+    ----------
+    panels : sequence of Panel
+        The panels, in reading order (left to right, then down).
+    width, height : int
+        Frame size in pixels.
+    dpi : float
+        Dots per inch.
+    columns : int, optional
+        Columns of the grid (:func:`grid_size`).
+    title : str
+        Title above all panels (may be empty: the time label alone).
+    time_labels : sequence of str
+        Every label the frames will show (the header keeps room for the widest).
+    blit : bool
+        Draw each frame from the index images onto the frozen background (default);
+        ``False`` redraws the whole figure with ``pcolormesh`` every frame, the reference
+        the fast path is checked against.
+    caption : str
+        One line at the bottom of the frame, drawn once.
+
+    Raises
+    ------
+    ValueError
+        If there are no panels or more than :data:`MAX_PANELS`, a colormap is unknown, a
+        grid has more than :data:`~ncreel.render.frame.MAX_INDEX_CELLS` cells, or no cell
+        of a panel is visible.
+    """
+
+    def __init__(self, panels: Sequence[Panel], *, width: int, height: int, dpi: float,
+                 columns: int | None = None, title: str = "",
+                 time_labels: Sequence[str] = (), blit: bool = True,
+                 caption: str = "") -> None:
+        panels = list(panels)
+        if not 1 <= len(panels) <= MAX_PANELS:
+            raise ValueError(f"{len(panels)} panels: between 1 and {MAX_PANELS} fit a frame")
+        if width < 16 or height < 16:
+            raise ValueError(f"frame size {width}x{height}: need at least 16x16 pixels")
+        for p in panels:
+            if p.cmap not in matplotlib.colormaps:
+                raise ValueError(f"cmap '{p.cmap}' is not a matplotlib colormap")
+            if p.shape[0] * p.shape[1] > MAX_INDEX_CELLS:
+                raise ValueError(f"grid {p.shape[0]}x{p.shape[1]}: at most {MAX_INDEX_CELLS} "
+                                 "cells can be drawn")
+        self.panels = panels
+        self.width, self.height, self.dpi = int(width), int(height), float(dpi)
+        self.blit = bool(blit)
+        self.rows, self.columns = grid_size(len(panels), columns)
+        self.fig = Figure(figsize=(self.width / self.dpi, self.height / self.dpi),
+                          dpi=self.dpi, layout="constrained")
+        self.canvas = FigureCanvasAgg(self.fig)
+        self.axes, self.meshes, self._to_mesh, self._xy = [], [], [], []
+        self.norms = []
+        for i, p in enumerate(panels):
+            ax = map_axes(self.fig, p.projection, subplot=(self.rows, self.columns, i + 1))
+            ny, nx = p.shape
+            x = np.arange(nx) if p.x is None else np.asarray(p.x)
+            y = np.arange(ny) if p.y is None else np.asarray(p.y)
+            norm = Normalize(vmin=p.vmin, vmax=p.vmax)
+            mesh, to_mesh = add_mesh(ax, x, y, np.zeros(p.shape),
+                                     cmap=matplotlib.colormaps[p.cmap], norm=norm,
+                                     projection=p.projection)
+            for feature in p.features:
+                feature.add_to(ax, p.projection)
+            place = _colorbar_place(ax, self.width / self.columns, self.height / self.rows)
+            cbar = self.fig.colorbar(mesh, ax=ax, extend=p.extend, **place)
+            if place["location"] == "bottom":  # labels side by side: fewer, so none touch
+                cbar.locator = MaxNLocator(nbins=5, steps=[1, 2, 2.5, 5, 10])
+            style_colorbar(cbar, p.vmin, p.vmax, p.units)
+            if p.title:
+                ax.set_title(p.title, parse_math=False, fontsize="medium")
+            self.axes.append(ax)
+            self.meshes.append(mesh)
+            self._to_mesh.append(to_mesh)
+            self._xy.append((x, y))
+            self.norms.append(norm)
+        renderer = self.canvas.get_renderer()
+        header = fit_header(self.fig, renderer, title, time_labels)
+        self.title, self.label = header.title, header.label
+        foot = add_caption(self.fig, renderer, caption)
+        self.fig.get_layout_engine().set(rect=(0.0, foot, 1.0, header.bottom - foot))
+        self.canvas.draw()
+        # Layout and views fixed after one draw: frames never shift, index images stay valid.
+        self.fig.set_layout_engine("none")
+        align_header(header, self.fig, self.canvas.get_renderer())
+        for ax in self.axes:
+            ax.set_xlim(ax.get_xlim())
+            ax.set_ylim(ax.get_ylim())
+        self._lookups = [ColorLookup(m.get_cmap(), n) for m, n in zip(self.meshes, self.norms,
+                                                                      strict=True)]
+        if self.blit:
+            self._prepare_index_path()
+
+    def _prepare_index_path(self) -> None:
+        # Per panel: its index image cut to its box, the colour table and the pixels where
+        # lines lie above its field. One index image (frame-sized) exists at a time.
+        size = (self.width, self.height)
+        self._box, self._cells, self._colours, self._opaque = [], [], [], []
+        self._shown = []
+        self._over, self._overlay = [], []
+        for p, ax, (x, y) in zip(self.panels, self.axes, self._xy, strict=True):
+            index = cell_index_image(ax, x, y, p.shape, size, self.dpi,
+                                     projection=p.projection)
+            gc.collect()  # the index figure's canvas and mesh sit in reference cycles
+            rows = np.flatnonzero((index >= 0).any(axis=1))
+            cols = np.flatnonzero((index >= 0).any(axis=0))
+            if rows.size == 0:
+                raise ValueError(f"panel '{p.title}': no grid cell is visible in its map area")
+            box = (slice(rows[0], rows[-1] + 1), slice(cols[0], cols[-1] + 1))
+            ncells = p.shape[0] * p.shape[1]
+            cells = index[box]
+            del index
+            cells[cells < 0] = ncells  # the trailing "cell": transparent, like NaN
+            # Only the cells on screen are coloured per frame: a panel of a 0.25 degree
+            # grid shows about a quarter of its cells (one per pixel at most), so their
+            # colour look-up, the cost that grows with the grid, is a quarter too.
+            shown, local = np.unique(cells, return_inverse=True)
+            n_shown = int(np.count_nonzero(shown < ncells))
+            self._box.append(box)
+            self._shown.append(shown[:n_shown].astype(np.intp))
+            self._cells.append(local.reshape(cells.shape).astype(
+                np.uint16 if shown.size < 2**16 else np.intp))
+            # Colours of the shown cells, then (last, if any pixel has none) transparent.
+            self._colours.append(np.zeros(shown.size, dtype=np.uint32))
+            self._opaque.append(np.empty(cells.shape, dtype=bool))
+            del cells, local
+        self.label.set_visible(False)
+        for mesh in self.meshes:
+            mesh.set_visible(False)
+        self.canvas.draw()
+        self._background = np.array(self.canvas.buffer_rgba())
+        # Lines above the fields (coastlines, spines): every field all black, then all white.
+        f0s, f1s = [], []
+        for colour, keep in (("black", f0s), ("white", f1s)):
+            for mesh in self.meshes:
+                mesh.set_visible(True)
+                _set_mesh_constant(mesh, colour)
+            self.canvas.draw()
+            buf = np.asarray(self.canvas.buffer_rgba())
+            keep.extend(np.array(buf[box][..., :3]) for box in self._box)
+        for mesh in self.meshes:
+            mesh.remove()  # never drawn again; the colour bars keep their norms and cmaps
+        self.label.set_visible(True)
+        for shown, cells, f0, f1 in zip(self._shown, self._cells, f0s, f1s, strict=True):
+            over = ((f0 != 0) | (f1 != 255)).any(-1) & (cells < shown.size)
+            flat = np.flatnonzero(over)
+            self._over.append(flat)
+            self._overlay.append(AggOverlay(f0.reshape(-1, 3)[flat], f1.reshape(-1, 3)[flat]))
+        del f0s, f1s
+
+    def draw(self, fields: Sequence[np.ndarray], label: str) -> np.ndarray:
+        """Draw one field per panel with time label `label`; return the frame's pixels.
+
+        Parameters
+        ----------
+        fields : sequence of numpy.ndarray
+            One per panel, each of that panel's shape ``(ny, nx)``, in its units; NaN
+            cells are transparent.
+        label : str
+            The time shown in the header.
+
+        Returns
+        -------
+        numpy.ndarray, shape (height, width, 4), uint8
+            RGBA pixels, a view of the canvas buffer valid until the next call.
+
+        Raises
+        ------
+        ValueError
+            If the number of fields or a field's shape does not match the panels.
+        """
+        if len(fields) != len(self.panels):
+            raise ValueError(f"{len(self.panels)} panels, {len(fields)} fields")
+        fields = [np.asarray(f) for f in fields]
+        for i, (p, f) in enumerate(zip(self.panels, fields, strict=True)):
+            if f.shape != tuple(p.shape):
+                raise ValueError(f"panel {i}: field shape {f.shape} != grid shape {p.shape}")
+        self.label.set_text(label)
+        if not self.blit:
+            for mesh, to_mesh, f in zip(self.meshes, self._to_mesh, fields, strict=True):
+                mesh.set_array(to_mesh(f))
+            self.canvas.draw()
+            return np.asarray(self.canvas.buffer_rgba())
+        buf = np.asarray(self.canvas.buffer_rgba())
+        buf[...] = self._background
+        for i, f in enumerate(fields):
+            colours, cells, shown = self._colours[i], self._cells[i], self._shown[i]
+            self._lookups[i].rgba32(f.ravel().take(shown), out=colours[:shown.size])
+            rgba = colours.take(cells) if cells.dtype == np.intp else colours[cells]
+            over = self._over[i]
+            if over.size:
+                flat = rgba.reshape(-1)
+                c = flat.take(over).view(np.uint8).reshape(-1, 4)
+                flat.put(over, self._overlay[i].blend(c).view(np.uint32))
+            opaque = self._opaque[i]
+            np.greater_equal(rgba, np.uint32(0xFF000000), out=opaque)
+            box = buf[self._box[i]].view(np.uint32)[..., 0]
+            np.copyto(box, rgba, where=opaque)
+        self.label.draw(self.canvas.get_renderer())
+        return buf
+
+    def save_png(self, path: str | os.PathLike, *, compress_level: int = 6) -> None:
+        """Write the frame last drawn as a PNG of exactly width x height."""
+        write_png(np.asarray(self.canvas.buffer_rgba()), path, compress_level=compress_level)
+
+    def map_area(self) -> np.ndarray:
+        """Pixels that show a grid cell of any panel, shape (height, width) bool."""
+        area = np.zeros((self.height, self.width), dtype=bool)
+        for shown, box, cells in zip(self._shown, self._box, self._cells, strict=True):
+            area[box] |= cells < shown.size
+        return area
+
+    def interior(self) -> np.ndarray:
+        """Map pixels away from cell edges and map boundaries, any panel (bool, (h, w))."""
+        area = np.zeros((self.height, self.width), dtype=bool)
+        for p, ax, (x, y) in zip(self.panels, self.axes, self._xy, strict=True):
+            area |= cell_interior(cell_index_image(ax, x, y, p.shape,
+                                                   (self.width, self.height), self.dpi,
+                                                   projection=p.projection))
+        return area
+
+    def level_step(self) -> int:
+        """Largest 8-bit channel step between neighbouring colours of any panel's colormap."""
+        steps = [0]
+        for lookup in self._lookups:
+            rgba = lookup.lut32[:lookup.n].view(np.uint8).reshape(-1, 4).astype(int)
+            if len(rgba) > 1:
+                steps.append(int(np.abs(np.diff(rgba, axis=0)).max()))
+        return max(steps)
+
+    def close(self) -> None:
+        """Release the figure."""
+        self.fig.clear()
+
+
+def _colorbar_place(ax, cell_w: float, cell_h: float) -> dict:
+    # A map wider than its cell allows fills the cell's width and leaves height spare: its
+    # colour bar goes below it, the map's width; else beside it, as for a single field.
+    x0, x1 = ax.get_xlim()
+    y0, y1 = ax.get_ylim()
+    aspect = abs(x1 - x0) / max(abs(y1 - y0), 1e-12) if ax.get_aspect() != "auto" else 0.0
+    if aspect and cell_w / cell_h < 1.15 * aspect:
+        return {"location": "bottom", "shrink": 0.8, "pad": 0.03, "aspect": 30}
+    return {"location": "right", "shrink": 0.9, "pad": 0.02}
