@@ -150,7 +150,7 @@ def test_country_outline_is_drawn_once_on_the_map(tmp_path):
     ({"lon": [0, 10], "lat": [0, 10], "tabel": "global"}, "region.tabel': unknown key"),
     ({"lon": [0, 10], "lat": [0, 10], "table": "all"}, "region.table': must be region or"),
     ("Frence", "no country named 'Frence' (did you mean France"),
-    ({"name": "France", "lon": [0, 1]}, "either name or lon/lat"),
+    ({"name": "France", "lon": [0, 1]}, "give one of name, file or lon/lat"),
 ])
 def test_bad_region_is_one_line(tmp_path, region, message):
     path, _ = write_rectilinear(tmp_path / "g.nc", lat=[0.0, 10.0, 20.0, 30.0, 40.0])

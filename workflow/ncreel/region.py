@@ -1,4 +1,4 @@
-"""A region of the grid: a longitude/latitude box or a named country (config ``region``).
+"""A region of the grid: a longitude/latitude box, a polygon file or a named country.
 
 The region is applied where the series is opened (:func:`restrict`): the series then *is*
 the region's cells, so the statistics, the frames and (when ``region.table`` is
@@ -8,15 +8,21 @@ antimeridian (``lon: [170, -170]`` is the 20 degrees around 180); its cells are 
 continuous longitude order whether the file stores longitudes in 0...360 or -180...180,
 so the map shows them as one piece.
 
-A cell belongs to the region when its centre lies in the box (edges included). Only
-rectilinear latitude/longitude grids can be cut so far; curvilinear grids, grids in
-projection x/y and unstructured meshes are refused with one line before any job.
+A box (``{lon: [w, e], lat: [s, n]}``) keeps the cells whose centre lies in it (edges
+included). A polygon region (``{file: fields.geojson}``, a GeoJSON or shapefile) is cut
+to the polygon's bounds, keeping every cell whose extent reaches them; a named country is
+cut to its box (:func:`country_box`). For both, the per-cell table then keeps only the
+cells that intersect the polygon (the country's full Natural Earth outline), with their
+covered fraction and edge distance (:mod:`ncreel.regionpolygon`). Only rectilinear
+latitude/longitude grids can be cut so far; curvilinear grids, grids in projection x/y
+and unstructured meshes are refused with one line before any job.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -59,6 +65,8 @@ class Region:
         ``region``: the per-cell table has the region's cells; ``global``: all cells.
     name : str or None
         The Natural Earth country the box was taken from.
+    file : str or None
+        Absolute path of the polygon file (GeoJSON or shapefile) the box is the bounds of.
     """
 
     west: float
@@ -67,6 +75,17 @@ class Region:
     north: float
     table: str = "region"
     name: str | None = None
+    file: str | None = None
+
+    @property
+    def polygon(self):
+        """The region's polygon (shapely, WGS 84 longitude/latitude); None for a box."""
+        return region_polygon(self.file, self.name)
+
+    @property
+    def by_extent(self) -> bool:
+        """Whether cells are kept when their extent reaches the box (polygon files)."""
+        return self.file is not None
 
     @property
     def lon_span(self) -> float:
@@ -83,6 +102,8 @@ class Region:
     def describe(self) -> str:
         """Describe the region for messages: ``'Fiji' (lon 174..-178, lat -22..-12)``."""
         box = (f"lon {self.west:g}..{self.east:g}, lat {self.south:g}..{self.north:g}")
+        if self.file:
+            return f"'{self.file}' ({box})"
         return f"'{self.name}' ({box})" if self.name else box
 
     def to_params(self) -> dict:
@@ -96,13 +117,15 @@ def region_from_params(params: Mapping | None) -> Region | None:
 
 
 def region_from_config(value) -> Region | None:
-    """Read config ``region``: null, a country name, or ``{lon: [w, e], lat: [s, n]}``.
+    """Read config ``region``: null, a country name, ``{lon: [w, e], lat: [s, n]}`` or a file.
 
     Parameters
     ----------
     value : None, str or mapping
-        A mapping may hold ``name`` (a country) instead of ``lon``/``lat``, and ``table``
-        (``region``, the default, or ``global``).
+        A mapping may hold ``name`` (a country) or ``file`` (a GeoJSON or shapefile
+        polygon, :func:`ncreel.regionpolygon.read_polygon_file`) instead of
+        ``lon``/``lat``, and ``table`` (``region``, the default, or ``global``). A
+        file's box is the polygon's bounds (``west > east`` across the antimeridian).
 
     Returns
     -------
@@ -112,7 +135,9 @@ def region_from_config(value) -> Region | None:
     ------
     NcreelError
         Naming the key: an unknown country (with the closest names), longitudes outside
-        -180..360 or equal, latitudes outside -90..90 or not south < north.
+        -180..360 or equal, latitudes outside -90..90 or not south < north; naming the
+        file: a polygon file that is missing, holds no polygons, is invalid or in an
+        unknown CRS.
     """
     if value is None:
         return None
@@ -121,18 +146,24 @@ def region_from_config(value) -> Region | None:
     if not isinstance(value, Mapping):
         raise NcreelError(f"config 'region': must be a country name or {{lon: [west, east], "
                           f"lat: [south, north]}}, got {value!r}")
-    unknown = sorted(set(map(str, value)) - {"lon", "lat", "name", "table"})
+    unknown = sorted(set(map(str, value)) - {"lon", "lat", "name", "file", "table"})
     if unknown:
         raise NcreelError(f"config 'region.{unknown[0]}': unknown key (known: lon, lat, "
-                          "name, table)")
+                          "name, file, table)")
+    if sum(k in value for k in ("name", "file")) + ("lon" in value or "lat" in value) > 1:
+        raise NcreelError("config 'region': give one of name, file or lon/lat")
     # The schema has no nested defaults (and the top-level `table` is another setting).
     table = value["table"] if "table" in value else DEFAULT_TABLE
     if table not in TABLE_CHOICES:
         raise NcreelError(f"config 'region.table': must be region or global, got {table!r}")
+    if value.get("file") is not None:
+        import os
+
+        path = os.path.abspath(os.fspath(value["file"]))
+        west, east, south, north = polygon_box(region_polygon(path, None))
+        return Region(west, east, south, north, table=table, file=path)
     name = value.get("name")
     if name is not None:
-        if "lon" in value or "lat" in value:
-            raise NcreelError("config 'region': give either name or lon/lat, not both")
         west, east, south, north, name = country_box(name)
         return Region(west, east, south, north, table=table, name=name)
     for key in ("lon", "lat"):
@@ -151,6 +182,61 @@ def region_from_config(value) -> Region | None:
         raise NcreelError(f"config 'region.lat': [{south:g}, {north:g}] must be south < north, "
                           "both in -90..90")
     return Region(west, east, south, north, table=table)
+
+
+@functools.lru_cache(maxsize=8)
+def region_polygon(file: str | None, name: str | None):
+    """Return the polygon of a region given by ``file`` or country ``name`` (None: a box).
+
+    Cached: the per-cell table asks for it in every shard job, the map once.
+
+    Raises
+    ------
+    NcreelError
+        As :func:`ncreel.regionpolygon.read_polygon_file` and :func:`country_polygon`.
+    """
+    if file is not None:
+        from ncreel.regionpolygon import read_polygon_file
+
+        return read_polygon_file(file)
+    if name is not None:
+        return country_polygon(name)
+    return None
+
+
+def polygon_box(polygon) -> tuple[float, float, float, float]:
+    """Bounds ``(west, east, south, north)`` of a longitude/latitude polygon, degrees.
+
+    The longitude extent is the shortest arc holding its vertices, so a polygon split at
+    the antimeridian (parts at 170...180 and -180...-170) gives ``west > east``.
+    """
+    import shapely
+
+    xy = shapely.get_coordinates(polygon)
+    west, span = _extent(xy[:, 0])
+    east = west + span
+    if span >= 360.0 - 1e-9:
+        west, east = -180.0, 180.0
+    elif east > 180.0:
+        east -= 360.0
+    return west, float(east), float(xy[:, 1].min()), float(xy[:, 1].max())
+
+
+def country_polygon(name: str):
+    """Outline of a Natural Earth 1:50m country as a shapely (Multi)Polygon (all its parts).
+
+    Raises
+    ------
+    NcreelError
+        If there is no country of that name.
+    """
+    from ncreel.regionpolygon import topology_polygon
+    from ncreel.render.maps import _arcs, _topology
+
+    country_lines(name)  # the error for an unknown name
+    geometries = _country_geometries()
+    proper = {k.casefold(): k for k in geometries}[str(name).strip().casefold()]
+    return topology_polygon(_arcs(_topology("countries-50m.json")), geometries[proper])
 
 
 def _country_geometries() -> dict[str, Mapping]:
@@ -246,12 +332,20 @@ def _extent(lon: np.ndarray) -> tuple[float, float]:
 
 
 def region_features(region: Region | None) -> list:
-    """Return the static overlays of the region (a named country's outline) as map lines."""
-    if region is None or region.name is None:
+    """Return the static overlays of the region (a country's or polygon's outline) as map lines."""
+    if region is None or (region.name is None and region.file is None):
         return []
     from ncreel.render.maps import MapLines
 
-    return [MapLines(country_lines(region.name), OUTLINE_STYLE)]
+    if region.file is None:
+        return [MapLines(country_lines(region.name), OUTLINE_STYLE)]
+    import shapely
+
+    from ncreel.render.maps import _split_at_antimeridian
+
+    rings = shapely.get_parts(region.polygon.boundary)
+    lines = [part for r in rings for part in _split_at_antimeridian(shapely.get_coordinates(r))]
+    return [MapLines(lines, OUTLINE_STYLE)]
 
 
 def _runs(index: np.ndarray) -> list[tuple[slice, bool]]:
@@ -284,7 +378,48 @@ class RegionSeries(Series):
     region: Region | None = None
     y_file: np.ndarray | None = None
     x_file: np.ndarray | None = None
+    edges: dict | None = None
     _cut: dict = field(default_factory=dict, repr=False)
+    #: :func:`ncreel.regionpolygon.covered_cells`, computed once.
+    _cover: tuple | None = field(default=None, repr=False)
+
+    def covered_cells(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Return the region polygon's cells (:func:`ncreel.regionpolygon.cover_cells`, once).
+
+        Cells are the polygons the table writes (:mod:`ncreel.cells.geometry`, the same
+        text PostGIS reads), so the kept cells are those ``ST_Intersects`` finds.
+
+        Returns
+        -------
+        keep, covered_fraction, edge_distance_m : numpy.ndarray, each shape (k,)
+            ``keep`` are row-major cell ids ``iy * nx + ix`` of this series.
+        """
+        if self._cover is None:
+            import shapely
+
+            from ncreel.cells.geometry import CellGeometry
+            from ncreel.regionpolygon import cover_cells
+
+            ids = np.arange(self.ny * self.nx, dtype=np.int64)
+            text = CellGeometry.from_series(self).polygons(ids)
+            cells = shapely.from_wkt(text.str.strip_prefix("SRID=4326;").to_numpy()
+                                     .astype(object))
+            lat, lon = self.cell_coordinates()
+            self._cover = cover_cells(self.region.polygon, cells, lon.reshape(-1),
+                                      lat.reshape(-1))
+        return self._cover
+
+    def coordinate_bounds(self, kind: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """Lower and upper edges of the region's cells, from the whole grid.
+
+        CF bounds where the file has them, else midpoints between the *whole* grid's
+        centres: the region's outer cells (and a region one cell wide) keep their true
+        extent, not one extrapolated from the cut.
+        """
+        if self.edges is None:
+            return super().coordinate_bounds(kind)
+        lo, hi = self.edges[kind]
+        return np.array(lo, float), np.array(hi, float)
 
     def spec(self) -> dict:
         """:meth:`Series.spec` plus the region's parameters."""
@@ -417,18 +552,57 @@ def restrict(series: Series, region: Region | None) -> Series:
     x_order = np.arange(series.nx) if series.x_index is None else np.asarray(series.x_index)
     lat = np.asarray(lat_v.values, float)[y_order]
     lon = np.asarray(lon_v.values, float)[x_order]
+    # Cell edges of the whole grid (CF bounds, else midpoints between the whole grid's
+    # centres): a cut's outer cells keep their true extent (a one-cell region too).
+    y_lo, y_hi = _axis_edges(ds, series.lat_name, lat_v.values, y_order)
+    x_lo, x_hi = _axis_edges(ds, series.lon_name, lon_v.values, x_order)
     tol = EDGE_TOLERANCE_DEG
-    rows = np.flatnonzero((lat >= region.south - tol) & (lat <= region.north + tol))
-    cols = np.flatnonzero(region.contains_lon(lon))
+    if region.by_extent:
+        # Every cell whose extent reaches the polygon's bounds (touching counts, as in
+        # ST_Intersects): all cells that can intersect the polygon.
+        rows = np.flatnonzero((y_hi >= region.south - tol) & (y_lo <= region.north + tol))
+        offset = np.mod(x_lo - region.west, 360.0)
+        width = x_hi - x_lo
+        cols = np.flatnonzero((offset <= region.lon_span + tol)
+                              | (offset + width >= 360.0 - tol))
+    else:
+        rows = np.flatnonzero((lat >= region.south - tol) & (lat <= region.north + tol))
+        cols = np.flatnonzero(region.contains_lon(lon))
     if rows.size == 0 or cols.size == 0:
         raise NcreelError(
             f"config 'region': {region.describe()} holds no cell centre of {what} (its "
             f"latitudes {np.nanmin(lat):g}..{np.nanmax(lat):g}, longitudes "
             f"{np.nanmin(lon):g}..{np.nanmax(lon):g}); choose a box inside the grid")
     # Columns from the box's west edge eastwards: continuous across the file's seam.
-    cols = cols[np.argsort(np.mod(lon[cols] - region.west + tol, 360.0), kind="stable")]
+    # (A cell reaching the box from the west sorts by its east edge.)
+    first = x_hi[cols] if region.by_extent else lon[cols]
+    cols = cols[np.argsort(np.mod(first - region.west + tol, 360.0), kind="stable")]
     values = {f.name: getattr(series, f.name) for f in dataclasses.fields(Series)
               if f.init}
     values.update(ny=int(rows.size), nx=int(cols.size), y_index=None, x_index=None,
                   _time=series._time)
-    return RegionSeries(**values, region=region, y_file=y_order[rows], x_file=x_order[cols])
+    cut = RegionSeries(**values, region=region, y_file=y_order[rows], x_file=x_order[cols],
+                       edges={"lat": (y_lo[rows], y_hi[rows]), "lon": (x_lo[cols], x_hi[cols])})
+    if region.polygon is not None and region.table == "region":
+        if cut.covered_cells()[0].size == 0:
+            cut.close()
+            raise NcreelError(
+                f"config 'region': {region.describe()} covers no cell of {what} (its "
+                f"latitudes {np.nanmin(lat):g}..{np.nanmax(lat):g}, longitudes "
+                f"{np.nanmin(lon):g}..{np.nanmax(lon):g}): the polygon lies between or "
+                "beside the grid's cells; check the polygon and the grid")
+    return cut
+
+
+def _axis_edges(ds, name: str, centres, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    # Lower and upper edge of each cell of a whole 1-D axis, in `order`.
+    from ncreel.cfaxes import cf_bounds
+    from ncreel.gridmap import edges_1d
+
+    b = cf_bounds(ds, name)
+    if b is not None:
+        b = np.asarray(b, float)[order]
+        return b.min(axis=1), b.max(axis=1)
+    e = edges_1d(np.asarray(centres, float))
+    lo, hi = np.minimum(e[:-1], e[1:]), np.maximum(e[:-1], e[1:])
+    return lo[order], hi[order]
