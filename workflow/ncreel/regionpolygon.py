@@ -317,7 +317,9 @@ def edge_distance(region, lon: np.ndarray, lat: np.ndarray) -> np.ndarray:
     _, _, dist = geod.inv(np.repeat(lon, k), np.repeat(lat, k),
                           pts[idx.reshape(-1), 0], pts[idx.reshape(-1), 1])
     d = np.asarray(dist).reshape(lon.size, k).min(axis=1)
-    inside = shapely.contains_xy(region, lon, lat)
+    # On the boundary counts as inside: a centre on the antimeridian seam of a split
+    # region is inside it (the seam is no edge).
+    inside = shapely.intersects_xy(region, lon, lat)
     return np.where(inside, d, -d)
 
 
