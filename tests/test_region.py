@@ -113,6 +113,12 @@ def test_named_country_box_and_outline():
     assert 170 < west < 178 and -180 < east < -175 and -23 < south < north < -11
     w, e, s, n, _ = country_box("France")  # metropolitan France, not French Guiana
     assert -6 < w < -4 and 9 < e < 11 and 40 < s < 42 and 51 < n < 52
+    # The 48 contiguous states, as the docstring says: not Alaska (north of 51, west of
+    # -130) nor Hawaii (south of 23); Japan with Okinawa's islands (a chain of them).
+    w, e, s, n, _ = country_box("United States of America")
+    assert -128 < w < -124 and -67 < e < -63 and 22 < s < 25 and 49 < n < 51
+    w, e, s, n, _ = country_box("Japan")
+    assert 122 < w < 124 and s < 25
     region = region_from_config({"name": "France", "table": "global"})
     assert region.table == "global" and region.name == "France"
     (outline,) = region_features(region)

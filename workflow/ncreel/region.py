@@ -41,8 +41,11 @@ DEFAULT_TABLE = "region"
 #: map's edge.
 COUNTRY_MARGIN = 0.05
 COUNTRY_MARGIN_MIN_DEG = 0.5
-#: A country's polygons this close (degrees) to its largest one's box belong to its box.
-COUNTRY_NEAR_DEG = 10.0
+#: A country's polygons this close (degrees) to its largest one, or to a polygon already
+#: in its box, belong to its box: Corsica to France, Sicily to Italy, Okinawa's chain of
+#: islands to Japan, not Alaska (9 degrees from Washington state) to the 48 contiguous
+#: United States.
+COUNTRY_NEAR_DEG = 5.0
 #: Style of a named country's outline (drawn once, above the field).
 OUTLINE_STYLE = {"edgecolor": "black", "linewidth": 1.2}
 #: A cell centre this close (degrees, about 10 m) outside the box's edge is on the edge:
@@ -273,10 +276,13 @@ def country_lines(name: str) -> list[np.ndarray]:
 def country_box(name: str) -> tuple[float, float, float, float, str]:
     """Box around a Natural Earth country: ``(west, east, south, north, name)``, degrees.
 
-    The box holds the country's largest polygon and every other polygon of it with a
-    vertex within :data:`COUNTRY_NEAR_DEG` of that polygon's box (so France is metropolitan
-    France with Corsica, not French Guiana and Reunion; the United States are the 48
-    contiguous states). The longitude extent is the shortest arc holding those vertices
+    The box holds the country's largest polygon and every other polygon of it within
+    :data:`COUNTRY_NEAR_DEG` of it or of a polygon so held (a chain of islands), which is
+    what a map of the country usually shows: France is metropolitan France with Corsica,
+    not French Guiana and Reunion; the United States are the 48 contiguous states, without
+    Alaska and Hawaii; Spain is without the Canary Islands, Ecuador without the Galapagos. (The
+    per-cell table takes the cells of this box that intersect the country's full
+    outline.) The longitude extent is the shortest arc holding those vertices
     (the complement of the widest gap between their longitudes), so a country across the
     antimeridian (Fiji, Russia) gets ``west > east``; widened by :data:`COUNTRY_MARGIN`.
 
@@ -297,16 +303,7 @@ def country_box(name: str) -> tuple[float, float, float, float, str]:
              for polygon in polygons]
     # Shoelace area in degrees squared: enough to tell the main polygon.
     area = [abs(np.sum(p[:-1, 0] * p[1:, 1] - p[1:, 0] * p[:-1, 1])) for p in parts]
-    main = parts[int(np.argmax(area))]
-    w, w_span = _extent(main[:, 0])
-    s, n = main[:, 1].min(), main[:, 1].max()
-    near = []
-    for p in parts:
-        dlon = np.mod(p[:, 0] - w, 360.0)  # east of the main box's west edge
-        dlon = np.minimum(np.maximum(dlon - w_span, 0.0), 360.0 - dlon)
-        dlat = np.maximum(np.maximum(s - p[:, 1], p[:, 1] - n), 0.0)
-        if np.any(np.hypot(dlon, dlat) <= COUNTRY_NEAR_DEG):
-            near.append(p)
+    near = [parts[i] for i in sorted(_near_parts(parts, int(np.argmax(area))))]
     pts = np.concatenate(near)
     west, span = _extent(pts[:, 0])
     south, north = float(pts[:, 1].min()), float(pts[:, 1].max())
@@ -320,6 +317,25 @@ def country_box(name: str) -> tuple[float, float, float, float, str]:
     elif east > 180.0:  # across the antimeridian: west > east
         east -= 360.0
     return west, east, max(south - pad_y, -90.0), min(north + pad_y, 90.0), proper
+
+
+def _near_parts(parts: list[np.ndarray], main: int) -> set[int]:
+    # Indices of the parts within COUNTRY_NEAR_DEG of `main`, directly or through other
+    # such parts; distances in degrees, across the antimeridian too.
+    import shapely
+
+    rings = np.array([shapely.Polygon(p) if len(p) >= 4 else shapely.LineString(p)
+                      for p in parts], dtype=object)
+    moved = [shapely.transform(rings, lambda xy, k=k: xy + [k, 0.0]) for k in (-360.0, 360.0)]
+    held, todo = {main}, [main]
+    while todo:
+        g = rings[todo.pop()]
+        d = np.minimum.reduce([shapely.distance(g, r) for r in (rings, *moved)])
+        for i in np.flatnonzero(d <= COUNTRY_NEAR_DEG):
+            if int(i) not in held:
+                held.add(int(i))
+                todo.append(int(i))
+    return held
 
 
 def _extent(lon: np.ndarray) -> tuple[float, float]:
