@@ -256,3 +256,38 @@ def test_mesh_and_projected_grids_are_refused_before_any_job(tmp_path):
     rotated, _ = write_rotated_pole(tmp_path / "rot.nc", n_time=2)
     with pytest.raises(NcreelError, match="not supported yet for grids without latitude"):
         open_selection(selection(rotated, {"lon": [0, 20], "lat": [40, 60]}))
+
+
+@pytest.mark.parametrize("central, want", [(0.0, 180.0), (10.0, 180.0), (180.0, 180.0)])
+def test_explicit_central_longitude_cutting_the_region_centres_the_map_on_it(
+        tmp_path, caplog, central, want):
+    # With central_longitude 0 the map's edge (180) ran through a region across 180: the
+    # region was drawn in two pieces at the map's edges and contours joined across it.
+    import dataclasses
+    import logging
+
+    path, _ = write_rectilinear(tmp_path / "g.nc", lat=LAT, lon=LON_360)
+    render = dataclasses.replace(RENDER, map=dataclasses.replace(
+        RENDER.map, projection_params={"central_longitude": central}))
+    with open_selection(selection(path, BOX)) as s, caplog.at_level(logging.WARNING):
+        r = make_renderer(s, render, vmin=0.0, vmax=1.0)
+        assert abs(r.projection.central_longitude) == want
+        # One piece: the map is only as wide as the region (8 degrees of 40 would be
+        # 1/9 of a world-wide strip).
+        x0, x1 = r.ax.get_xlim()
+        assert abs(x1 - x0) < 60
+        r.close()
+    cut = central != 180.0
+    assert ("puts the map's edge" in caplog.text) == cut
+
+
+def test_explicit_central_longitude_off_the_region_is_kept(tmp_path):
+    import dataclasses
+
+    path, _ = write_rectilinear(tmp_path / "g.nc", lat=LAT, lon=LON_180)
+    render = dataclasses.replace(RENDER, map=dataclasses.replace(
+        RENDER.map, projection_params={"central_longitude": 10.0}))
+    with open_selection(selection(path, {"lon": [-40, 40], "lat": [-30, 50]})) as s:
+        r = make_renderer(s, render, vmin=0.0, vmax=1.0)
+        assert r.projection.central_longitude == 10.0
+        r.close()

@@ -414,6 +414,18 @@ def map_settings(settings: MapSettings, *, lon=None, lat=None):
     name = settings.projection
     params = dict(settings.projection_params)
     centre = central_longitude(lon)
+    if centre is not None and "central_longitude" in params and _edge_cuts(
+            lon, params["central_longitude"]):
+        # The map's edge meridian would run through the regional grid, which is then
+        # drawn in two pieces at the map's two edges (and contour lines would join them
+        # across the whole map): centre the map on the grid instead.
+        log.warning(
+            "config 'map.projection_params.central_longitude' %g puts the map's edge "
+            "(%g) through the grid or region (longitudes %g..%g): the map is centred on "
+            "%g instead", params["central_longitude"],
+            (float(params["central_longitude"]) + 360.0) % 360.0 - 180.0,
+            float(np.nanmin(lon)), float(np.nanmax(lon)), centre)
+        params["central_longitude"] = centre
     if centre is not None and "central_longitude" not in params:
         if name == "PlateCarree":  # known without importing cartopy
             params["central_longitude"] = centre
@@ -428,6 +440,18 @@ def map_settings(settings: MapSettings, *, lon=None, lat=None):
     coastlines = True if settings.coastlines is None else settings.coastlines
     return projection, map_features(coastlines=coastlines, borders=settings.borders,
                                     scale=map_scale(lon, lat))
+
+
+def _edge_cuts(lon, central: float) -> bool:
+    """Whether the map edge of `central` longitude (central + 180) lies between `lon`'s ends.
+
+    `lon` are continuous cell-centre longitudes (no jump of 360 along a row), degrees.
+    """
+    lo, hi = float(np.nanmin(lon)), float(np.nanmax(lon))
+    edge = float(central) + 180.0
+    # The edge's turn at or after lo: the map cuts the grid if it comes before hi.
+    first = edge + 360.0 * np.ceil((lo - edge) / 360.0)
+    return bool(first <= hi)
 
 
 def plot_axes(series):
