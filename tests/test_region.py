@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import xarray as xr
 from layouts import write_curvilinear, write_rectilinear
-from ncreel.cells import ShardRows, cells_settings
+from ncreel.cells import CellGeometry, ShardRows, cells_settings
 from ncreel.errors import NcreelError
 from ncreel.region import (
     RegionSeries,
@@ -290,4 +290,32 @@ def test_explicit_central_longitude_off_the_region_is_kept(tmp_path):
     with open_selection(selection(path, {"lon": [-40, 40], "lat": [-30, 50]})) as s:
         r = make_renderer(s, render, vmin=0.0, vmax=1.0)
         assert r.projection.central_longitude == 10.0
+        r.close()
+
+
+@pytest.mark.parametrize("bounds", [False, True], ids=["midpoints", "cf-bounds"])
+def test_one_cell_region_has_that_cells_bounds(tmp_path, bounds):
+    # A region holding one cell centre: its extent (map and table polygon) was +-0.5
+    # degree round the centre, extrapolated from the cut; it must be the cell's bounds.
+    path = tmp_path / "g.nc"
+    lat, lon = LAT, LON_360
+    coords = {"lat": ("lat", lat, {"units": "degrees_north"}),
+              "lon": ("lon", lon, {"units": "degrees_east"})}
+    data = {"tas": (("time", "lat", "lon"), np.random.default_rng(1).random((2, 18, 36)))}
+    if bounds:  # uneven bounds, so midpoints would be wrong: 6 degrees south, 4 north
+        coords["lat"][2]["bounds"] = "lat_bnds"
+        data["lat_bnds"] = (("lat", "nv"), np.column_stack([lat - 6.0, lat + 4.0]))
+    xr.Dataset(data, coords={"time": ("time", [0.0, 1.0], {"units": "days since 2000-01-01"}),
+                             **coords}).to_netcdf(path)
+    south, north = (-1.0, 9.0) if bounds else (0.0, 10.0)
+    with open_selection(selection(path, {"lon": [12, 18], "lat": [2, 8]})) as s:
+        assert s.shape[1:] == (1, 1)
+        text = CellGeometry.from_series(s).polygons(np.array([0]))[0]
+        assert text == (f"SRID=4326;MULTIPOLYGON(((10.0 {south},20.0 {south},20.0 {north},"
+                        f"10.0 {north},10.0 {south})))")
+        r = make_renderer(s, RENDER, vmin=0.0, vmax=1.0)
+        x0, x1 = sorted(r.ax.get_xlim())
+        y0, y1 = sorted(r.ax.get_ylim())
+        # PlateCarree centred on the cell (15): x is longitude - 15.
+        np.testing.assert_allclose([x0, x1, y0, y1], [-5, 5, south, north], atol=1e-6)
         r.close()

@@ -352,7 +352,7 @@ def make_renderer(series, render: RenderSettings, *, vmin: float, vmax: float,
                          overlays=make_overlays(render.contours, render.vectors,
                                                 overlay_limits), extend=extend,
                          gridlines=render.map.gridlines and geo,
-                         caption=render.caption or "")
+                         caption=render.caption or "", edges=region_edges(series, x, y))
 
 
 def colorbar_extend(setting: str | None, stats: dict) -> str:
@@ -440,6 +440,37 @@ def map_settings(settings: MapSettings, *, lon=None, lat=None):
     coastlines = True if settings.coastlines is None else settings.coastlines
     return projection, map_features(coastlines=coastlines, borders=settings.borders,
                                     scale=map_scale(lon, lat))
+
+
+def region_edges(series, x, y):
+    """Cell edges of a region's cells for drawing, from the whole grid; None otherwise.
+
+    A region's outer cells (and a region one cell wide) are drawn to their true bounds
+    (:meth:`ncreel.region.RegionSeries.coordinate_bounds`), not to edges extrapolated from
+    the cut's own centres.
+
+    Parameters
+    ----------
+    series : ncreel.source.Series
+    x, y : numpy.ndarray
+        The plot's cell centres (:func:`plot_axes`): continuous longitudes, latitudes.
+
+    Returns
+    -------
+    (x_edges, y_edges) : numpy.ndarray, shapes (nx + 1,), (ny + 1,), degrees; or None
+    """
+    if getattr(series, "region", None) is None or np.ndim(x) != 1 or np.ndim(y) != 1:
+        return None
+    from ncreel.gridmap import edges_1d
+
+    lon_b, lat_b = series.coordinate_bounds("lon"), series.coordinate_bounds("lat")
+    if lon_b is None or lat_b is None:
+        return None
+    x = np.asarray(x, float)
+    # Bounds moved by whole turns to their (continuous) centre.
+    turn = 360.0 * np.round((x - (lon_b[0] + lon_b[1]) / 2) / 360.0)
+    return (edges_1d(x, np.column_stack([lon_b[0] + turn, lon_b[1] + turn])),
+            edges_1d(np.asarray(y, float), np.column_stack(lat_b)))
 
 
 def _edge_cuts(lon, central: float) -> bool:
