@@ -165,9 +165,10 @@ def test_bad_region_is_one_line(tmp_path, region, message):
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
-def test_curvilinear_grid_is_refused_before_any_job(tmp_path):
+def test_curvilinear_grid_with_a_box_is_refused_before_any_job(tmp_path):
     path, _ = write_curvilinear(tmp_path / "c.nc")
-    with pytest.raises(NcreelError, match="not supported yet for curvilinear grids"):
+    with pytest.raises(NcreelError, match="not supported for curvilinear grids .* give the "
+                       "region as a polygon file"):
         open_selection(selection(path, {"lon": [-180, 180], "lat": [-90, 90]}))
 
 
@@ -254,7 +255,7 @@ def test_mesh_and_projected_grids_are_refused_before_any_job(tmp_path):
     with pytest.raises(NcreelError, match="not supported yet for unstructured meshes"):
         open_selection(selection(mesh_path, BOX, "sst"))
     rotated, _ = write_rotated_pole(tmp_path / "rot.nc", n_time=2)
-    with pytest.raises(NcreelError, match="not supported yet for grids without latitude"):
+    with pytest.raises(NcreelError, match="not supported for projected grids"):
         open_selection(selection(rotated, {"lon": [0, 20], "lat": [40, 60]}))
 
 

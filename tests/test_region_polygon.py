@@ -182,3 +182,41 @@ def test_polygon_off_the_grid_is_one_line_before_any_job(tmp_path):
     with pytest.raises(NcreelError, match="north.geojson") as err:
         open_selection(sel)
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("kind", ["curvilinear", "rotated-pole"])
+def test_curvilinear_and_projected_grids_get_the_polygon_table(tmp_path, kind):
+    # No 1-D latitude/longitude: the cut is the index rectangle round the cells that
+    # intersect the polygon; the table's cells and polygons are exactly those of the whole
+    # grid that intersect it.
+    from grid_files import write_rotated_pole
+    from layouts import write_curvilinear
+    from ncreel.cells import CellGeometry
+    from ncreel.source import open_series
+
+    if kind == "curvilinear":
+        path, _ = write_curvilinear(tmp_path / "c.nc", ny=12, nx=14, lon0=150.0, dlon=3.0)
+        ring = box_ring(165, -2, 175, 12)
+    else:
+        path, _ = write_rotated_pole(tmp_path / "r.nc", ny=20, nx=24, step=1.0)
+        with open_series(str(path), "tas") as whole:
+            lat, lon = whole.cell_coordinates()
+        c_lon, c_lat = float(np.median(lon)), float(np.median(lat))
+        ring = box_ring(c_lon - 3, c_lat - 2, c_lon + 4, c_lat + 3)
+    gj = geojson(tmp_path / "p.geojson", ring)
+    region = region_from_config({"file": str(gj)})
+    with open_series(str(path), "tas") as whole:
+        n = whole.ny * whole.nx
+        text = np.asarray(CellGeometry.from_series(whole).polygons(np.arange(n)).to_list())
+    geoms = shapely.from_wkt([t.split(";", 1)[1] for t in text])
+    want = sorted(text[shapely.intersects(geoms, shapely.Polygon(ring))])
+    assert 4 <= len(want) < n // 2
+    sel = SeriesSelection(paths=[str(path)], variable="tas", time_dim=None, select={},
+                          lat=None, lon=None, time=None, region=region.to_params())
+    with open_selection(sel) as s:
+        assert s.ny * s.nx < n  # only the region's slab is read
+        cells = CellsSettings.from_params(cells_settings({"geometry": "text"}))
+        rows = ShardRows.for_series(s, cell_mean=np.zeros(s.shape[1:]), cells=cells)
+        out = rows.rows(0, s.read(0, 1))
+        got = sorted(rows.geometry.polygons(np.asarray(out["cell_id"])).to_list())
+    assert got == want

@@ -13,9 +13,10 @@ included). A polygon region (``{file: fields.geojson}``, a GeoJSON or shapefile)
 to the polygon's bounds, keeping every cell whose extent reaches them; a named country is
 cut to its box (:func:`country_box`). For both, the per-cell table then keeps only the
 cells that intersect the polygon (the country's full Natural Earth outline), with their
-covered fraction and edge distance (:mod:`ncreel.regionpolygon`). Only rectilinear
-latitude/longitude grids can be cut so far; curvilinear grids, grids in projection x/y
-and unstructured meshes are refused with one line before any job.
+covered fraction and edge distance (:mod:`ncreel.regionpolygon`). A box needs a
+rectilinear latitude/longitude grid; curvilinear grids and grids in projection x/y with a
+CF grid mapping are cut by a polygon to the block of rows and columns round the cells
+that intersect it; unstructured meshes are refused with one line before any job.
 """
 
 from __future__ import annotations
@@ -534,20 +535,23 @@ def restrict(series: Series, region: Region | None) -> Series:
     Parameters
     ----------
     series : Series
-        An opened series with 1-D latitude and longitude (a rectilinear grid).
+        An opened series on a grid (not a mesh).
     region : Region or None
 
     Returns
     -------
     RegionSeries
-        Sharing `series`' open files; shape ``(n_time, ny', nx')`` of the cells whose
-        centres lie in the box.
+        Sharing `series`' open files; shape ``(n_time, ny', nx')``: on a rectilinear grid
+        the cells whose centres lie in the box (whose extent reaches a polygon file's
+        bounds); on a curvilinear or projected grid the block of rows and columns round
+        the cells that intersect the polygon, one cell wider on each side.
 
     Raises
     ------
     NcreelError
-        Before any job: the grid is not a rectilinear latitude/longitude grid (not
-        supported yet), or no cell centre lies in the box.
+        Before any job: an unstructured mesh or a grid in plain indices; a box on a
+        grid without 1-D latitude/longitude; no cell centre in the box; a polygon that
+        covers no cell.
     """
     if region is None:
         return series
@@ -555,17 +559,14 @@ def restrict(series: Series, region: Region | None) -> Series:
     if type(series) is not Series:
         raise NcreelError(f"config 'region': not supported yet for unstructured meshes "
                           f"({what}); remove region or cut the mesh first")
-    if series.lat_name is None or series.lon_name is None:
-        raise NcreelError(f"config 'region': not supported yet for grids without latitude/"
-                          f"longitude variables ({what}: projection x/y or plain indices); "
-                          "remove region")
     ds = series._dataset(0)
-    lat_v, lon_v = ds[series.lat_name], ds[series.lon_name]
-    if lat_v.dims != (series.y_dim,) or lon_v.dims != (series.x_dim,):
-        raise NcreelError(f"config 'region': not supported yet for curvilinear grids "
-                          f"({what} has 2-D latitude/longitude); remove region")
     y_order = np.arange(series.ny) if series.y_index is None else np.asarray(series.y_index)
     x_order = np.arange(series.nx) if series.x_index is None else np.asarray(series.x_index)
+    if series.lat_name is None or series.lon_name is None or \
+            ds[series.lat_name].dims != (series.y_dim,) or \
+            ds[series.lon_name].dims != (series.x_dim,):
+        return _restrict_by_cells(series, region, what, y_order, x_order)
+    lat_v, lon_v = ds[series.lat_name], ds[series.lon_name]
     lat = np.asarray(lat_v.values, float)[y_order]
     lon = np.asarray(lon_v.values, float)[x_order]
     # Cell edges of the whole grid (CF bounds, else midpoints between the whole grid's
@@ -595,8 +596,9 @@ def restrict(series: Series, region: Region | None) -> Series:
     cols = cols[np.argsort(np.mod(first - region.west + tol, 360.0), kind="stable")]
     values = {f.name: getattr(series, f.name) for f in dataclasses.fields(Series)
               if f.init}
+    # The whole grid's cached longitudes/latitudes (of a grid mapping) are not the cut's.
     values.update(ny=int(rows.size), nx=int(cols.size), y_index=None, x_index=None,
-                  _time=series._time)
+                  _time=series._time, _lonlat=None)
     cut = RegionSeries(**values, region=region, y_file=y_order[rows], x_file=x_order[cols],
                        edges={"lat": (y_lo[rows], y_hi[rows]), "lon": (x_lo[cols], x_hi[cols])})
     if region.polygon is not None and region.table == "region":
@@ -608,6 +610,50 @@ def restrict(series: Series, region: Region | None) -> Series:
                 f"{np.nanmin(lon):g}..{np.nanmax(lon):g}): the polygon lies between or "
                 "beside the grid's cells; check the polygon and the grid")
     return cut
+
+
+def _restrict_by_cells(series: Series, region: Region, what: str, y_order: np.ndarray,
+                       x_order: np.ndarray) -> RegionSeries:
+    # A curvilinear grid or one in projection x/y with a CF grid mapping: cut to the
+    # index rectangle of the cells whose polygons intersect the region's polygon, one cell
+    # wider on each side, so that the kept cells' corners (from their neighbours' centres
+    # or the projection's midpoints) are the same in the cut as in the whole grid.
+    ds = series._dataset(0)
+    if series.lat_name is None and series.lon_name is None and series.mapping is None:
+        kind = "grids in plain indices (no latitude/longitude, no grid mapping)"
+    elif series.mapping is not None and series.lat_name is None:
+        kind = f"projected grids ({series.mapping.kind}) given a box"
+    else:
+        kind = "curvilinear grids (2-D latitude/longitude) given a box"
+    lat, lon = series.cell_coordinates()
+    if region.polygon is None or lat is None:
+        hint = ("give the region as a polygon file or a country name" if lat is not None
+                else "remove region")
+        raise NcreelError(f"config 'region': not supported for {kind} ({what}); {hint}")
+    import shapely
+
+    from ncreel.cells.geometry import CellGeometry
+    from ncreel.regionpolygon import intersecting
+
+    ny, nx = series.ny, series.nx
+    text = CellGeometry.from_series(series).polygons(np.arange(ny * nx, dtype=np.int64))
+    cells = shapely.from_wkt(text.str.strip_prefix("SRID=4326;").to_numpy().astype(object))
+    keep = intersecting(region.polygon, cells)
+    if keep.size == 0:
+        raise NcreelError(
+            f"config 'region': {region.describe()} covers no cell of {what} (its latitudes "
+            f"{np.nanmin(lat):g}..{np.nanmax(lat):g}, longitudes {np.nanmin(lon):g}.."
+            f"{np.nanmax(lon):g}); check the polygon and the grid")
+    del ds
+    iy, ix = np.divmod(keep, nx)
+    rows = np.arange(max(int(iy.min()) - 1, 0), min(int(iy.max()) + 2, ny))
+    cols = np.arange(max(int(ix.min()) - 1, 0), min(int(ix.max()) + 2, nx))
+    values = {f.name: getattr(series, f.name) for f in dataclasses.fields(Series)
+              if f.init}
+    # The whole grid's cached longitudes/latitudes (of a grid mapping) are not the cut's.
+    values.update(ny=int(rows.size), nx=int(cols.size), y_index=None, x_index=None,
+                  _time=series._time, _lonlat=None)
+    return RegionSeries(**values, region=region, y_file=y_order[rows], x_file=x_order[cols])
 
 
 def _axis_edges(ds, name: str, centres, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -326,6 +326,26 @@ def edge_distance(region, lon: np.ndarray, lat: np.ndarray) -> np.ndarray:
     return np.where(inside, d, -d)
 
 
+def intersecting(region, cells: np.ndarray) -> np.ndarray:
+    """Return the indices (ascending) of the cells that intersect `region` (touching counts).
+
+    Parameters
+    ----------
+    region : shapely.Polygon or shapely.MultiPolygon
+    cells : numpy.ndarray of shapely geometries (or None), shape (n,)
+
+    Returns
+    -------
+    numpy.ndarray of int, shape (k,)
+    """
+    import shapely
+
+    cells = np.asarray(cells, dtype=object)
+    have = np.flatnonzero(~shapely.is_missing(cells))
+    tree = shapely.STRtree(cells[have])
+    return np.unique(have[tree.query(region, predicate="intersects")])
+
+
 def cover_cells(region, cells: np.ndarray, centre_lon: np.ndarray, centre_lat: np.ndarray
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Which cells intersect the region, their covered fraction and edge distance.
@@ -352,9 +372,7 @@ def cover_cells(region, cells: np.ndarray, centre_lon: np.ndarray, centre_lat: n
     import shapely
 
     cells = np.asarray(cells, dtype=object)
-    have = np.flatnonzero([g is not None for g in cells])
-    tree = shapely.STRtree(cells[have])
-    keep = np.unique(have[tree.query(region, predicate="intersects")])
+    keep = intersecting(region, cells)
     if not keep.size:
         return keep, np.empty(0), np.empty(0)
     mine = cells[keep]
