@@ -118,6 +118,14 @@ def test_antimeridian_polygon_gives_a_box_across_it(tmp_path):
     # A centre next to the seam inside measures to the true edges, not to 180.
     d = edge_distance(poly, np.array([179.9]), np.array([-17.5]))
     assert d[0] > 200_000
+    # The outline drawn has no edge along the seam.
+    from ncreel.region import region_features
+
+    (outline,) = region_features(region_from_config({"file": str(mp)}))
+    for line in outline.lines:
+        seam = np.abs(line[:, 0]) == 180.0
+        assert not (seam[:-1] & seam[1:]).any()
+    assert sum(len(line) for line in outline.lines) >= 8
 
 
 def _write_shapefile(path, ring, prj: str | None):
@@ -220,3 +228,17 @@ def test_curvilinear_and_projected_grids_get_the_polygon_table(tmp_path, kind):
         out = rows.rows(0, s.read(0, 1))
         got = sorted(rows.geometry.polygons(np.asarray(out["cell_id"])).to_list())
     assert got == want
+
+
+def test_an_edited_polygon_file_changes_the_jobs_parameters(tmp_path):
+    # Jobs rerun when their parameters change: the region's carry the file's digest.
+    gj = geojson(tmp_path / "r.geojson", [(0, 0), (10, 0), (5, 10), (0, 0)])
+    first = region_from_config({"file": str(gj)}).to_params()
+    assert region_from_config({"file": str(gj)}).to_params() == first
+    geojson(gj, [(0, 0), (10, 0), (6, 10), (0, 0)])  # same bounds, another triangle
+    from ncreel.region import region_polygon
+
+    region_polygon.cache_clear()
+    second = region_from_config({"file": str(gj)}).to_params()
+    assert second["west"] == first["west"] and second["east"] == first["east"]
+    assert second != first

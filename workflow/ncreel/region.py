@@ -71,6 +71,9 @@ class Region:
         The Natural Earth country the box was taken from.
     file : str or None
         Absolute path of the polygon file (GeoJSON or shapefile) the box is the bounds of.
+    digest : str or None
+        SHA-256 of the polygon file (and a shapefile's .shx, .dbf, .prj): part of every
+        job's parameters, so an edited polygon reruns the run.
     """
 
     west: float
@@ -80,6 +83,7 @@ class Region:
     table: str = "region"
     name: str | None = None
     file: str | None = None
+    digest: str | None = None
 
     @property
     def polygon(self):
@@ -165,7 +169,8 @@ def region_from_config(value) -> Region | None:
 
         path = os.path.abspath(os.fspath(value["file"]))
         west, east, south, north = polygon_box(region_polygon(path, None))
-        return Region(west, east, south, north, table=table, file=path)
+        return Region(west, east, south, north, table=table, file=path,
+                      digest=_file_digest(path))
     name = value.get("name")
     if name is not None:
         west, east, south, north, name = country_box(name)
@@ -186,6 +191,22 @@ def region_from_config(value) -> Region | None:
         raise NcreelError(f"config 'region.lat': [{south:g}, {north:g}] must be south < north, "
                           "both in -90..90")
     return Region(west, east, south, north, table=table)
+
+
+def _file_digest(path: str) -> str:
+    # The polygon file and a shapefile's companions that change what it holds.
+    import hashlib
+    from pathlib import Path
+
+    h = hashlib.sha256()
+    p = Path(path)
+    parts = [p]
+    if p.suffix.lower() == ".shp":
+        parts += [p.with_suffix(s) for s in (".shx", ".dbf", ".prj")]
+    for part in parts:
+        if part.is_file():
+            h.update(part.name.encode() + b"\0" + part.read_bytes())
+    return h.hexdigest()
 
 
 @functools.lru_cache(maxsize=8)
@@ -360,8 +381,15 @@ def region_features(region: Region | None) -> list:
 
     from ncreel.render.maps import _split_at_antimeridian
 
-    rings = shapely.get_parts(region.polygon.boundary)
-    lines = [part for r in rings for part in _split_at_antimeridian(shapely.get_coordinates(r))]
+    lines = []
+    for ring in shapely.get_parts(region.polygon.boundary):
+        xy = shapely.get_coordinates(ring)
+        # Edges along the antimeridian, where the polygon was split, are no outline.
+        seam = np.abs(xy[:, 0]) >= 180.0 - 1e-9
+        cut = np.flatnonzero(seam[:-1] & seam[1:]) + 1
+        for part in np.split(xy, cut):
+            if len(part) > 1:
+                lines.extend(p for p in _split_at_antimeridian(part) if len(p) > 1)
     return [MapLines(lines, OUTLINE_STYLE)]
 
 
