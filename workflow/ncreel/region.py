@@ -440,18 +440,11 @@ class RegionSeries(Series):
             ``keep`` are row-major cell ids ``iy * nx + ix`` of this series.
         """
         if self._cover is None:
-            import shapely
-
-            from ncreel.cells.geometry import CellGeometry
             from ncreel.regionpolygon import cover_cells
 
-            ids = np.arange(self.ny * self.nx, dtype=np.int64)
-            text = CellGeometry.from_series(self).polygons(ids)
-            cells = shapely.from_wkt(text.str.strip_prefix("SRID=4326;").to_numpy()
-                                     .astype(object))
             lat, lon = self.cell_coordinates()
-            self._cover = cover_cells(self.region.polygon, cells, lon.reshape(-1),
-                                      lat.reshape(-1))
+            self._cover = cover_cells(self.region.polygon, cell_shapes(self),
+                                      lon.reshape(-1), lat.reshape(-1))
         return self._cover
 
     def coordinate_bounds(self, kind: str) -> tuple[np.ndarray, np.ndarray] | None:
@@ -622,13 +615,8 @@ def restrict(series: Series, region: Region | None) -> Series:
     # (A cell reaching the box from the west sorts by its east edge.)
     first = x_hi[cols] if region.by_extent else lon[cols]
     cols = cols[np.argsort(np.mod(first - region.west + tol, 360.0), kind="stable")]
-    values = {f.name: getattr(series, f.name) for f in dataclasses.fields(Series)
-              if f.init}
-    # The whole grid's cached longitudes/latitudes (of a grid mapping) are not the cut's.
-    values.update(ny=int(rows.size), nx=int(cols.size), y_index=None, x_index=None,
-                  _time=series._time, _lonlat=None)
-    cut = RegionSeries(**values, region=region, y_file=y_order[rows], x_file=x_order[cols],
-                       edges={"lat": (y_lo[rows], y_hi[rows]), "lon": (x_lo[cols], x_hi[cols])})
+    cut = _cut(series, region, y_order[rows], x_order[cols],
+               edges={"lat": (y_lo[rows], y_hi[rows]), "lon": (x_lo[cols], x_hi[cols])})
     if region.polygon is not None and region.table == "region":
         if cut.covered_cells()[0].size == 0:
             cut.close()
@@ -646,7 +634,6 @@ def _restrict_by_cells(series: Series, region: Region, what: str, y_order: np.nd
     # index rectangle of the cells whose polygons intersect the region's polygon, one cell
     # wider on each side, so that the kept cells' corners (from their neighbours' centres
     # or the projection's midpoints) are the same in the cut as in the whole grid.
-    ds = series._dataset(0)
     if series.lat_name is None and series.lon_name is None and series.mapping is None:
         kind = "grids in plain indices (no latitude/longitude, no grid mapping)"
     elif series.mapping is not None and series.lat_name is None:
@@ -658,30 +645,53 @@ def _restrict_by_cells(series: Series, region: Region, what: str, y_order: np.nd
         hint = ("give the region as a polygon file or a country name" if lat is not None
                 else "remove region")
         raise NcreelError(f"config 'region': not supported for {kind} ({what}); {hint}")
-    import shapely
-
-    from ncreel.cells.geometry import CellGeometry
     from ncreel.regionpolygon import intersecting
 
     ny, nx = series.ny, series.nx
-    text = CellGeometry.from_series(series).polygons(np.arange(ny * nx, dtype=np.int64))
-    cells = shapely.from_wkt(text.str.strip_prefix("SRID=4326;").to_numpy().astype(object))
-    keep = intersecting(region.polygon, cells)
+    keep = intersecting(region.polygon, cell_shapes(series))
     if keep.size == 0:
         raise NcreelError(
             f"config 'region': {region.describe()} covers no cell of {what} (its latitudes "
             f"{np.nanmin(lat):g}..{np.nanmax(lat):g}, longitudes {np.nanmin(lon):g}.."
             f"{np.nanmax(lon):g}); check the polygon and the grid")
-    del ds
     iy, ix = np.divmod(keep, nx)
     rows = np.arange(max(int(iy.min()) - 1, 0), min(int(iy.max()) + 2, ny))
     cols = np.arange(max(int(ix.min()) - 1, 0), min(int(ix.max()) + 2, nx))
+    return _cut(series, region, y_order[rows], x_order[cols])
+
+
+def _cut(series: Series, region: Region, y_file: np.ndarray, x_file: np.ndarray,
+         edges: dict | None = None) -> RegionSeries:
+    # `series` seen through the file rows `y_file` and columns `x_file`, sharing its files.
     values = {f.name: getattr(series, f.name) for f in dataclasses.fields(Series)
               if f.init}
     # The whole grid's cached longitudes/latitudes (of a grid mapping) are not the cut's.
-    values.update(ny=int(rows.size), nx=int(cols.size), y_index=None, x_index=None,
+    values.update(ny=int(y_file.size), nx=int(x_file.size), y_index=None, x_index=None,
                   _time=series._time, _lonlat=None)
-    return RegionSeries(**values, region=region, y_file=y_order[rows], x_file=x_order[cols])
+    return RegionSeries(**values, region=region, y_file=y_file, x_file=x_file, edges=edges)
+
+
+def cell_shapes(series: Series) -> np.ndarray:
+    """Polygons of every cell of `series` exactly as the table's ``geom`` writes them.
+
+    Parameters
+    ----------
+    series : Series
+        A grid with latitude/longitude (:class:`ncreel.cells.geometry.CellGeometry`).
+
+    Returns
+    -------
+    numpy.ndarray of shapely (Multi)Polygon or None, shape (ny * nx,)
+        By row-major cell id; parsed from the same EWKT text (so the same numbers that
+        PostGIS reads); None for a cell without a polygon.
+    """
+    import shapely
+
+    from ncreel.cells.geometry import CellGeometry
+
+    ids = np.arange(series.ny * series.nx, dtype=np.int64)
+    text = CellGeometry.from_series(series).polygons(ids)
+    return shapely.from_wkt(text.str.strip_prefix("SRID=4326;").to_numpy().astype(object))
 
 
 def _axis_edges(ds, name: str, centres, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
