@@ -242,3 +242,25 @@ def test_an_edited_polygon_file_changes_the_jobs_parameters(tmp_path):
     second = region_from_config({"file": str(gj)}).to_params()
     assert second["west"] == first["west"] and second["east"] == first["east"]
     assert second != first
+
+
+@pytest.mark.parametrize("lon", [np.arange(5.0, 360.0, 10.0), np.arange(-175.0, 180.0, 10.0)],
+                         ids=["0-360", "pm180"])
+def test_polygon_across_the_files_seam_keeps_its_cells_in_order(tmp_path, lon):
+    # A polygon across longitude 0: on a 0...360 file its columns are at both ends.
+    lat = np.arange(-85.0, 90.0, 10.0)
+    path, _ = write_rectilinear(tmp_path / "g.nc", lat=lat, lon=lon)
+    ring = [(-12, 3), (14, 3), (-12, 27), (-12, 3)]
+    region = region_from_config({"file": str(geojson(tmp_path / "r.geojson", ring))})
+    sel = SeriesSelection(paths=[str(path)], variable="tas", time_dim=None, select={},
+                          lat=None, lon=None, time=None, region=region.to_params())
+    with open_selection(sel) as s:
+        _, lon_c = s.cell_coordinates(continuous=True)
+        assert np.all(np.diff(lon_c[0]) == 10.0) and s.shape[1:] == (3, 4)
+        keep, _, _ = s.covered_cells()
+        lat_k, lon_k = (a.reshape(-1)[keep] for a in s.cell_coordinates())
+    got = sorted(zip(((lon_k + 180) % 360 - 180).tolist(), lat_k.tolist(), strict=True))
+    want = sorted((x, y) for y in lat for x in np.arange(-175.0, 180, 10)
+                  if shapely.intersects(shapely.box(x - 5, y - 5, x + 5, y + 5),
+                                        shapely.Polygon(ring)))
+    assert got == want and len(want) == 9
