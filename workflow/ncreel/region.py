@@ -607,10 +607,11 @@ def restrict(series: Series, region: Region | None) -> Series:
         rows = np.flatnonzero((lat >= region.south - tol) & (lat <= region.north + tol))
         cols = np.flatnonzero(region.contains_lon(lon))
     if rows.size == 0 or cols.size == 0:
+        held = "reaches no cell" if region.by_extent else "holds no cell centre"
         raise NcreelError(
-            f"config 'region': {region.describe()} holds no cell centre of {what} (its "
+            f"config 'region': {region.describe()} {held} of {what} (its "
             f"latitudes {np.nanmin(lat):g}..{np.nanmax(lat):g}, longitudes "
-            f"{np.nanmin(lon):g}..{np.nanmax(lon):g}); choose a box inside the grid")
+            f"{np.nanmin(lon):g}..{np.nanmax(lon):g}); choose a region inside the grid")
     # Columns from the box's west edge eastwards: continuous across the file's seam.
     # (A cell reaching the box from the west sorts by its east edge.)
     first = x_hi[cols] if region.by_extent else lon[cols]
