@@ -252,7 +252,7 @@ def test_mesh_and_projected_grids_are_refused_before_any_job(tmp_path):
 
     mesh_path = tmp_path / "mesh.nc"
     write_ugrid(mesh_path, voronoi_mesh(60))
-    with pytest.raises(NcreelError, match="not supported yet for unstructured meshes"):
+    with pytest.raises(NcreelError, match="not supported for unstructured meshes given a box"):
         open_selection(selection(mesh_path, BOX, "sst"))
     rotated, _ = write_rotated_pole(tmp_path / "rot.nc", n_time=2)
     with pytest.raises(NcreelError, match="not supported for projected grids"):

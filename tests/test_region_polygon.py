@@ -264,3 +264,38 @@ def test_polygon_across_the_files_seam_keeps_its_cells_in_order(tmp_path, lon):
                   if shapely.intersects(shapely.box(x - 5, y - 5, x + 5, y + 5),
                                         shapely.Polygon(ring)))
     assert got == want and len(want) == 9
+
+
+def test_mesh_table_keeps_the_faces_that_intersect_the_polygon(tmp_path):
+    from meshes import voronoi_mesh, write_ugrid
+    from ncreel.cells.geometry import MeshGeometry
+    from ncreel.source import open_series
+
+    path = tmp_path / "mesh.nc"
+    write_ugrid(path, voronoi_mesh(200))
+    ring = box_ring(-40, -20, 50, 40)
+    region = region_from_config({"file": str(geojson(tmp_path / "p.geojson", ring))})
+    with open_series(str(path), "sst") as whole:
+        n = whole.nx
+        text = np.asarray(MeshGeometry(whole.mesh).polygons(np.arange(n)).to_list())
+    want = sorted(text[shapely.intersects(
+        shapely.from_wkt([t.split(";", 1)[1] for t in text]), shapely.Polygon(ring))])
+    assert 5 <= len(want) < n // 2
+    sel = SeriesSelection(paths=[str(path)], variable="sst", time_dim=None, select={},
+                          lat=None, lon=None, time=None, region=region.to_params())
+    with open_selection(sel) as s:
+        assert s.nx == n  # the whole mesh is drawn
+        cells = CellsSettings.from_params(cells_settings({"geometry": "text"}))
+        rows = ShardRows.for_series(s, cell_mean=np.zeros(s.shape[1:]), cells=cells)
+        out = rows.rows(0, s.read(0, 1))
+        got = sorted(rows.geometry.polygons(np.asarray(out["cell_id"])).to_list())
+        assert [c[0] for c in rows.columns][-3:] == ["covered_fraction", "edge_distance_m",
+                                                     "geom"]
+        # The movie: the whole mesh, with the region's outline drawn.
+        from ncreel.render.segment import make_renderer
+        from test_layouts import RENDER
+
+        r = make_renderer(s, RENDER, vmin=0.0, vmax=1.0)
+        assert r.shape == (1, n)
+        r.close()
+    assert got == want

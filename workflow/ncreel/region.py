@@ -16,7 +16,9 @@ cells that intersect the polygon (the country's full Natural Earth outline), wit
 covered fraction and edge distance (:mod:`ncreel.regionpolygon`). A box needs a
 rectilinear latitude/longitude grid; curvilinear grids and grids in projection x/y with a
 CF grid mapping are cut by a polygon to the block of rows and columns round the cells
-that intersect it; unstructured meshes are refused with one line before any job.
+that intersect it; an unstructured mesh is not cut (:class:`MeshRegionSeries`), its table
+keeps the faces that intersect the polygon. Anything else is refused with one line before
+any job.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ncreel.errors import NcreelError
-from ncreel.source import Series
+from ncreel.source import MeshSeries, Series
 
 #: Values of ``region.table``.
 TABLE_CHOICES = ("region", "global")
@@ -440,11 +442,7 @@ class RegionSeries(Series):
             ``keep`` are row-major cell ids ``iy * nx + ix`` of this series.
         """
         if self._cover is None:
-            from ncreel.regionpolygon import cover_cells
-
-            lat, lon = self.cell_coordinates()
-            self._cover = cover_cells(self.region.polygon, cell_shapes(self),
-                                      lon.reshape(-1), lat.reshape(-1))
+            self._cover = _cover(self)
         return self._cover
 
     def coordinate_bounds(self, kind: str) -> tuple[np.ndarray, np.ndarray] | None:
@@ -556,30 +554,32 @@ def restrict(series: Series, region: Region | None) -> Series:
     Parameters
     ----------
     series : Series
-        An opened series on a grid (not a mesh).
+        An opened series (a grid or a mesh).
     region : Region or None
 
     Returns
     -------
-    RegionSeries
-        Sharing `series`' open files; shape ``(n_time, ny', nx')``: on a rectilinear grid
-        the cells whose centres lie in the box (whose extent reaches a polygon file's
-        bounds); on a curvilinear or projected grid the block of rows and columns round
-        the cells that intersect the polygon, one cell wider on each side.
+    RegionSeries or MeshRegionSeries
+        Sharing `series`' open files (a mesh: the whole mesh); shape
+        ``(n_time, ny', nx')``: on a rectilinear grid the cells whose centres lie in the
+        box (whose extent reaches a polygon file's bounds); on a curvilinear or projected
+        grid the block of rows and columns round the cells that intersect the polygon,
+        one cell wider on each side.
 
     Raises
     ------
     NcreelError
-        Before any job: an unstructured mesh or a grid in plain indices; a box on a
-        grid without 1-D latitude/longitude; no cell centre in the box; a polygon that
-        covers no cell.
+        Before any job: a grid in plain indices; a box on a mesh or a grid without 1-D
+        latitude/longitude; no cell centre in the box; a polygon that covers no cell.
     """
     if region is None:
         return series
     what = f"'{series.variable}' in '{series.paths[0]}'"
+    if isinstance(series, MeshSeries):
+        return _mesh_region(series, region, what)
     if type(series) is not Series:
-        raise NcreelError(f"config 'region': not supported yet for unstructured meshes "
-                          f"({what}); remove region or cut the mesh first")
+        raise NcreelError(f"config 'region': not supported for {type(series).__name__} "
+                          f"({what}); remove region")
     ds = series._dataset(0)
     y_order = np.arange(series.ny) if series.y_index is None else np.asarray(series.y_index)
     x_order = np.arange(series.nx) if series.x_index is None else np.asarray(series.x_index)
@@ -661,6 +661,53 @@ def _restrict_by_cells(series: Series, region: Region, what: str, y_order: np.nd
     return _cut(series, region, y_order[rows], x_order[cols])
 
 
+@dataclass
+class MeshRegionSeries(MeshSeries):
+    """A mesh series with a polygon region: the whole mesh, its table limited to the region.
+
+    Meshes are not cut (the movie shows the whole mesh, with the region's outline); the
+    per-cell table keeps the faces that intersect the polygon
+    (:meth:`covered_cells`), as on grids.
+    """
+
+    region: Region | None = None
+    _cover: tuple | None = field(default=None, repr=False)
+
+    def spec(self) -> dict:
+        """:meth:`MeshSeries.spec` plus the region's parameters."""
+        return {**super().spec(), "region": self.region.to_params()}
+
+    def covered_cells(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Return the faces intersecting the polygon (see :meth:`RegionSeries.covered_cells`)."""
+        if self._cover is None:
+            self._cover = _cover(self)
+        return self._cover
+
+
+def _mesh_region(series: MeshSeries, region: Region, what: str) -> MeshRegionSeries:
+    if region.polygon is None:
+        raise NcreelError(f"config 'region': not supported for unstructured meshes given a "
+                          f"box ({what}); give the region as a polygon file or a country "
+                          "name (the table then keeps the faces that intersect it)")
+    values = {f.name: getattr(series, f.name) for f in dataclasses.fields(MeshSeries)
+              if f.init}
+    out = MeshRegionSeries(**values, region=region)
+    out.mesh = series.mesh  # set after construction, as open_mesh_series does
+    if region.table == "region" and out.covered_cells()[0].size == 0:
+        raise NcreelError(f"config 'region': {region.describe()} covers no face of {what}; "
+                          "check the polygon and the mesh")
+    return out
+
+
+def _cover(series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    # cover_cells for the cells of a region's series.
+    from ncreel.regionpolygon import cover_cells
+
+    lat, lon = series.cell_coordinates()
+    return cover_cells(series.region.polygon, cell_shapes(series), lon.reshape(-1),
+                       lat.reshape(-1))
+
+
 def _cut(series: Series, region: Region, y_file: np.ndarray, x_file: np.ndarray,
          edges: dict | None = None) -> RegionSeries:
     # `series` seen through the file rows `y_file` and columns `x_file`, sharing its files.
@@ -688,10 +735,12 @@ def cell_shapes(series: Series) -> np.ndarray:
     """
     import shapely
 
-    from ncreel.cells.geometry import CellGeometry
+    from ncreel.cells.geometry import CellGeometry, MeshGeometry
 
     ids = np.arange(series.ny * series.nx, dtype=np.int64)
-    text = CellGeometry.from_series(series).polygons(ids)
+    mesh = getattr(series, "mesh", None)
+    geometry = MeshGeometry(mesh) if mesh is not None else CellGeometry.from_series(series)
+    text = geometry.polygons(ids)
     return shapely.from_wkt(text.str.strip_prefix("SRID=4326;").to_numpy().astype(object))
 
 
