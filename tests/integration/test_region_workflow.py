@@ -93,3 +93,32 @@ def test_polygon_off_the_grid_stops_a_dry_run_with_one_line(tmp_path):
     assert len(lines) == 1 and "north.geojson" in lines[0], proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
     assert not (work / "results").exists()
+
+
+def test_polygon_region_on_a_mesh_run_keeps_the_intersecting_faces(tmp_path):
+    import shapely
+    from meshes import voronoi_mesh, write_mpas
+    from ncreel.cells.geometry import MeshGeometry
+    from ncreel.source import open_series
+
+    path = tmp_path / "mpas.nc"
+    write_mpas(path, voronoi_mesh(200), nt=2, levels=2)
+    (tmp_path / "work").mkdir()
+    work = make_workdir(tmp_path / "work")
+    ring = [[-40.0, -20.0], [50.0, -20.0], [50.0, 40.0], [-40.0, -20.0]]
+    (work / "p.geojson").write_text(json.dumps({"type": "Polygon", "coordinates": [ring]}))
+    cfg = {"width": 160, "height": 96, "dpi": 30, "preset": "ultrafast",
+           "calibration_frames": 2, "frames_per_shard": 8, "run": "mesh",
+           "input": str(path), "variable": "temperature", "select": {"nVertLevels": 1},
+           "region": {"file": "p.geojson"}}
+    (work / "run.json").write_text(json.dumps(cfg))
+    snakemake(work, "--configfile", "run.json")
+    results = work / "results" / "mesh"
+    assert int(probe(results / "movie.mp4")["nb_read_frames"]) == 2
+    with open_series(str(path), "temperature", select={"nVertLevels": 1}) as s:
+        text = MeshGeometry(s.mesh).polygons(np.arange(s.nx)).to_list()
+    faces = shapely.from_wkt([t.split(";", 1)[1] for t in text])
+    want = set(np.flatnonzero(shapely.intersects(faces, shapely.Polygon(ring))).tolist())
+    rows = [line.split("\t") for line in (results / "cells.copy").read_text().splitlines()]
+    assert {int(r[3]) for r in rows} == want and len(rows) == 2 * len(want)
+    assert 5 <= len(want) < 100
