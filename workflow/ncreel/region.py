@@ -384,7 +384,9 @@ def region_features(region: Region | None) -> list:
     from ncreel.render.maps import _split_at_antimeridian
 
     lines = []
-    for ring in shapely.get_parts(region.polygon.boundary):
+    # Densified: its edges are straight in longitude/latitude (as the table's cells see
+    # them), which is a curve on most map projections.
+    for ring in shapely.get_parts(shapely.segmentize(region.polygon.boundary, 0.5)):
         xy = shapely.get_coordinates(ring)
         # Edges along the antimeridian, where the polygon was split, are no outline.
         seam = np.abs(xy[:, 0]) >= 180.0 - 1e-9
