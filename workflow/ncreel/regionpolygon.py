@@ -225,7 +225,10 @@ def topology_polygon(arcs: list, geometry: Mapping):
     polygons = geometry["arcs"] if geometry["type"] == "MultiPolygon" else [geometry["arcs"]]
     parts = [shapely.Polygon(ring(p[0]), [ring(h) for h in p[1:]]) for p in polygons]
     out = shapely.union_all([shapely.make_valid(p) for p in parts])
-    return out
+    # make_valid can leave lines where a ring runs along itself (Antarctica's edge along
+    # the pole): only the areas are the country.
+    areas = [g for g in shapely.get_parts(out) if g.geom_type in ("Polygon", "MultiPolygon")]
+    return shapely.union_all(areas)
 
 
 def cea_area(geoms: np.ndarray) -> np.ndarray:
@@ -280,7 +283,7 @@ def boundary_points(region) -> np.ndarray:
         # neighbours are on the seam too (the interior of a seam run).
         inner = seam & np.roll(seam, 1) & np.roll(seam, -1)
         keep.append(pts[~inner])
-    out = np.concatenate(keep)
+    out = np.concatenate(keep) if keep else np.empty((0, 2))
     return out if len(out) else shapely.get_coordinates(region.boundary)
 
 
