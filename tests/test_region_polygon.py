@@ -299,3 +299,13 @@ def test_mesh_table_keeps_the_faces_that_intersect_the_polygon(tmp_path):
         assert r.shape == (1, n)
         r.close()
     assert got == want
+
+
+def test_every_natural_earth_country_is_a_valid_area():
+    # Antarctica's ring along the pole once made its outline a collection with lines.
+    from ncreel.region import _country_geometries, country_polygon
+
+    for name in _country_geometries():
+        poly = country_polygon(name)
+        assert poly.geom_type in ("Polygon", "MultiPolygon") and poly.is_valid, name
+        assert poly.area > 0 and -180 <= poly.bounds[0] and poly.bounds[2] <= 180, name

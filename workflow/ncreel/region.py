@@ -258,12 +258,19 @@ def country_polygon(name: str):
         If there is no country of that name.
     """
     from ncreel.regionpolygon import topology_polygon
-    from ncreel.render.maps import _arcs, _topology
 
     country_lines(name)  # the error for an unknown name
     geometries = _country_geometries()
     proper = {k.casefold(): k for k in geometries}[str(name).strip().casefold()]
-    return topology_polygon(_arcs(_topology("countries-50m.json")), geometries[proper])
+    return topology_polygon(_country_arcs(), geometries[proper])
+
+
+@functools.lru_cache(maxsize=1)
+def _country_arcs() -> list[np.ndarray]:
+    # The countries' decoded arcs, once per process (decoding takes 0.1 s).
+    from ncreel.render.maps import _arcs, _topology
+
+    return _arcs(_topology("countries-50m.json"))
 
 
 def _country_geometries() -> dict[str, Mapping]:
@@ -282,7 +289,7 @@ def country_lines(name: str) -> list[np.ndarray]:
     NcreelError
         If there is no country of that name (case is ignored).
     """
-    from ncreel.render.maps import _arc_ids, _arcs, _split_at_antimeridian, _topology
+    from ncreel.render.maps import _arc_ids, _split_at_antimeridian
 
     geometries = _country_geometries()
     found = {k.casefold(): k for k in geometries}.get(str(name).strip().casefold())
@@ -292,8 +299,9 @@ def country_lines(name: str) -> list[np.ndarray]:
             " (a Natural Earth 1:50m country name, e.g. France, Japan, United States of "
             "America)")
         raise NcreelError(f"config 'region': no country named '{name}'{hint}")
-    arcs = _arcs(_topology("countries-50m.json"))
-    return [part for i in sorted(_arc_ids(geometries[found]))
+    arcs = _country_arcs()
+    # Copies: the decoded arcs are shared by every call.
+    return [part.copy() for i in sorted(_arc_ids(geometries[found]))
             for part in _split_at_antimeridian(arcs[i])]
 
 
@@ -315,13 +323,11 @@ def country_box(name: str) -> tuple[float, float, float, float, str]:
     NcreelError
         If there is no such country.
     """
-    from ncreel.render.maps import _arcs, _topology
-
     country_lines(name)  # the error for an unknown name
     geometries = _country_geometries()
     proper = {k.casefold(): k for k in geometries}[str(name).strip().casefold()]
     geometry = geometries[proper]
-    arcs = _arcs(_topology("countries-50m.json"))
+    arcs = _country_arcs()
     polygons = geometry["arcs"] if geometry["type"] == "MultiPolygon" else [geometry["arcs"]]
     parts = [np.concatenate([arcs[i] if i >= 0 else arcs[~i][::-1] for i in polygon[0]])
              for polygon in polygons]
