@@ -109,7 +109,7 @@ def done(jobscript, jobid):
             for out in json.loads(line[15:])["output"]:
                 Path(out).parent.mkdir(parents=True, exist_ok=True)
                 Path(out).touch()
-    marker = Path(".snakemake/ncreel-pbs") / (jobid.replace("[", "_").replace("]", "_") + ".exit")
+    marker = Path(".snakemake/pbs-pro") / (jobid.replace("[", "_").replace("]", "_") + ".exit")
     marker.write_text("0\n")
 if "-J" in sys.argv:
     jobs = json.loads(script.with_suffix(".json").read_text())["jobs"]
@@ -204,7 +204,7 @@ def real_pbs(base: Path, n_shards: int, poll: int = 10) -> dict:
     (work / "bin" / "qstat").chmod(0o755)
     e = env(PATH=f"{work / 'bin'}:/opt/pbs/bin:{os.environ['PATH']}",
             SCALE_STATE=str(work), PBS_ACCOUNT="bench",
-            NCREEL_PBS_QUEUE=os.environ.get("NCREEL_PBS_QUEUE", "workq"))
+            SNAKEMAKE_PBS_PRO_QUEUE=os.environ.get("SNAKEMAKE_PBS_PRO_QUEUE", "workq"))
     t = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "snakemake", "--profile", "profiles/cheyenne",
                            "--seconds-between-status-checks", str(poll), "--latency-wait", "5",
@@ -229,7 +229,7 @@ def real_pbs(base: Path, n_shards: int, poll: int = 10) -> dict:
     recs = pbs.parse_torque(subprocess.run(["/opt/pbs/bin/qstat", "-x", "-f", "-t", *arrays],
                                            capture_output=True, text=True).stdout)
     manifests = [json.loads(p.read_text())["jobs"]
-                 for p in sorted((work / ".snakemake/ncreel-pbs/arrays").glob("*.json"))]
+                 for p in sorted((work / ".snakemake/pbs-pro/arrays").glob("*.json"))]
     overheads = []
     for array_id, entries in zip(arrays, manifests, strict=True):
         for ent in entries:

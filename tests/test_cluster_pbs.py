@@ -344,7 +344,7 @@ def test_profile_queue_reads_the_profiles_queue():
     # Sites that keep cluster-generic + ncreel_pbs.py: the queue is in the submit command.
     cmd = "python3 workflow/scripts/ncreel_pbs.py submit --queue share"
     assert pbs.profile_queue(cmd, env={}) == "share"
-    assert pbs.profile_queue(cmd, env={"NCREEL_PBS_QUEUE": "develop@desched1"}) == \
+    assert pbs.profile_queue(cmd, env={"SNAKEMAKE_PBS_PRO_QUEUE": "develop@desched1"}) == \
         "develop@desched1"
     assert pbs.profile_queue("python3 x.py submit", env={}) is None
 
@@ -357,7 +357,7 @@ def test_orphan_cancel_only_touches_this_workdirs_snakemake_jobs(tmp_path):
         return {"Variable_List": {"PBS_O_WORKDIR": str(wd)}, "Submit_arguments": args}
 
     listed = {"41.vm": job(tmp_path, f"-N x {tmp_path}/.snakemake/tmp.a/snakejob.a.1.sh"),
-              "42[].vm": job(tmp_path, ".snakemake/ncreel-pbs/arrays/a.sh"),
+              "42[].vm": job(tmp_path, ".snakemake/pbs-pro/arrays/a.sh"),
               "43.vm": job(tmp_path, f"{tmp_path}/my_own_job.sh"),
               "44.vm": job(other, f"-N x {other}/.snakemake/tmp.b/snakejob.a.1.sh")}
     calls = []
@@ -371,3 +371,13 @@ def test_orphan_cancel_only_touches_this_workdirs_snakemake_jobs(tmp_path):
     ids = pbs.cancel_orphan_pbs_jobs(tmp_path, run=run, cancel=cancelled.extend, poll=0)
     assert ids == cancelled == ["41.vm", "42[].vm"]
     assert calls == [["qstat", "-f", "-F", "json"]] * 2
+
+
+def test_the_old_queue_variable_is_refused_not_ignored():
+    """``$NCREEL_PBS_QUEUE`` chose the queue before the executor plugin took its own
+    name; set now, it would be ignored without a word: one line names the new one."""
+    assert pbs.old_queue_env_problem({}) is None
+    msg = pbs.old_queue_env_problem({"NCREEL_PBS_QUEUE": "develop@desched1"})
+    assert msg.startswith("NCREEL_PBS_QUEUE is no longer read: set "
+                          "SNAKEMAKE_PBS_PRO_QUEUE=develop@desched1 instead")
+    assert pbs.profile_queue("x --queue share", env={"NCREEL_PBS_QUEUE": "develop"}) == "share"

@@ -203,3 +203,30 @@ def test_snakemake_resolves_every_rule_env_to_the_top_level_envs(tmp_path, sampl
     for rule, env in found.items():
         assert Path(env).parent == work / "envs", f"rule {rule}: {env}"
         assert Path(env).is_file(), f"rule {rule}: {env} does not exist"
+
+
+def test_workflow_extra_installs_what_snakemake_report_needs():
+    """``make demo`` installs the ``workflow`` extra only; ``make report`` runs in that venv.
+
+    Snakemake keeps what ``--report`` imports (pygments) in its own ``reports`` extra: without
+    it a fresh ``make demo`` venv stopped ``make report`` with "Python package pygments must
+    be installed to create reports" (the test venv has pygments through pytest, so no other
+    test saw it).
+    """
+    from importlib.metadata import requires
+
+    from packaging.requirements import Requirement
+
+    workflow = [Requirement(r) for r in tomllib.loads(
+        (ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["workflow"]]
+    snakemake = next(r for r in workflow if r.name == "snakemake")
+    report_deps = {Requirement(r).name for r in requires("snakemake")
+                   if Requirement(r).marker and Requirement(r).marker.evaluate({"extra": "reports"})
+                   and not Requirement(r).marker.evaluate({"extra": ""})}
+    assert "pygments" in report_deps, f"snakemake's reports extra changed: {report_deps}"
+    brought = {r.name for r in workflow} | {
+        Requirement(r).name for r in requires("snakemake") if Requirement(r).marker
+        and any(Requirement(r).marker.evaluate({"extra": e}) for e in snakemake.extras)}
+    assert report_deps <= brought, (
+        f"pyproject.toml's workflow extra lacks {sorted(report_deps - brought)} "
+        "(snakemake --report needs them): use snakemake[reports]")

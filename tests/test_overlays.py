@@ -181,6 +181,47 @@ def test_u_without_v_is_a_schema_error():
     assert "vectors.v" in message and "\n" not in message
 
 
+@pytest.mark.parametrize("levels, variable, said", [
+    ([2000.0, 3000.0], "psl", "no frame of 'psl' crosses any of the levels [2000, 3000] "
+     "(its values over the run are 985.029..1014.97): no contour line is drawn in any frame"),
+    ([1000.0, 3000.0], "psl", "no frame of 'psl' crosses the levels [3000] (its values "
+     "over the run are 985.029..1014.97): those lines are never drawn"),
+    (6, "blank", "'blank' (it has no finite value in any frame): no contour line is drawn"),
+    (6, "orog", "no frame of 'orog' crosses any of the levels [0] (its values over the run "
+     "are 0..0)"),
+    ([1000.0, 1010.0], "psl", None),
+])
+def test_contour_levels_no_frame_crosses_are_said_once(tmp_path, caplog, levels, variable,
+                                                       said):
+    import logging
+
+    path = write_weather(tmp_path / "w.nc")
+    with xr.open_dataset(path) as ds:
+        ds = ds.load()
+    ds["blank"] = ds["psl"] * np.nan
+    ds.to_netcdf(tmp_path / "b.nc")
+    contours = {**CONTOURS, "variable": variable, "levels": levels}
+    with caplog.at_level(logging.WARNING, "ncreel.render.overlays"):
+        limits = overlay_limits_of(tmp_path / "b.nc", contours, None)
+    lines = [r.getMessage() for r in caplog.records if r.name == "ncreel.render.overlays"]
+    if said is None:
+        assert lines == [] and limits["contour_levels"] == levels
+    else:
+        assert len(lines) == 1 and said in lines[0], lines
+
+
+def test_an_empty_contour_level_list_is_a_schema_error():
+    import jsonschema
+    from ncreel.configcheck import load_schema, schema_error_message
+
+    config = {"input": "a.nc", "variable": "tas", "run": "r",
+              "contours": {"variable": "psl", "levels": []}}
+    errs = list(jsonschema.Draft202012Validator(load_schema()).iter_errors(config))
+    assert len(errs) == 1
+    message = schema_error_message(errs[0])
+    assert "contours.levels" in message and "\n" not in message, message
+
+
 def test_vector_arrows_are_subsampled_to_the_density(tmp_path):
     with open_weather(tmp_path) as s:
         (vec,) = make_overlays(None, VECTORS, {"vector_speed": 10.0})
@@ -357,3 +398,56 @@ def test_overlays_on_a_mesh_are_refused_before_any_job(tmp_path):
                                         select={}, lat=None, lon=None, time=None)) as s:
         with pytest.raises(NcreelError, match="not supported yet on unstructured meshes"):
             check_overlays(s, {**CONTOURS, "variable": "sst"}, None)
+
+
+@pytest.mark.parametrize("kind, message", [
+    ("rotated", "overlays are not supported yet on grids in projection x/y with a CF grid "
+     "mapping"),
+    ("lambert", "overlays are not supported yet on grids in projection x/y with a CF grid "
+     "mapping"),
+    ("projected", "overlays need a grid with latitude/longitude cell centres"),
+])
+@pytest.mark.parametrize("key", ["contours", "vectors"])
+def test_overlays_on_projected_grids_stop_before_any_job(tmp_path, kind, message, key):
+    import grid_files
+    import yaml
+    from conftest import ROOT
+    from ncreel.runconfig import load_config
+    from snakemake.utils import validate
+
+    write = {"rotated": grid_files.write_rotated_pole, "lambert": grid_files.write_lambert,
+             "projected": grid_files.write_projected_no_mapping}[kind]
+    path = write(tmp_path / f"{kind}.nc")[0]
+    with xr.open_dataset(path) as ds:
+        variable = next(n for n in ds.data_vars if ds[n].ndim == 3)
+    overlay = ({"variable": variable} if key == "contours"
+               else {"u": variable, "v": variable})
+    config = {**yaml.safe_load((ROOT / "config" / "config.yaml").read_text()),
+              "input": str(path), "variable": variable, key: overlay}
+    with pytest.raises(NcreelError) as err:
+        load_config(config, validate=validate)
+    assert f"config '{key}': {message}" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_overlays_on_a_curvilinear_grid_across_the_dateline_follow_the_field(tmp_path):
+    # 2-D latitude/longitude are supported: the lines lie on the grid's cells where the
+    # map shows them (not wrapped to the map's other side).
+    from layouts import write_curvilinear
+
+    path, truth = write_curvilinear(tmp_path / "c.nc", ny=12, nx=16, dlon=2.0, lon0=170.0)
+    contours = {**CONTOURS, "variable": "tas", "levels": 4}
+    with open_selection(SeriesSelection(paths=[str(path)], variable="tas", time_dim=None,
+                                        select={}, lat=None, lon=None, time=None)) as s:
+        check_overlays(s, contours, None)
+        limits = overlay_limits(s, contours, None)
+        fast = make_renderer(s, render(contours), vmin=0, vmax=1, overlay_limits=limits)
+        field = s.read(0, 1)[0]
+        fast.draw(field, "x", [(field,)])
+        x, y = fast.overlays[0].artist.get_data()
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    ok = np.isfinite(x)
+    assert ok.sum() > 20
+    # Map x is longitude minus the map's centre (the grid's), so the lines span the grid.
+    lon = truth["lon_cont"] - np.mean([truth["lon_cont"].min(), truth["lon_cont"].max()])
+    assert lon.min() - 1 <= x[ok].min() and x[ok].max() <= lon.max() + 1
+    assert truth["lat"].min() - 1 <= y[ok].min() and y[ok].max() <= truth["lat"].max() + 1

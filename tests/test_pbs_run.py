@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 from snakemake_executor_plugin_pbs_pro.executor import ExecutorSettings
@@ -35,6 +36,7 @@ def make_run(tmp_path, runner=None, **settings):
 
 
 def write_journal(tmp_path, lines):
+    tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "journal.jsonl").write_text("".join(
         (json.dumps(x) if isinstance(x, dict) else x) + "\n" for x in lines))
 
@@ -76,11 +78,47 @@ def test_missing_account_is_said_once_not_raised(tmp_path):
     run = PbsRun(ExecutorSettings(), runner=FakeQstat([]), state_dir=tmp_path, environ={},
                  check_commands=False)
     assert run.account is None
-    assert run.account_problem.startswith("ncreel-pbs: error: PBS_ACCOUNT is unset")
-    run = PbsRun(ExecutorSettings(), runner=FakeQstat([]), state_dir=tmp_path,
-                 environ={"PBS_ACCOUNT": "UABC0001", "NCREEL_PBS_QUEUE": "casper@srv"},
+    assert run.account_problem.startswith("pbs-pro: error: PBS_ACCOUNT is unset")
+    run = PbsRun(ExecutorSettings(queue="casper@srv"), runner=FakeQstat([]),
+                 state_dir=tmp_path, environ={"PBS_ACCOUNT": "UABC0001"},
                  check_commands=False)
     assert (run.account, run.queue, run.account_problem) == ("UABC0001", "casper@srv", None)
+
+
+def test_the_queue_variable_is_snakemakes_name_for_the_setting(monkeypatch):
+    """``$SNAKEMAKE_PBS_PRO_QUEUE`` sets ``pbs-pro-queue`` through Snakemake's own
+    command-line parser (configargparse: it overrides a profile, the command line
+    overrides it); the old ``$NCREEL_PBS_QUEUE`` sets nothing."""
+    import configargparse
+    from snakemake_interface_executor_plugins.registry import ExecutorPluginRegistry
+
+    plugin = ExecutorPluginRegistry().get_plugin("pbs-pro")
+    monkeypatch.setenv("NCREEL_PBS_QUEUE", "old")
+    monkeypatch.setenv("SNAKEMAKE_PBS_PRO_QUEUE", "casper@srv")
+    parser = configargparse.ArgumentParser()
+    plugin.register_cli_args(parser, "executor")
+    assert plugin.get_settings(parser.parse_args([])).queue == "casper@srv"
+    assert plugin.get_settings(parser.parse_args(["--pbs-pro-queue", "x"])).queue == "x"
+    monkeypatch.delenv("SNAKEMAKE_PBS_PRO_QUEUE")
+    parser = configargparse.ArgumentParser()
+    plugin.register_cli_args(parser, "executor")
+    assert plugin.get_settings(parser.parse_args([])).queue is None
+
+
+def test_a_run_of_the_previous_version_is_resumed_from_its_journal(tmp_path):
+    """Version 0.1 kept its journal and the exit statuses its job wrappers record in
+    .snakemake/ncreel-pbs/: a run it left is still taken over from there (its jobs'
+    wrappers keep writing there), and the end is written to the new journal only."""
+    old, new = tmp_path / "ncreel-pbs", tmp_path / "pbs-pro"
+    write_journal(old, [{"submit": "1.vm", "outputs": ["a"]},
+                        {"submit": "2.vm", "outputs": ["b"]}, {"end": "2.vm"}])
+    write_marker("1.vm", 0, old)
+    run = make_run(new, qstat_attempts=1)
+    assert run.killed_runs_jobs == {("a",): "1.vm"}
+    assert run.poll(["1.vm"]) == {"1.vm": "success"}  # qstat down: the old marker decides
+    assert make_run(new).killed_runs_jobs == {}
+    assert (old / "journal.jsonl").read_text().count("\n") == 3
+    assert make_run(tmp_path / "elsewhere").killed_runs_jobs == {}
 
 
 def test_killed_runs_jobs_are_taken_over_when_running_or_done_with_outputs(tmp_path):
@@ -124,7 +162,7 @@ def test_poll_keeps_jobs_running_then_stops_after_the_set_number_of_failed_polls
     with pytest.raises(RunStopped) as err:
         run.poll(ids)
     msg = str(err.value)
-    assert msg.startswith("ncreel-pbs: error: cannot follow the run's PBS jobs:")
+    assert msg.startswith("pbs-pro: error: cannot follow the run's PBS jobs:")
     assert "(3 polls in a row)" in msg and "18[2].vm, 19.vm" in msg and "\n" not in msg
     ended = [r["end"] for r in Journal(tmp_path / "journal.jsonl").records() if "end" in r]
     assert ended == ["19.vm", "19.vm", "19.vm", "19.vm"]
@@ -153,3 +191,43 @@ def test_cancel_deletes_through_the_runner_arrays_once_100_ids_a_call(tmp_path):
     assert calls[1][1:] == [f"{n}.vm" for n in range(100, 150)] + ["7[].vm"]
     ended = {r["end"] for r in Journal(tmp_path / "journal.jsonl").records()}
     assert ended == set(ids) - {""}
+
+
+ENDINGS = Path(__file__).parent / "data" / "qstat_pbspro_endings"
+
+
+def test_a_deleted_job_is_told_from_walltime_and_memory_kills(tmp_path):
+    """Recorded on the real OpenPBS (tests/data/qstat_pbspro_endings/): a running job
+    deleted with qdel (substate 91, Exit_status 143, "terminated by root@localhost") and a
+    held one (substate 91, no exit status) are ``deleted``, saying by whom; walltime
+    (-29) and memory (-27) kills stay ``failed`` (retriable); a deleted array sub-job is
+    ``deleted`` while its siblings run. With ``retry-deleted`` they are ``failed``."""
+    text = (ENDINGS / "qdel_running_walltime_mem_qdel_queued.txt").read_text()
+    ids = ["4000.vm", "4001.vm", "4002.vm", "4003.vm"]
+    run = make_run(tmp_path, runner=FakeQstat([(0, text, "")]))
+    assert run.poll(ids) == {"4000.vm": "deleted", "4001.vm": "failed",
+                             "4002.vm": "failed", "4003.vm": "deleted"}
+    assert run.deleted == {"4000.vm": "deleted with qdel by root@localhost",
+                           "4003.vm": "deleted with qdel before it started"}
+    old = make_run(tmp_path / "old", runner=FakeQstat([(0, text, "")]), retry_deleted=True)
+    assert set(old.poll(ids).values()) == {"failed"} and old.deleted == {}
+    array = (ENDINGS / "array_subjob_0_deleted_running.txt").read_text()
+    run = make_run(tmp_path / "a", runner=FakeQstat([(0, array, "")]))
+    assert run.poll(["4004[0].vm", "4004[1].vm"]) == {"4004[0].vm": "deleted",
+                                                       "4004[1].vm": "running"}
+
+
+def test_the_next_attempt_of_a_deleted_job_is_refused_in_one_line(tmp_path):
+    """After a poll saw a job deleted, its next attempt (same outputs) is refused with one
+    line naming the PBS job and who deleted it; other jobs are not."""
+    text = (ENDINGS / "qdel_running_walltime_mem_qdel_queued.txt").read_text()
+    run = make_run(tmp_path, runner=FakeQstat([(0, text, "")]))
+    run.poll(["4000.vm", "4001.vm"])
+    said = run.deleted_message("4000.vm", "rule process_shard, job 7", ("a.copy",))
+    assert said == ("pbs-pro: PBS job 4000.vm (rule process_shard, job 7) was deleted with "
+                    "qdel by root@localhost; it is not resubmitted.")
+    line = run.refusal(("a.copy",), "rule process_shard, job 7")
+    assert line.startswith("pbs-pro: error: not resubmitting rule process_shard, job 7: its "
+                           "PBS job 4000.vm was deleted with qdel by root@localhost.")
+    assert "\n" not in line
+    assert run.refusal(("b.copy",), "rule process_shard, job 8") is None

@@ -382,3 +382,22 @@ def test_workflow_etr_risk_zstd_geometry_load(pg_server, pg_conn, tmp_path):
         if path.is_file():
             assert b"hunter2" not in path.read_bytes(), path
     assert "hunter2" not in r.stderr and "hunter2" not in r.stdout
+
+
+def test_load_into_a_sql_ascii_database(pg_server, pg_conn, tmp_path):
+    """A database in SQL_ASCII, what initdb makes in the C locale (no LANG, as on many
+    servers): psycopg reads its text as bytes unless the client asks for UTF8, and the load
+    then refused the very table it had just created ("is relkind 'b'p''")."""
+    pg_conn.execute("CREATE DATABASE ascii_db ENCODING 'SQL_ASCII' LC_COLLATE 'C' "
+                    "LC_CTYPE 'C' TEMPLATE template0")
+    info = pg_server["conninfo"].replace("dbname=postgres", "dbname=ascii_db")
+    f = _write(tmp_path / "cells.copy", 50)
+    s1 = load_copy(f, conninfo=info, table="t_ascii", run="a", columns=COLS)
+    s2 = load_copy(f, conninfo=info, table="t_ascii", run="a", columns=COLS, jobs=2)
+    assert (s1["rows"], s1["replaced"], s2["rows"], s2["replaced"]) == (50, 0, 50, 50)
+    import psycopg
+
+    with psycopg.connect(info, autocommit=True, client_encoding="UTF8") as conn:
+        assert conn.execute("SHOW server_encoding").fetchone()[0] == "SQL_ASCII"
+        assert conn.execute("SELECT count(*), min(label) FROM t_ascii WHERE run = 'a'"
+                            ).fetchone() == (50, "a\tb")

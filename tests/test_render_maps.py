@@ -180,3 +180,22 @@ def test_grid_with_lat_lon_by_units_gets_a_map(tmp_path, attrs):
         r = make_renderer(s, render, vmin=0.0, vmax=1.0)
     assert isinstance(r.projection, PlainPlateCarree)
     r.close()
+
+
+@pytest.mark.parametrize("name", ["Robinson", "Mollweide", "PlateCarree"])
+def test_the_map_edge_column_is_drawn_whatever_the_central_longitude(name):
+    # A column edge exactly on the map's edge meridian (central_longitude + 180) could be
+    # projected to the opposite side; the whole column was then hidden as a cell spanning
+    # the map: a white band one cell wide at the right (or left) edge of the map.
+    from ncreel.render.frame import geo_mesh
+
+    lon, lat = np.arange(0.5, 360.0, 1.0), np.arange(-89.5, 90.0, 1.0)
+    areas = {}
+    for centre in (0, 150, -100, 10, 180):
+        projection = map_projection(name, {"central_longitude": centre})
+        assert geo_mesh(projection, lon, lat)[3].sum() == 0, centre
+        r = FrameRenderer(shape=(lat.size, lon.size), width=480, height=270, dpi=50,
+                          cmap="viridis", vmin=0, vmax=1, x=lon, y=lat, projection=projection)
+        areas[centre] = int(r.map_area().sum())
+        r.close()
+    assert len(set(areas.values())) == 1, areas

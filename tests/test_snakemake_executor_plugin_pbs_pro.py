@@ -134,7 +134,7 @@ def manifest(tmp_path):
         entries.append({"index": i, "jobid": 10 + i, "rule": "process_shard",
                         "wildcards": {"shard": f"{i:05d}"}, "jobscript": str(script),
                         "sha256": hashlib.sha256(script.read_bytes()).hexdigest()})
-    arrays = tmp_path / ".snakemake" / "ncreel-pbs" / "arrays"
+    arrays = tmp_path / ".snakemake" / "pbs-pro" / "arrays"
     return write_manifest(arrays / "m.json", entries)
 
 
@@ -264,7 +264,7 @@ def test_executor_stops_when_qstat_keeps_failing(tmp_path, monkeypatch):
     with pytest.raises(RunStopped) as err:
         run.poll(ids)
     msg = str(err.value)
-    assert msg.startswith("ncreel-pbs: error: cannot follow the run's PBS jobs: qstat")
+    assert msg.startswith("pbs-pro: error: cannot follow the run's PBS jobs: qstat")
     assert "(3 polls in a row)" in msg and "5.localhost:15999" in msg and "\n" not in msg
     assert len(run.runner.calls) == 6
 

@@ -65,7 +65,7 @@ def pbs_env(**extra) -> dict:
     """The environment of a user with PBS Pro's commands first on PATH."""
     e = dict(os.environ)
     e.pop("SNAKEMAKE_PROFILE", None)
-    for k in ("PBS_ACCOUNT", "NCREEL_PBS_QUEUE"):
+    for k in ("PBS_ACCOUNT", "SNAKEMAKE_PBS_PRO_QUEUE"):
         e.pop(k, None)
     e["PATH"] = f"{PBS_BIN}:{Path(sys.executable).parent}:{e.get('PATH', '')}"
     e.update({k: v for k, v in extra.items() if v is not None})
@@ -499,7 +499,7 @@ def test_queue_at_server_and_suffixed_job_ids(pbs, tmp_path):
     destination (how a job goes to a peer server, as Casper's and Derecho's are): the job
     id carries the server's suffix, status answers for it (and for the bare number), and
     the cancel command (qdel) of a running job makes it ``failed``."""
-    env = pbs_env(PBS_ACCOUNT=ACCOUNT, NCREEL_PBS_QUEUE=f"share@{pbs}")
+    env = pbs_env(PBS_ACCOUNT=ACCOUNT, SNAKEMAKE_PBS_PRO_QUEUE=f"share@{pbs}")
     (tmp_path / "workflow").symlink_to(ROOT / "workflow")
 
     def run(*cmd):
@@ -582,7 +582,7 @@ def test_peer_server_submit_status_delete(pbs, peer_server, tmp_path, monkeypatc
     # A killed run's jobs, one per server, recorded in the executor's journal.
     orphan = ncpbs.run_qsub(ncpbs.build_qsub(props, str(script), queue=f"share@{peer_server}",
                                              **kw))
-    journal = tmp_path / ".snakemake" / "ncreel-pbs" / "journal.jsonl"
+    journal = tmp_path / ".snakemake" / "pbs-pro" / "journal.jsonl"
     journal.parent.mkdir(parents=True)
     journal.write_text("".join(json.dumps({"submit": j, "outputs": []}) + "\n"
                                for j in (orphan, home_job)))
@@ -601,7 +601,7 @@ def test_missing_account_and_unknown_queue_stop_before_any_job(pbs, tmp_path_fac
     log = snakemake(work, *target, check=False)
     assert "ncreel: error: PBS_ACCOUNT is unset: export PBS_ACCOUNT=<project code>" in log
     log2 = snakemake(work, *target, check=False, PBS_ACCOUNT=ACCOUNT,
-                     NCREEL_PBS_QUEUE="nosuch")
+                     SNAKEMAKE_PBS_PRO_QUEUE="nosuch")
     errors = [ln for ln in log2.splitlines() if ln.startswith("ncreel: error:")]
     assert errors == [errors[0]] and "PBS queue 'nosuch' does not exist" in errors[0]
     assert "share" in errors[0]  # lists the queues there are
@@ -615,7 +615,7 @@ def test_rejected_resource_request_is_one_line(pbs, tmp_path_factory, sample_nc)
     log = snakemake(work, "--profile", "profiles/cheyenne", "--config", *SMALL,
                     "--set-resources", "statistics:mem_mb=200000", "--",
                     "results/demo/stats.json", check=False, PBS_ACCOUNT=ACCOUNT)
-    lines = [ln for ln in log.splitlines() if "ncreel-pbs: error:" in ln]
+    lines = [ln for ln in log.splitlines() if "pbs-pro: error:" in ln]
     assert lines, log[-3000:]
     for line in lines:  # 200000 MB plus the executor's overhead, as it told the job
         extra = int(re.search(r"SNAKEMAKE_PBS_PRO_JOB_OVERHEAD_MB=(\d+)", line).group(1))
@@ -626,7 +626,7 @@ def test_rejected_resource_request_is_one_line(pbs, tmp_path_factory, sample_nc)
 
 def test_a_qstat_that_is_not_pbs_pros_stops_before_any_job(pbs, tmp_path_factory, sample_nc):
     """PBS Pro's qsub but Slurm's Torque-wrapper qstat first on PATH (it rejects ``-x``,
-    so finished jobs would never be seen): one ``ncreel-pbs: error:`` line naming that
+    so finished jobs would never be seen): one ``pbs-pro: error:`` line naming that
     qstat and the fix, before anything is submitted; no waiting for ever."""
     work = workdir(tmp_path_factory, sample_nc, "pbs_torque_qstat")
     bindir = work / "mixed-bin"
@@ -642,7 +642,7 @@ def test_a_qstat_that_is_not_pbs_pros_stops_before_any_job(pbs, tmp_path_factory
                           text=True, env=e, timeout=300)
     log = proc.stdout + proc.stderr
     assert proc.returncode != 0 and time.monotonic() - t < 120, log[-3000:]
-    errors = {ln for ln in log.splitlines() if ln.startswith("ncreel-pbs: error:")}
+    errors = {ln for ln in log.splitlines() if ln.startswith("pbs-pro: error:")}
     assert len(errors) == 1, log[-3000:]
     (line,) = errors
     assert f"{bindir}/qstat is not PBS Pro's qstat" in line and "Unknown option" in line
@@ -691,7 +691,7 @@ def test_unanswering_server_and_log_dir_outside_stop_before_any_job(pbs, tmp_pat
     assert "does not answer" in errors[0] and not submitted(log)
     log = snakemake(work, "--profile", "profiles/casper", "--pbs-pro-log-dir", "../..",
                     *target, check=False, PBS_ACCOUNT=ACCOUNT)
-    errors = [ln for ln in log.splitlines() if ln.startswith("ncreel-pbs: error:")]
+    errors = [ln for ln in log.splitlines() if ln.startswith("pbs-pro: error:")]
     assert len(errors) == 1 and "leads out of the working directory" in errors[0], log[-2000:]
     assert not submitted(log) and not list(work.parent.parent.glob("nc_*.qsub"))
 
@@ -711,11 +711,32 @@ def _job_ancestors(pid: int) -> list[int]:
     return out
 
 
+@contextlib.contextmanager
+def shard_started(work: Path, record: Path, out: Path, *extra: str):
+    """Run the demo's table through ``--profile profiles/cheyenne`` (2 shards, output to
+    `out`) until the shard whose attempts file is `record` has started its script.
+
+    Yields the ``snakemake`` process (its own session) and the shard's start record.
+    """
+    with open(out, "w") as fh, subprocess.Popen(
+            [sys.executable, "-m", "snakemake", *FAST, "--profile", "profiles/cheyenne",
+             *extra, "--config", *SMALL, "frames_per_shard=120", "--",
+             "results/demo/cells.copy"],
+            cwd=work, stdout=fh, stderr=subprocess.STDOUT, env=pbs_env(PBS_ACCOUNT=ACCOUNT),
+            start_new_session=True) as proc:
+        deadline = time.time() + 300
+        while not (record.exists() and record.read_text().strip()):
+            assert proc.poll() is None and time.time() < deadline, out.read_text()[-3000:]
+            time.sleep(0.05)
+        yield proc, json.loads(record.read_text().splitlines()[0])
+
+
 def test_a_job_deleted_after_its_script_ended_is_recorded_as_attempt_2(pbs, tmp_path_factory,
                                                                        sample_nc):
     """``qdel`` of a shard sub-job after its script wrote its ``ok`` end line, while the
-    job's own Snakemake has not finished (held with SIGSTOP, so the window is sure): PBS
-    reports it failed and Snakemake retries it as attempt 2. The attempts record says
+    job's own Snakemake has not finished (held with SIGSTOP, so the window is sure), with
+    ``--pbs-pro-retry-deleted`` (a deleted job is retried as any failure): PBS reports
+    it failed and Snakemake retries it as attempt 2. The attempts record says
     attempt 1 ``failed`` (``after_script``) then attempt 2 ``ok`` -- it used to say
     ``attempt 1`` twice -- and ``ncreel status`` counts 2 attempts."""
     from ncreel.cluster.runstatus import shard_status
@@ -724,16 +745,8 @@ def test_a_job_deleted_after_its_script_ended_is_recorded_as_attempt_2(pbs, tmp_
     work = workdir(tmp_path_factory, sample_nc, "pbs_attempts")
     record = work / "logs/demo/process_shard/00000.log.attempts.jsonl"
     out = work / "snakemake.out"
-    with open(out, "w") as fh, subprocess.Popen(
-            [sys.executable, "-m", "snakemake", *FAST, "--profile", "profiles/cheyenne",
-             "--config", *SMALL, "frames_per_shard=120", "--", "results/demo/cells.copy"],
-            cwd=work, stdout=fh, stderr=subprocess.STDOUT, env=pbs_env(PBS_ACCOUNT=ACCOUNT),
-            start_new_session=True) as proc:
+    with shard_started(work, record, out, "--pbs-pro-retry-deleted") as (proc, start):
         deadline = time.time() + 300
-        while not (record.exists() and record.read_text().strip()):
-            assert proc.poll() is None and time.time() < deadline, out.read_text()[-3000:]
-            time.sleep(0.05)
-        start = json.loads(record.read_text().splitlines()[0])
         held = _job_ancestors(start["pid"])
         for p in held:
             os.kill(p, signal.SIGSTOP)
@@ -762,3 +775,70 @@ def test_a_job_deleted_after_its_script_ended_is_recorded_as_attempt_2(pbs, tmp_
     assert count_rows(work / "results/demo/cells.copy") == ROWS
     rows = {r["shard"]: r for r in shard_status(work, "demo")}
     assert (rows["00000"]["state"], rows["00000"]["attempts"]) == ("done", 2)
+
+
+def test_a_shard_deleted_with_qdel_is_not_resubmitted(pbs, tmp_path_factory, sample_nc):
+    """``qdel`` of a running shard sub-job (as its owner would) through ``--profile
+    profiles/cheyenne`` (``retries: 2``): the executor says in one line that the job was
+    deleted with qdel and by whom (not "failed"), refuses Snakemake's next attempt in one
+    line without ``qsub``, and the run ends non-zero. The shard was submitted exactly once;
+    PBS ended it in substate 91 (terminated); its attempts record holds attempt 1 only."""
+    from ncreel.jobrecord import read_attempts
+
+    work = workdir(tmp_path_factory, sample_nc, "pbs_qdel")
+    record = work / "logs/demo/process_shard/00000.log.attempts.jsonl"
+    out = work / "snakemake.out"
+    with shard_started(work, record, out) as (proc, start):
+        jobid = start["jobid"]
+        subprocess.run([QDEL, jobid], check=True, env=pbs_env(), timeout=60)
+        assert proc.wait(timeout=400) != 0, out.read_text()[-3000:]
+    log = out.read_text()
+    sm_id = submitted(log)[jobid]
+    deleted = re.findall(rf"^pbs-pro: PBS job {re.escape(jobid)} \(rule process_shard, "
+                         rf"job {sm_id}\) was deleted with qdel by (\S+); it is not "
+                         r"resubmitted\.$", log, re.M)
+    assert deleted and deleted[0].startswith("root@"), log[-3000:]
+    refused = [ln for ln in log.splitlines() if ln.startswith("pbs-pro: error: not resubmitting")]
+    assert refused == [f"pbs-pro: error: not resubmitting rule process_shard, job {sm_id}: its "
+                       f"PBS job {jobid} was deleted with qdel by {deleted[0]}. Run the same "
+                       "command again to submit it anew (pbs-pro-retry-deleted: true "
+                       "resubmits deleted jobs)."], log[-3000:]
+    assert list(submitted(log).values()).count(sm_id) == 1, log[-3000:]
+    assert f"job {jobid} failed" not in log
+    rec = wait_finished(jobid)[jobid]
+    assert rec["substate"] == 91, rec.get("comment")  # JOB_SUBSTATE_TERMINATED
+    assert [a["attempt"] for a in read_attempts(record)] == [1]
+    assert not (work / "results/demo/cells.copy").exists()
+
+
+WALLTIME_SNAKEFILE = """
+rule all:
+    input: "a.txt"
+
+# Attempt 1 asks for 1 minute and sleeps longer: PBS kills it for walltime (-29);
+# attempt 2 asks for 2 minutes and ends at once.
+rule a:
+    output: "a.txt"
+    resources: runtime=lambda wildcards, attempt: attempt, mem_mb=20
+    shell: "[ {resources.runtime} -gt 1 ] || sleep 150; echo {resources.runtime} > {output}"
+"""
+
+
+def test_a_walltime_kill_is_resubmitted_with_a_longer_walltime(pbs, tmp_path):
+    """Unlike a deleted job, a job PBS killed for walltime (Exit_status -29, substate 93)
+    is resubmitted (Snakemake's ``retries``), its walltime growing with the attempt."""
+    (tmp_path / "Snakefile").write_text(WALLTIME_SNAKEFILE)
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", *FAST, "--executor", "pbs-pro",
+         "--pbs-pro-queue", "workq", "--pbs-pro-no-account", "-j", "1", "--retries", "1"],
+        cwd=tmp_path, env=pbs_env(), capture_output=True, text=True, timeout=600)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-4000:]
+    ids = list(submitted(log))
+    assert len(ids) == 2, log[-3000:]
+    jobs = wait_finished(*ids)
+    got = [(jobs[i]["Exit_status"], jobs[i]["substate"], jobs[i]["Resource_List"]["walltime"])
+           for i in ids]
+    assert got == [(-29, 93, "00:01:00"), (0, 92, "00:02:00")], got
+    assert "JOB_EXEC_KILL_WALLTIME" in log and "deleted with qdel" not in log
+    assert (tmp_path / "a.txt").read_text() == "2\n"

@@ -44,7 +44,7 @@ def qsub_lines(work: Path) -> list[str]:
 
 def manifests(work: Path) -> list[dict]:
     return [json.loads(p.read_text())["jobs"]
-            for p in sorted((work / ".snakemake/ncreel-pbs/arrays").glob("*.json"))]
+            for p in sorted((work / ".snakemake/pbs-pro/arrays").glob("*.json"))]
 
 
 def array_ids(log: str) -> list[str]:
@@ -108,7 +108,7 @@ def test_memory_killed_array_element_is_retried_alone(tmp_path):
     1500 MB (each plus the executor's overhead), and succeeds; elements 0 and 2 ran once."""
     (tmp_path / "Snakefile").write_text(HOG)
     log = snakemake(tmp_path, "--profile", CHEYENNE, "--pbs-pro-array-rules", "hog",
-                    PBS_ACCOUNT=ACCOUNT, NCREEL_PBS_QUEUE="workq")
+                    PBS_ACCOUNT=ACCOUNT, SNAKEMAKE_PBS_PRO_QUEUE="workq")
     (array_id,) = array_ids(log)
     (entries,) = manifests(tmp_path)
     index = {e["wildcards"]["i"]: e["index"] for e in entries}
@@ -148,7 +148,7 @@ def test_kill_and_resume_with_array_in_flight(tmp_path):
     (tmp_path / "Snakefile").write_text(SLOW)
     cmd = [sys.executable, "-m", "snakemake", *FAST, "--profile", CHEYENNE,
            "--pbs-pro-array-rules", "slow", "--rerun-incomplete"]
-    env = pbs_env(PBS_ACCOUNT=ACCOUNT, NCREEL_PBS_QUEUE="workq")
+    env = pbs_env(PBS_ACCOUNT=ACCOUNT, SNAKEMAKE_PBS_PRO_QUEUE="workq")
     with subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, start_new_session=True) as proc:
         deadline, out = time.time() + 240, ""
@@ -166,7 +166,7 @@ def test_kill_and_resume_with_array_in_flight(tmp_path):
     subprocess.run([*cmd, "--unlock"], cwd=tmp_path, env=env, check=True,
                    capture_output=True)
     log = snakemake(tmp_path, "--profile", CHEYENNE, "--pbs-pro-array-rules", "slow",
-                    "--rerun-incomplete", PBS_ACCOUNT=ACCOUNT, NCREEL_PBS_QUEUE="workq")
+                    "--rerun-incomplete", PBS_ACCOUNT=ACCOUNT, SNAKEMAKE_PBS_PRO_QUEUE="workq")
     assert "Re-attaching" in log and not array_ids(log)
     assert len(qsub_lines(tmp_path)) == 1
     for i in range(2):
@@ -183,7 +183,7 @@ def test_ctrl_c_deletes_the_whole_array(tmp_path):
     (tmp_path / "Snakefile").write_text(SLOW.replace("sleep 15", "sleep 120"))
     cmd = [sys.executable, "-m", "snakemake", *FAST, "--profile", CHEYENNE,
            "--pbs-pro-array-rules", "slow"]
-    env = pbs_env(PBS_ACCOUNT=ACCOUNT, NCREEL_PBS_QUEUE="workq")
+    env = pbs_env(PBS_ACCOUNT=ACCOUNT, SNAKEMAKE_PBS_PRO_QUEUE="workq")
     with subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True) as proc:
         out, deadline = "", time.time() + 120

@@ -56,7 +56,7 @@ def test_plugin_wheel_runs_a_workflow_without_ncreel(pbs_server, tmp_path):  # n
     # The tests' PYTHONPATH holds the checkout's plugin directory; pip in the new
     # virtualenv would take a build's metadata there for an installed plugin and skip it.
     env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "PBS_ACCOUNT", "NCREEL_PBS_QUEUE", "SNAKEMAKE_PROFILE",
+           if k not in ("PYTHONPATH", "PBS_ACCOUNT", "SNAKEMAKE_PBS_PRO_QUEUE", "SNAKEMAKE_PROFILE",
                         "VIRTUAL_ENV")}
     env["PATH"] = f"{PBS_BIN}:{venv / 'bin'}:{env.get('PATH', '')}"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True,

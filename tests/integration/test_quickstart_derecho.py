@@ -109,7 +109,7 @@ PREAMBLE = ("set -eo pipefail\nmodule() { :; }\nconda() { :; }\n"
 
 def session(script: str, home: Path, timeout: int) -> str:
     env = {k: v for k, v in os.environ.items()
-           if k not in ("PBS_ACCOUNT", "NCREEL_PBS_QUEUE", "SNAKEMAKE_PROFILE",
+           if k not in ("PBS_ACCOUNT", "SNAKEMAKE_PBS_PRO_QUEUE", "SNAKEMAKE_PROFILE",
                         "VIRTUAL_ENV", "PYTHONPATH")}
     env.update(HOME=str(home), USER=env.get("USER") or "root",
                PATH=f"{PBS_BIN}:{Path(sys.executable).parent}:{env.get('PATH', '')}")

@@ -210,13 +210,13 @@ def test_cluster_generic_pbs_commands_through_torque_wrappers(slurm, tmp_path_fa
     end to end against Slurm's Torque/PBS wrappers: submit through ``qsub -l select=...``
     (the wrapper turns it into sbatch), status through ``qstat -f`` (Torque style, no exit
     status) plus the recorded exit status. Only the queue is overridden
-    (NCREEL_PBS_QUEUE): there is no ``share`` queue here."""
+    (SNAKEMAKE_PBS_PRO_QUEUE): there is no ``share`` queue here."""
     work = workdir(tmp_path_factory, sample_nc, "pbs_demo")
     since = now()
     log = run_snakemake(work, "--profile", "profiles/cheyenne", *CLUSTER_GENERIC_PBS,
                         "--config", *SMALL, "frames_per_shard=120", "scheduler=pbs",
                         PBS_ACCOUNT=ACCOUNT,
-                        NCREEL_PBS_QUEUE=PARTITION)
+                        SNAKEMAKE_PBS_PRO_QUEUE=PARTITION)
     assert count_rows(work / "results/demo/cells.copy") == ROWS
     assert (work / "results/demo/movie.mp4").stat().st_size > 0
     rows = sacct(work, since)
@@ -240,7 +240,7 @@ def test_cluster_generic_pbs_commands_through_torque_wrappers(slurm, tmp_path_fa
         assert int(r["ReqCPUS"]) == 1, r
     # Each job's joined log is where the profile put it; each recorded its exit status 0.
     assert len(list((work / "logs/pbs").glob("nc_process_shard_0000*.log"))) == 2
-    markers = list((work / ".snakemake/ncreel-pbs").glob("*.exit"))
+    markers = list((work / ".snakemake/pbs-pro").glob("*.exit"))
     assert len(markers) == 7 and {m.read_text().strip() for m in markers} == {"0"}
 
 

@@ -218,6 +218,19 @@ def load_config(config: dict, *, overrides: Mapping | None = None,
         # Overlays' variables exist on the movie's grid (u with v: the schema).
         contours, vectors = overlay_settings(config["contours"], config["vectors"])
         check_overlays(series, contours, vectors)
+        if config["decorate"]:  # imported and called once on a probe figure, here
+            from ncreel.render.decorate import check_decorate
+            from ncreel.render.segment import map_settings, plot_axes
+            from ncreel.settings import RenderSettings
+
+            probe = RenderSettings.from_params(
+                {k: config[k] for k in ("width", "height", "dpi", "cmap", "map")})
+            x, y, _, _ = plot_axes(series)
+            geo = series.has_lat_lon
+            projection, _ = map_settings(probe.map, lon=x if geo else None,
+                                         lat=y if geo else None)
+            check_decorate(config["decorate"], series, probe, projection=projection, x=x,
+                           y=y)
         time = series.time_axis()
         cell_note = f"'{series.variable}' from {', '.join(series.paths)}"
         if time.note:
@@ -243,6 +256,10 @@ def load_config(config: dict, *, overrides: Mapping | None = None,
         render["caption"] = config["caption"]
     if config["colorbar_extend"] != "auto":
         render["colorbar_extend"] = config["colorbar_extend"]
+    if config["decorate"]:  # with its module's digest: an edited function reruns frames
+        from ncreel.render.decorate import decorate_params
+
+        render["decorate"] = decorate_params(config["decorate"])
     return RunConfig(
         config=config, notes=tuple(notes), run=run, out=out, logs=f"logs/{run}",
         table=table, inputs=inputs, input_stamps=stamps, rule_inputs=rule_inputs,

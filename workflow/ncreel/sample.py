@@ -1,11 +1,14 @@
 """Bundled real sample input: HadCM3 air_temperature from the PyPI package iris-sample-data.
 
 ``python -m ncreel.sample DEST`` copies ``A1B_north_america.nc`` (240 annual means
-1860-2099, 360-day calendar, 37 x 49 grid; UK Open Government Licence) to DEST.
+1860-2099, 360-day calendar, 37 x 49 grid; UK Open Government Licence) to DEST; a DEST
+named like another file of the package (``E1_north_america.nc``, ``ostia_monthly.nc``)
+copies that one.
 """
 
 from __future__ import annotations
 
+import argparse
 import shutil
 import sys
 from pathlib import Path
@@ -17,26 +20,44 @@ def sample_path(name: str = "A1B_north_america.nc") -> Path:
     Raises
     ------
     FileNotFoundError
-        If the package or the file is not installed.
+        If the package or the file is not installed (the message lists the package's
+        NetCDF files).
     """
     try:
         import iris_sample_data
     except ImportError as err:
         raise FileNotFoundError("pip install iris-sample-data to get the sample input") from err
-    path = Path(iris_sample_data.__file__).parent / "sample_data" / name
+    folder = Path(iris_sample_data.__file__).parent / "sample_data"
+    path = folder / name
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: not in this iris-sample-data release")
+        have = ", ".join(sorted(p.name for p in folder.glob("*.nc")))
+        raise FileNotFoundError(f"{name} is not in this iris-sample-data release ({folder}); "
+                                f"its NetCDF files: {have}")
     return path
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Copy the sample file named by ``argv[1]`` (default A1B) to ``argv[0]``."""
-    argv = sys.argv[1:] if argv is None else argv
-    dest = Path(argv[0] if argv else "resources/A1B_north_america.nc")
+def main(argv: list[str] | None = None) -> int:
+    """Copy a sample file to DEST; return the exit status (2: no such sample file)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m ncreel.sample",
+        description="Copy a real NetCDF sample of the PyPI package iris-sample-data.")
+    parser.add_argument("dest", nargs="?", default="resources/A1B_north_america.nc",
+                        help="where to write it (default: %(default)s)")
+    parser.add_argument("name", nargs="?",
+                        help="the sample's file name (default: DEST's file name, e.g. "
+                             "E1_north_america.nc or ostia_monthly.nc)")
+    args = parser.parse_args(argv)
+    dest = Path(args.dest)
+    try:
+        source = sample_path(args.name or dest.name)
+    except FileNotFoundError as err:
+        print(f"ncreel: error: {err}", file=sys.stderr)
+        return 2
     dest.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(sample_path(argv[1] if len(argv) > 1 else dest.name), dest)
+    shutil.copyfile(source, dest)
     print(dest)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -291,6 +291,9 @@ class RenderSettings(_Settings):
         Config ``colorbar_extend``; None: ``auto``.
     caption : str or None
         Config ``caption``: a line at the bottom of every frame.
+    decorate : dict or None
+        Config ``decorate`` as :func:`ncreel.render.decorate.decorate_params` gives it:
+        ``function`` (``module:function``) and ``source`` (a digest of its module).
     """
 
     KEY: ClassVar[str] = "render"
@@ -303,13 +306,14 @@ class RenderSettings(_Settings):
     vectors: dict | None = None
     colorbar_extend: str | None = None
     caption: str | None = None
+    decorate: dict | None = None
 
     @classmethod
     def from_params(cls, params: Mapping):
         """Build from a rule's params dict; the optional keys may be left out.
 
-        ``contours``, ``vectors``, ``colorbar_extend`` and ``caption`` are None when not
-        given.
+        ``contours``, ``vectors``, ``colorbar_extend``, ``caption`` and ``decorate`` are
+        None when not given.
 
         Raises
         ------
@@ -318,13 +322,13 @@ class RenderSettings(_Settings):
         """
         if isinstance(params, Mapping):
             params = {"contours": None, "vectors": None, "colorbar_extend": None,
-                      "caption": None, **params}
+                      "caption": None, "decorate": None, **params}
         return super().from_params(params)
 
     def to_params(self) -> dict:
         """Return the plain dict :meth:`from_params` reads; the keys above only when set."""
         params = super().to_params()
-        for key in ("contours", "vectors", "colorbar_extend", "caption"):
+        for key in ("contours", "vectors", "colorbar_extend", "caption", "decorate"):
             if params[key] is None:
                 del params[key]
         return params
@@ -343,7 +347,7 @@ class RenderSettings(_Settings):
         if self.colorbar_extend is not None:
             _check_str(w, "colorbar_extend", self.colorbar_extend,
                        choices=("auto", "neither", "min", "max", "both"))
-        for key in ("contours", "vectors"):
+        for key in ("contours", "vectors", "decorate"):
             value = getattr(self, key)
             if value is not None and not isinstance(value, Mapping):
                 raise _bad(w, key, "null or a mapping", value)

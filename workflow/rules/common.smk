@@ -15,6 +15,7 @@ from ncreel import resources as res
 from ncreel.cells.soil import needs_prepass
 from ncreel.configcheck import report_before_results, reporting_only
 from ncreel.errors import NcreelError
+from ncreel.incomplete import interrupted_outputs
 from ncreel.jobrecord import attempts_path, read_attempts
 from ncreel.lastrun import report_config
 from ncreel.render.segment import png_sample
@@ -181,12 +182,46 @@ def shard_plan():
     (configured, or what fills ``target_shard_minutes`` at the measured speed) and stored
     in its calibration.json, so rerunning the same command reads back the same plan.
     """
-    return _SHARD_PLAN.plan(
+    plan = _SHARD_PLAN.plan(
         checkpoints.calibrate_render.get().output.calibration, GRID["n_time"]
     )
+    redo_interrupted()
+    return plan
 
 
 _SHARD_PLAN = ShardPlanCache()  # built once per calibration.json, not once per job
+_REDO_CHECKED = []
+
+
+def redo_interrupted():
+    """Redo the jobs whose outputs an interrupted run left (marked incomplete, present).
+
+    Snakemake checks incomplete marks when it first builds the DAG, not for the jobs it
+    adds after reading a checkpoint (every shard and what follows): it would take their
+    outputs as done, with no metadata. They are forced as --rerun-incomplete forces the
+    others (Snakemake's own DAG.forcefiles); once per run, in the controller, while the
+    DAG is being built (shard_plan() is first called from the rules' input functions).
+    """
+    dag = workflow.dag
+    if (
+        _REDO_CHECKED
+        or dag is None
+        or not workflow.is_main_process
+        or reporting_only(sys.argv)  # a report redoes nothing
+    ):
+        return
+    _REDO_CHECKED.append(True)
+    found = interrupted_outputs(OUT)
+    if found:
+        dag.forcefiles.update(found)
+        shown = ", ".join(found[:3]) + (
+            f" and {len(found) - 3} more" if found[3:] else ""
+        )
+        print(
+            f"ncreel: note: redoing the jobs of {len(found)} output(s) an interrupted "
+            f"run left ({shown})",
+            file=sys.stderr,
+        )
 
 
 def plan_shard(name):

@@ -6,6 +6,7 @@ from ncreel.cluster.pbs import (
     ACCOUNT_ENV,
     MissingAccount,
     cancel_orphan_pbs_jobs,
+    old_queue_env_problem,
     profile_queue,
     project_account,
     queue_problem,
@@ -63,6 +64,9 @@ onstart:
     # PBS: a project account is required by NCAR's qsub, and a queue the server knows;
     # said once, before the first submission, not once per failed job.
     if _scheduler == "pbs":
+        _problem = old_queue_env_problem()
+        if _problem:
+            fail(_problem)
         try:
             project_account(
                 getattr(_settings, "account_env", ACCOUNT_ENV),
@@ -71,7 +75,8 @@ onstart:
         except MissingAccount as _err:
             fail(str(_err))
         if _plugin.name == "pbs-pro":
-            _queue = os.environ.get("NCREEL_PBS_QUEUE") or _settings.queue
+            # (Snakemake sets it from $SNAKEMAKE_PBS_PRO_QUEUE too.)
+            _queue = _settings.queue
         else:  # ncreel_pbs.py under cluster-generic: its --queue option
             _queue = profile_queue(str(getattr(_settings, "submit_cmd", "")))
         _problem = _queue and queue_problem(_queue)

@@ -15,7 +15,7 @@ the standard library only, so login-node tools (and the array sub-job runner) im
 them under any ``python3`` without Snakemake installed.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 #: What Snakemake's plugin registry reads from this package (see :func:`__getattr__`).
 _EXECUTOR_NAMES = ("Executor", "ExecutorSettings", "common_settings")

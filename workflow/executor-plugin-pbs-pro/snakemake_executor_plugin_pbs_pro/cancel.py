@@ -14,7 +14,11 @@ from pathlib import Path
 
 from snakemake_executor_plugin_pbs_pro.job_status_query import array_parent
 from snakemake_executor_plugin_pbs_pro.journal import Journal
-from snakemake_executor_plugin_pbs_pro.state import STATE_DIR
+from snakemake_executor_plugin_pbs_pro.state import STATE_DIR, legacy_dirs
+
+#: The environment variable that sets the ``pbs-pro-queue`` setting (Snakemake's name for
+#: it: ``SNAKEMAKE_<PLUGIN>_<SETTING>``).
+QUEUE_ENV = "SNAKEMAKE_PBS_PRO_QUEUE"
 
 #: Most job ids in one ``qdel`` call (keeps the command line short).
 QDEL_BATCH = 100
@@ -90,16 +94,18 @@ def pbs_peer_servers(workdir=".", env=None) -> list[str]:
     """PBS servers a run in `workdir` may have sent jobs to, besides the default one.
 
     The servers named in the ``pbs-pro`` executor's journal (the suffix of each job id it
-    recorded, ``123.casper-pbs``) and in ``$NCREEL_PBS_QUEUE`` (``queue@server``).
+    recorded, ``123.casper-pbs``) and in ``$SNAKEMAKE_PBS_PRO_QUEUE`` (``queue@server``).
     NCAR's Casper and Derecho are separate PBS servers: the default one does not list
     the other's jobs.
     """
     env = os.environ if env is None else env
     servers = []
-    queue = env.get("NCREEL_PBS_QUEUE") or ""
+    queue = env.get(QUEUE_ENV) or ""
     if "@" in queue:
         servers.append(queue.split("@", 1)[1])
-    servers += Journal(Path(workdir, STATE_DIR, "journal.jsonl")).servers()
+    state = Path(workdir, STATE_DIR)
+    servers += Journal(state / "journal.jsonl",
+                       [d / "journal.jsonl" for d in legacy_dirs(state)]).servers()
     return list(dict.fromkeys(servers))
 
 

@@ -1,7 +1,7 @@
 """Checks made before any job: the project account, the queue, the log directory.
 
-Also what ncreel's workflow checks once on the login node before a run. Standard library
-only.
+A workflow can call them itself, once on the login node before a run (ncreel does).
+Standard library only.
 """
 
 from __future__ import annotations
@@ -100,16 +100,16 @@ def queue_problem(queue: str, runner=_run, attempts: int = 3, delay: float = 2.0
             return None
         if "illegal 'destination'" in said.lower() or "illegally formed" in said.lower():
             return (f"PBS queue {queue!r} is not a valid destination (qstat: {said}): set "
-                    "NCREEL_PBS_QUEUE=<queue> or <queue>@<server>, or use the profile of "
-                    "your site")
+                    "SNAKEMAKE_PBS_PRO_QUEUE=<queue> or <queue>@<server>, or use the "
+                    "profile of your site")
         if "unknown queue" in said.lower():
             break
         if not server:
             return None
     else:
         return (f"PBS server '{server}' of queue '{queue}' does not answer (qstat -Q said "
-                f"{attempts} times: {said}): check the server name in NCREEL_PBS_QUEUE or "
-                "pbs-pro-queue, or run the same command again when `qstat -Q @"
+                f"{attempts} times: {said}): check the server name in SNAKEMAKE_PBS_PRO_QUEUE "
+                "or pbs-pro-queue, or run the same command again when `qstat -Q @"
                 f"{server}` answers")
     where = f"on PBS server '{server}'" if server else "on the PBS server"
     known = ""
@@ -119,5 +119,6 @@ def queue_problem(queue: str, runner=_run, attempts: int = 3, delay: float = 2.0
         known = f" (queues there: {', '.join(names)})" if names else ""
     except (subprocess.TimeoutExpired, OSError, IndexError):
         pass
-    return (f"PBS queue '{queue}' does not exist {where}{known}: set NCREEL_PBS_QUEUE="
-            "<queue> or <queue>@<server>, or use the profile of your site")
+    return (f"PBS queue '{queue}' does not exist {where}{known}: set "
+            "SNAKEMAKE_PBS_PRO_QUEUE=<queue> or <queue>@<server>, or use the profile of "
+            "your site")

@@ -40,7 +40,8 @@ class ExecutorSettings(ExecutorSettingsBase):
     queue: Optional[str] = field(
         default=None,
         metadata={"help": "Destination `queue` or `queue@server` (qsub -q); "
-                  "$NCREEL_PBS_QUEUE overrides it.", "env_var": False, "required": False})
+                  "$SNAKEMAKE_PBS_PRO_QUEUE overrides a profile's.", "env_var": True,
+                  "required": False})
     account_env: str = field(
         default="PBS_ACCOUNT",
         metadata={"help": "Environment variable holding the project account (qsub -A).",
@@ -88,6 +89,11 @@ class ExecutorSettings(ExecutorSettingsBase):
         default=4,
         metadata={"help": "Tries of a failing qstat per poll before waiting for the next.",
                   "env_var": False, "required": False})
+    retry_deleted: bool = field(
+        default=False,
+        metadata={"help": "Resubmit a job deleted with qdel as Snakemake's retries allow "
+                  "(default: a deleted job is not resubmitted and the run stops).",
+                  "env_var": False, "required": False})
     qstat_failed_polls: int = field(
         default=20,
         metadata={"help": "Polls in a row whose qstat keeps failing before the run stops "
@@ -126,6 +132,7 @@ class Executor(RemoteExecutor):
             msg = str(err)
             raise WorkflowError(msg if msg.startswith(SAYS) else f"{SAYS} {msg}") from None
         self.settings = self.pbs.settings
+        self._said: set[str] = set()
 
     # ----------------------------------------------------------------- submission
 
@@ -141,10 +148,11 @@ class Executor(RemoteExecutor):
     def run_jobs(self, jobs: list[JobExecutorInterface]):
         """Submit the jobs Snakemake found ready: arrays for array rules, else one each."""
         if self.pbs.account_problem:
-            # (ncreel's Snakefile says so once, before any job; other workflows learn here.)
+            # (A workflow may say so once, before any job, with checks.project_account.)
             for job in jobs:
                 self.report_job_error(SubmittedJobInfo(job), msg=self.pbs.account_problem)
             return
+        jobs = self._refuse_deleted(jobs)
         taken, jobs = self.pbs.take_over(jobs)
         for job, jobid in taken.items():
             self.logger.info(f"Re-attaching job {job.jobid} to PBS job {jobid} of the "
@@ -158,6 +166,28 @@ class Executor(RemoteExecutor):
                 self.run_job(batch[0])
             else:
                 self.run_array(batch)
+
+    @staticmethod
+    def _job_text(job: JobExecutorInterface) -> str:
+        if job.is_group():
+            return f"group job {job.jobid}"
+        return f"rule {job.rule.name}, job {job.jobid}"
+
+    def _refuse_deleted(self, jobs: list[JobExecutorInterface]
+                        ) -> list[JobExecutorInterface]:
+        """Fail at once, without ``qsub``, the next attempts of jobs deleted with qdel."""
+        rest = []
+        for job in jobs:
+            line = self.pbs.refusal(outputs_of(job), self._job_text(job))
+            if line is None:
+                rest.append(job)
+                continue
+            if line not in self._said:
+                self._said.add(line)
+                self.logger.error(line)
+            # (Snakemake appends its own sentence to the message.)
+            self.report_job_error(SubmittedJobInfo(job), msg=f"{line} ")
+        return rest
 
     def run_job(self, job: JobExecutorInterface):
         """Submit one job (or group job) as a plain PBS job."""
@@ -234,6 +264,12 @@ class Executor(RemoteExecutor):
             verdict = verdicts[job_info.external_jobid]
             if verdict == "success":
                 self.report_job_success(job_info)
+            elif verdict == "deleted":
+                line = self.pbs.deleted_message(job_info.external_jobid,
+                                                self._job_text(job_info.job),
+                                                outputs_of(job_info.job))
+                self.logger.error(line)
+                self.report_job_error(job_info, msg=f"{line} ")
             elif verdict == "failed":
                 log = (job_info.aux or {}).get("log", self.settings.log_dir)
                 self.report_job_error(job_info, msg=f"PBS job {job_info.external_jobid} "

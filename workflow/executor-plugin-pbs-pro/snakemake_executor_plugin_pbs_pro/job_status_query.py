@@ -5,7 +5,12 @@ Professional reference guide): ``0`` success; ``1..255`` the job script's own ex
 status; ``> 256`` killed by signal ``status - 256`` (e.g. ``271`` = SIGTERM at the
 walltime limit on older servers); negative values are ``JOB_EXEC_*`` codes, e.g.
 ``-27`` JOB_EXEC_KILL_MEM, ``-29`` JOB_EXEC_KILL_WALLTIME, ``-11`` JOB_EXEC_RERUN.
-Everything other than ``0`` is a failure. Standard library only.
+Everything other than ``0`` is a failure. A job deleted with ``qdel`` ends in substate
+91 (``JOB_SUBSTATE_TERMINATED``, ``src/server/svr_jobfunc.c``; measured on OpenPBS 23.06):
+while running, with ``Exit_status`` 143 or 271 (its shell ended by SIGTERM) and the
+comment ``... and terminated by <user>@<host>``; while queued or held, with neither.
+Walltime and memory kills end in substate 93 (``JOB_SUBSTATE_FAILED``), ``-29`` and
+``-27``. Standard library only.
 """
 
 from __future__ import annotations
@@ -26,6 +31,10 @@ ACTIVE_STATES = frozenset("QRHWTBESUM")
 
 #: F finished (PBS Pro, with -x), X finished subjob, C completed (Torque, Slurm wrapper).
 DONE_STATES = frozenset("FXC")
+
+#: ``substate`` of a finished job that was deleted (``qdel``; also a scheduler's
+#: preemption by deletion): ``JOB_SUBSTATE_TERMINATED`` in OpenPBS ``src/include/job.h``.
+TERMINATED_SUBSTATE = 91
 
 #: ``qstat`` exit status for "Unknown Job Id" (PBS Pro and Torque; Slurm's wrapper too).
 UNKNOWN_JOB_RC = 153
@@ -141,6 +150,31 @@ def classify(rec: dict) -> str | None:
         return "success" if status == 0 else "failed"
     return None
 
+def deletion(rec: dict) -> str | None:
+    """Say how a finished job was deleted (``qdel``), or None when it was not.
+
+    A record in state F or X with ``substate`` 91 (:data:`TERMINATED_SUBSTATE`) was
+    deleted; its comment names who deleted a running job (``... and terminated by
+    user@host``, possibly wrapped by ``qstat`` over continuation lines). A job deleted
+    before it started has no comment and no ``stime``.
+
+    Returns
+    -------
+    str or None
+        ``"deleted with qdel by user@host"``, ``"deleted with qdel before it started"``,
+        ``"deleted with qdel"``; None for a job that is still active or ended otherwise.
+    """
+    state = str(rec.get("job_state", "")).strip()[:1].upper()
+    if state not in ("F", "X") or str(rec.get("substate", "")).strip() != str(
+            TERMINATED_SUBSTATE):
+        return None
+    m = re.search(r"terminated\s*by\s*(\S+)", str(rec.get("comment") or ""))
+    if m:
+        return f"deleted with qdel by {m.group(1)}"
+    if not rec.get("stime") and _exit_status(rec) is None:
+        return "deleted with qdel before it started"
+    return "deleted with qdel"
+
 def describe_exit(status: int) -> str:
     """Human-readable meaning of a PBS exit status (for logs)."""
     if status in JOB_EXEC_CODES:
@@ -203,12 +237,19 @@ def pbs_pro_problem(qsub: str = "qsub", qstat: str = "qstat", runner=_run,
             "the PBS server may be busy or unreachable; run the same command again when "
             "`qstat -Q` answers")
 
-def _verdict(jobid: str, rec: dict | None, *, state_dir, log) -> str:
+def _verdict(jobid: str, rec: dict | None, *, state_dir, log, deleted=None) -> str:
     """Decide one job from its ``qstat`` record.
 
-    Without a record (purged from the server's history), or without an exit status in
-    it: from the exit status its wrapper recorded; else ``failed``.
+    A job deleted with ``qdel`` (:func:`deletion`) is ``deleted``, its reason put in the
+    dict `deleted` (when given; else it is ``failed``). Without a record (purged from the
+    server's history), or without an exit status in it: from the exit status its wrapper
+    recorded; else ``failed``.
     """
+    if rec is not None and deleted is not None:
+        reason = deletion(rec)
+        if reason:
+            deleted[jobid] = reason
+            return "deleted"
     if rec is not None:
         verdict = classify(rec)
         if verdict is not None:
@@ -225,7 +266,7 @@ def _verdict(jobid: str, rec: dict | None, *, state_dir, log) -> str:
 
 
 def _log_stderr(msg: str) -> None:
-    print(f"ncreel-pbs: {msg}", file=sys.stderr)
+    print(f"pbs-pro: {msg}", file=sys.stderr)
 
 def array_parent(jobid: str) -> str:
     """Return the whole-array id (``123[].server``) of a sub-job id (``123[4].server``).
@@ -294,8 +335,12 @@ def query_many(jobids: list[str], *, qstat: str = "qstat", attempts: int = 4,
 
 def statuses(jobids: list[str], *, state_dir: str | os.PathLike = STATE_DIR,
              qstat: str = "qstat", attempts: int = 4, delay: float = 2.0, runner=_run,
-             log=None, strict: bool = False) -> dict[str, str]:
+             log=None, strict: bool = False, deleted: dict | None = None
+             ) -> dict[str, str]:
     """``running``/``success``/``failed`` for every id of `jobids`, from ONE ``qstat``.
+
+    With a dict `deleted`, a job deleted with ``qdel`` (:func:`deletion`) is
+    ``deleted`` instead of ``failed``, and ``deleted[id]`` says by whom.
 
     PBS Pro only (:func:`query_many`): ``Exit_status`` 0 is
     ``success``, anything else (−27, −29, 265, 271, a script's own status) ``failed``;
@@ -323,4 +368,5 @@ def statuses(jobids: list[str], *, state_dir: str | os.PathLike = STATE_DIR,
             raise
         log(f"qstat keeps failing ({err}); jobs without a recorded exit status stay running")
         return marker_statuses(jobids, state_dir)
-    return {j: _verdict(j, recs[j], state_dir=state_dir, log=log) for j in jobids}
+    return {j: _verdict(j, recs[j], state_dir=state_dir, log=log, deleted=deleted)
+            for j in jobids}

@@ -20,19 +20,24 @@ class Journal:
     process overwrites it (with none) when it starts.
     """
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, legacy: list[str | os.PathLike] = ()):
         self.path = Path(path)
+        #: Journals of earlier versions (read before `path`, never written).
+        self.legacy = [Path(p) for p in legacy]
 
     def records(self) -> list[dict]:
         """Every event recorded, oldest first (the one place the file is parsed).
 
         A missing file has none; a line cut short by a kill, or one that is not a JSON
-        object, is skipped.
+        object, is skipped. The legacy journals come first: a job they name as submitted
+        is closed by an ``end`` line in this one.
         """
-        try:
-            lines = self.path.read_text(encoding="utf-8").splitlines()
-        except OSError:
-            return []
+        lines = []
+        for path in (*self.legacy, self.path):
+            try:
+                lines += path.read_text(encoding="utf-8").splitlines()
+            except OSError:
+                continue
         out = []
         for line in lines:
             try:

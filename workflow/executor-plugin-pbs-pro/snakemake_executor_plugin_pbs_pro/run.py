@@ -17,10 +17,10 @@ from pathlib import Path
 from snakemake_executor_plugin_pbs_pro import checks, job_status_query, submit_string
 from snakemake_executor_plugin_pbs_pro.cancel import cancel_jobs
 from snakemake_executor_plugin_pbs_pro.journal import Journal, outputs_of
-from snakemake_executor_plugin_pbs_pro.state import STATE_DIR, marker_statuses
+from snakemake_executor_plugin_pbs_pro.state import STATE_DIR, legacy_dirs, marker_statuses
 
 #: Prefix of every line the executor says to the user.
-SAYS = "ncreel-pbs: error:"
+SAYS = "pbs-pro: error:"
 
 
 class SettingsError(ValueError):
@@ -48,7 +48,8 @@ class PbsRun:
     state_dir : path
         Where the journal, the recorded exit statuses and array manifests are.
     environ : mapping, optional
-        Environment (``$NCREEL_PBS_QUEUE``, the account variable); default ``os.environ``.
+        Environment (the account variable); default ``os.environ``. The queue is the
+        setting's, which ``$SNAKEMAKE_PBS_PRO_QUEUE`` sets (Snakemake reads it).
     log : callable, optional
         Told of failed jobs and ``qstat`` trouble (one line each).
     check_commands : bool
@@ -68,7 +69,7 @@ class PbsRun:
         env = os.environ if environ is None else environ
         self.settings, self.runner, self.state_dir = settings, runner, Path(state_dir)
         self.log = log or (lambda msg: None)
-        self.queue = env.get("NCREEL_PBS_QUEUE") or settings.queue
+        self.queue = settings.queue
         try:
             self.account = checks.project_account(settings.account_env,
                                                   no_account=settings.no_account,
@@ -95,7 +96,12 @@ class PbsRun:
             if problem:
                 raise SettingsError(f"{SAYS} {problem}")
         self.failed_polls = 0
-        self.journal = Journal(self.state_dir / "journal.jsonl")
+        #: PBS id -> how it was deleted, for the jobs the last polls saw deleted.
+        self.deleted: dict[str, str] = {}
+        #: Sorted outputs -> (PBS id, how it was deleted): jobs not to resubmit.
+        self.deleted_outputs: dict[tuple, tuple[str, str]] = {}
+        self.journal = Journal(self.state_dir / "journal.jsonl",
+                               [d / "journal.jsonl" for d in legacy_dirs(self.state_dir)])
         #: Sorted outputs -> PBS id of every job a killed run submitted and never saw end.
         self.killed_runs_jobs = self.journal.open_jobs()
 
@@ -191,7 +197,10 @@ class PbsRun:
     # ----------------------------------------------------------------- status
 
     def poll(self, jobids: list[str]) -> dict[str, str]:
-        """``running``/``success``/``failed`` of every id, from ONE ``qstat``.
+        """``running``/``success``/``failed``/``deleted`` of every id, from ONE ``qstat``.
+
+        A job deleted with ``qdel`` is ``deleted`` (:attr:`deleted` says by whom), unless
+        ``retry-deleted`` is set: then it is ``failed``, as any other failure.
 
         A ``qstat`` that keeps failing within a poll leaves the jobs without a recorded
         exit status running; after ``qstat-failed-polls`` such polls in a row the run
@@ -207,7 +216,8 @@ class PbsRun:
         try:
             verdicts = job_status_query.statuses(
                 jobids, state_dir=self.state_dir, attempts=s.qstat_attempts,
-                runner=self.runner, log=self.log, strict=True)
+                runner=self.runner, log=self.log, strict=True,
+                deleted=None if getattr(s, "retry_deleted", False) else self.deleted)
             self.failed_polls = 0
         except job_status_query.QstatUnusable as err:
             raise RunStopped(self.gave_up(err, jobids)) from None
@@ -230,6 +240,33 @@ class PbsRun:
         return (f"{SAYS} cannot follow the run's PBS jobs: {err}. Its jobs ({shown}) are "
                 "left to PBS: run the same command again once `qstat -x -f -t <id>` works "
                 "(it takes them over), or delete them with qdel.")
+
+    # ----------------------------------------------------------------- deleted jobs
+
+    def deleted_message(self, jobid: str, job_text: str, outputs: tuple) -> str:
+        """Remember that `jobid` (making `outputs`) was deleted; return the line saying so.
+
+        `job_text` names the Snakemake job (``rule X, job N``). The job's next attempt is
+        then refused by :meth:`refusal`.
+        """
+        reason = self.deleted.pop(jobid, "deleted with qdel")
+        self.deleted_outputs[tuple(outputs)] = (jobid, reason)
+        return (f"{SAYS.split()[0]} PBS job {jobid} ({job_text}) was {reason}; it is not "
+                "resubmitted.")
+
+    def refusal(self, outputs: tuple, job_text: str) -> str | None:
+        """Return the line refusing a job whose previous attempt was deleted, or None.
+
+        Snakemake asks for a job's next attempt (its ``retries``) whatever ended the
+        previous one; a job someone deleted with ``qdel`` was meant to stop.
+        """
+        found = self.deleted_outputs.get(tuple(outputs))
+        if found is None:
+            return None
+        jobid, reason = found
+        return (f"{SAYS} not resubmitting {job_text}: its PBS job {jobid} was {reason}. Run "
+                "the same command again to submit it anew (pbs-pro-retry-deleted: true "
+                "resubmits deleted jobs).")
 
     # ----------------------------------------------------------------- cancel
 

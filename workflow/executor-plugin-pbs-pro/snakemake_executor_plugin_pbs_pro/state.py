@@ -11,7 +11,20 @@ from pathlib import Path
 
 #: Where job wrappers record exit statuses, arrays keep their manifests and the journal
 #: lives (relative to the Snakemake working directory).
-STATE_DIR = ".snakemake/ncreel-pbs"
+STATE_DIR = ".snakemake/pbs-pro"
+
+#: Where version 0.1 of this plugin kept its state. Jobs it submitted still record their
+#: exit status there, and its journal names them: a run it left may be resumed by this
+#: version (:func:`legacy_dirs`).
+LEGACY_STATE_DIR = ".snakemake/ncreel-pbs"
+
+
+def legacy_dirs(state_dir: str | os.PathLike = STATE_DIR) -> list[Path]:
+    """Return the state directories of earlier versions next to `state_dir` (read only)."""
+    state = Path(state_dir)
+    if state.name != Path(STATE_DIR).name:
+        return []
+    return [state.parent / Path(LEGACY_STATE_DIR).name]
 
 
 def safe_name(text: str, limit: int = 200) -> str:
@@ -32,12 +45,17 @@ def write_marker(jobid: str, status: int, state_dir: str | os.PathLike = STATE_D
     tmp.replace(path)
 
 def read_marker(jobid: str, state_dir: str | os.PathLike = STATE_DIR) -> int | None:
-    """Return the recorded exit status of `jobid`, or None if the job did not record one."""
-    path = marker_path(jobid, state_dir)
-    try:
-        return int(path.read_text().strip())
-    except (OSError, ValueError):
-        return None
+    """Return the recorded exit status of `jobid`, or None if the job did not record one.
+
+    A job submitted by an earlier version recorded it in that version's directory
+    (:func:`legacy_dirs`).
+    """
+    for where in (state_dir, *legacy_dirs(state_dir)):
+        try:
+            return int(marker_path(jobid, where).read_text().strip())
+        except (OSError, ValueError):
+            continue
+    return None
 
 
 def marker_statuses(jobids: list[str], state_dir: str | os.PathLike = STATE_DIR

@@ -65,17 +65,17 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return REFUSED
     manifest = Path(argv[0])
-    # The manifest lives in <workdir>/.snakemake/ncreel-pbs/arrays/.
+    # The manifest lives in <workdir>/.snakemake/pbs-pro/arrays/.
     state_dir = manifest.resolve().parent.parent
     jobid = os.environ.get("PBS_JOBID", "")
     try:
         entry = own_entry(manifest)
     except (Refused, OSError, ValueError, KeyError) as err:
-        print(f"ncreel-pbs: refusing to run: {err}", file=sys.stderr)
+        print(f"pbs-pro: refusing to run: {err}", file=sys.stderr)
         if jobid:
             write_marker(jobid, REFUSED, state_dir)
         return REFUSED
-    print(f"ncreel-pbs: sub-job {jobid} runs Snakemake job {entry['jobid']} "
+    print(f"pbs-pro: sub-job {jobid} runs Snakemake job {entry['jobid']} "
           f"({entry['rule']} {json.dumps(entry['wildcards'])})", flush=True)
     status = subprocess.call(["/bin/sh", entry["jobscript"]])
     write_marker(jobid, status, state_dir)

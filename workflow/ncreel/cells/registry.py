@@ -5,9 +5,6 @@ Built-in models are found by config name, a user's as ``package.module:function`
 
 from __future__ import annotations
 
-import importlib
-import os
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -85,23 +82,9 @@ def resolve_model(name: str, params: Mapping | None = None) -> ResolvedModel:
     if ":" not in name:
         raise NcreelError(f"config key 'cells.model': unknown model '{name}' (built in: "
                           f"{', '.join(BUILTIN_MODELS)}; or package.module:function)")
-    module_name, _, attr = name.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as first:
-        cwd = os.getcwd()
-        if cwd in sys.path:
-            raise NcreelError(f"config key 'cells.model': cannot import '{module_name}' "
-                              f"({first})") from first
-        sys.path.append(cwd)
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as err:
-            raise NcreelError(f"config key 'cells.model': cannot import '{module_name}' "
-                              f"({err})") from err
-    fn = module
-    for part in attr.split("."):
-        fn = getattr(fn, part, None)
+    from ncreel.userimport import import_user_object
+
+    fn = import_user_object(name, "cells.model")
     if not callable(fn) or not callable(getattr(fn, "columns", None)):
         raise NcreelError(
             f"config key 'cells.model': '{name}' must be a function "

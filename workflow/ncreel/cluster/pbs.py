@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 
 from snakemake_executor_plugin_pbs_pro.cancel import (  # noqa: F401  (ncreel's API)
+    QUEUE_ENV,
     cancel_orphan_pbs_jobs,
     pbs_peer_servers,
 )
@@ -243,16 +244,33 @@ def submit(jobscript: str, *, queue: str | None, account: str | None, log_dir: s
         raise SubmitError(str(err)) from None
 
 
+#: The queue variable ncreel read before the executor plugin took its own name.
+OLD_QUEUE_ENV = "NCREEL_PBS_QUEUE"
+
+
+def old_queue_env_problem(env=None) -> str | None:
+    """One line when ``$NCREEL_PBS_QUEUE`` is set: it no longer chooses the queue.
+
+    Jobs would otherwise go to the profile's queue without a word.
+    """
+    env = os.environ if env is None else env
+    if env.get(OLD_QUEUE_ENV):
+        return (f"{OLD_QUEUE_ENV} is no longer read: set {QUEUE_ENV}={env[OLD_QUEUE_ENV]} "
+                f"instead (and unset {OLD_QUEUE_ENV}), then run the same command again")
+    return None
+
+
 def profile_queue(submit_cmd: str, env=None) -> str | None:
     """Return the queue a PBS profile's submit command sends jobs to.
 
-    ``$NCREEL_PBS_QUEUE`` when set, else the ``--queue`` option of `submit_cmd` (the
+    ``$SNAKEMAKE_PBS_PRO_QUEUE`` when set (the variable of the ``pbs-pro`` executor's
+    queue setting, so one name serves both), else the ``--queue`` option of `submit_cmd` (the
     profile's ``cluster-generic-submit-cmd``); None when neither names one. A queue may
     name another server: ``queue@server``.
     """
     env = os.environ if env is None else env
-    if env.get("NCREEL_PBS_QUEUE"):
-        return env["NCREEL_PBS_QUEUE"]
+    if env.get(QUEUE_ENV):
+        return env[QUEUE_ENV]
     args = shlex.split(submit_cmd or "")
     for i, arg in enumerate(args):
         if arg == "--queue" and i + 1 < len(args):
@@ -269,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     sp = sub.add_parser("submit", help="qsub a Snakemake jobscript; print the job id")
     sp.add_argument("jobscript")
     sp.add_argument("--queue", default=None,
-                    help="queue (overridden by $NCREEL_PBS_QUEUE when set)")
+                    help=f"queue (overridden by ${QUEUE_ENV} when set)")
     sp.add_argument("--account-env", default=ACCOUNT_ENV,
                     help="environment variable holding the project account")
     sp.add_argument("--no-account", action="store_true",
@@ -288,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     st.add_argument("--attempts", type=int, default=4)
     args = ap.parse_args(argv)
     if args.cmd == "submit":
-        queue = os.environ.get("NCREEL_PBS_QUEUE") or args.queue
+        queue = os.environ.get(QUEUE_ENV) or args.queue
         try:
             account = project_account(args.account_env, no_account=args.no_account)
             jobid = submit(args.jobscript, queue=queue, account=account, log_dir=args.log_dir,

@@ -31,24 +31,19 @@ import shutil
 import socket
 import subprocess
 import sys
-from base64 import urlsafe_b64encode
 from pathlib import Path
 
 from ncreel.cluster.runlock import run_lock_holder
 from ncreel.errors import NcreelError
+from ncreel.incomplete import marker_path
 from ncreel.jobrecord import attempt_count, attempts_path, read_attempts
 from ncreel.settings import Calibration
 from ncreel.shardplan import plan_shards
 
 
 def _incomplete_marker(workdir: Path, output: str) -> dict | None:
-    # Snakemake's FilePersistence: .snakemake/incomplete/<urlsafe base64 of the path>, split
-    # into NAME_MAX-long parts; content {"external_jobid": ...}.
-    inc = workdir / ".snakemake" / "incomplete"
-    b64 = urlsafe_b64encode(output.encode()).decode()
-    max_len = os.pathconf(inc, "PC_NAME_MAX") if inc.is_dir() else 255
-    parts = [b64[i:i + max_len - 1] for i in range(0, len(b64), max_len - 1)]
-    path = inc.joinpath(*(["@" + p for p in parts[:-1]] + [parts[-1]]))
+    # Snakemake's FilePersistence mark (ncreel.incomplete); content {"external_jobid": ...}.
+    path = marker_path(workdir, output)
     try:
         marker = json.loads(path.read_text() or "{}")
         # When Snakemake wrote it: a job that ended after this belongs to the marker.

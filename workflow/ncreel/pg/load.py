@@ -260,7 +260,10 @@ def _connect(conninfo: str, where: str, autocommit: bool = True):
     import psycopg
 
     try:
-        return psycopg.connect(conninfo, autocommit=autocommit)
+        # UTF8 whatever the database's or PGCLIENTENCODING's: the COPY files are UTF-8, and
+        # in a SQL_ASCII database (what initdb makes in the C locale) psycopg would read
+        # text as bytes and refuse the table the load has just created.
+        return psycopg.connect(conninfo, autocommit=autocommit, client_encoding="UTF8")
     except psycopg.Error as err:
         raise NcreelError(f"database ({where}): cannot connect: "
                           f"{str(err).strip().splitlines()[0]}") from None

@@ -106,6 +106,13 @@ class FrameRenderer:
         Cell edges of 1-D `x`, `y`, shapes (nx + 1,) and (ny + 1,), in their units (e.g.
         a region's cells' true bounds, from the whole grid); midpoints between centres,
         extrapolated by half a cell at the ends, when omitted.
+    decorate : callable, optional
+        ``decorate(fig, ax)``, called once after the static figure is drawn and its
+        layout fixed, before the background is saved (config ``decorate``,
+        :mod:`ncreel.render.decorate`). What it adds must not change between draws: the
+        saved background is compared with a fresh draw of it on frames 1, 2, 3, 5, 9,
+        17, ... (1-based); from the first difference on, every frame is drawn in full,
+        with one warning logged (:attr:`full_redraw` is then True).
 
     Raises
     ------
@@ -119,7 +126,8 @@ class FrameRenderer:
                  xlabel: str = "", ylabel: str = "", blit: bool = True, projection=None,
                  features=(), units: str = "", time_labels: Sequence[str] = (),
                  mesh=None, overlays: Sequence = (), extend: str = "neither",
-                 gridlines: bool = False, caption: str = "", edges=None) -> None:
+                 gridlines: bool = False, caption: str = "", decorate=None,
+                 edges=None) -> None:
         if width < 16 or height < 16:
             raise ValueError(f"frame size {width}x{height}: need at least 16x16 pixels")
         if cmap not in matplotlib.colormaps:
@@ -188,6 +196,13 @@ class FrameRenderer:
         align_header(header, self.fig, self.canvas.get_renderer(), ax)
         ax.set_xlim(ax.get_xlim())
         ax.set_ylim(ax.get_ylim())
+        #: The figure is decorated by user code, whose artists are checked to stay as saved.
+        self.decorated = decorate is not None
+        #: Frames drawn in full since the decorated background was seen to change.
+        self.full_redraw = False
+        self._frames = 0
+        if decorate is not None:  # on the fixed layout, before anything is saved
+            decorate(self.fig, ax)
         if self._faces is not None:
             from ncreel.render.meshdraw import mesh_index_image
 
@@ -235,13 +250,18 @@ class FrameRenderer:
         # What lies above the field (coastlines, spines, tick marks): the figure drawn with
         # the field all black (f0) and all white (f1); see :class:`AggOverlay`.
         self.mesh.set_visible(True)
+        cmap = self.mesh.get_cmap()
         _set_mesh_constant(self.mesh, "black")
         self.canvas.draw()
         f0 = np.array(np.asarray(self.canvas.buffer_rgba())[self._box][..., :3])
         _set_mesh_constant(self.mesh, "white")
         self.canvas.draw()
         f1 = np.asarray(self.canvas.buffer_rgba())[self._box][..., :3]
-        self.mesh.remove()  # never drawn again; the colour bar keeps its norm and cmap
+        if self.decorated:  # kept hidden for a full redraw, should the check ask for one
+            self.mesh.set_cmap(cmap)
+            self.mesh.set_visible(False)
+        else:
+            self.mesh.remove()  # never drawn again; the colour bar keeps its norm and cmap
         self.label.set_visible(True)
         for overlay in self.overlays:
             overlay.artist.set_visible(True)
@@ -285,7 +305,11 @@ class FrameRenderer:
                              "overlay field set(s)")
         for overlay, arrays in zip(self.overlays, overlay_fields, strict=True):
             overlay.update(*arrays)
-        if not self.blit:
+        if self.blit and self.decorated and not self.full_redraw:
+            n, self._frames = self._frames, self._frames + 1
+            if n & (n - 1) == 0 and self._background_changed():  # frames 0, 1, 2, 4, 8...
+                self._redraw_in_full(n)
+        if not self.blit or self.full_redraw:
             self.mesh.set_array(self._to_mesh(field))
             self.canvas.draw()
             return np.asarray(self.canvas.buffer_rgba())
@@ -313,6 +337,31 @@ class FrameRenderer:
             overlay.artist.draw(renderer)
         self.label.draw(renderer)
         return buf
+
+    def _background_changed(self) -> bool:
+        # Draw the background as it was saved (no field, label or overlays) and compare:
+        # user artists that change between draws would be frozen in a stale state.
+        hidden = [self.label, *(o.artist for o in self.overlays)]
+        for artist in hidden:
+            artist.set_visible(False)
+        try:
+            self.canvas.draw()
+            return not np.array_equal(np.asarray(self.canvas.buffer_rgba()),
+                                      self._background)
+        finally:
+            for artist in hidden:
+                artist.set_visible(True)
+
+    def _redraw_in_full(self, frame: int) -> None:
+        import logging
+
+        self.full_redraw = True
+        self.mesh.set_visible(True)
+        logging.getLogger(__name__).warning(
+            "decorate: what it drew changed between frames (seen at frame %d of this "
+            "worker), so the saved background cannot be reused; every further frame is "
+            "drawn in full (slower). Draw only static artists in the decorate function.",
+            frame + 1)
 
     def save_png(self, path: str | os.PathLike, *, compress_level: int = 6) -> None:
         """Write the frame last drawn by :meth:`draw` as a PNG of exactly width x height.
@@ -644,11 +693,26 @@ def geo_mesh(projection, lon, lat, *, corners: bool = False, edges=None):
     return xe, ye, cols, hidden
 
 
+#: Degrees by which cell edges on the map's edge meridian are moved inwards: exactly on
+#: it, a projection may put the right edge at the left (PROJ's longitude wrap of
+#: lon_0 + 180 with a non-zero lon_0), and the whole edge column was hidden as a cell
+#: spanning the map. Far below a pixel (7680 pixels across 360 degrees: 0.05 each).
+EDGE_INSET_DEG = 1e-6
+
+
 def _split_at_map_edge(edges: np.ndarray, projection) -> tuple[np.ndarray, np.ndarray]:
+    e, cols = _split_at_edge_meridian(edges, projection)
+    if e.size and e[-1] - e[0] <= 360.0 + 1e-9:
+        edge = float(projection.proj4_params.get("lon_0", 0.0)) + 180.0
+        e = np.clip(e, edge - 360.0 + EDGE_INSET_DEG, edge - EDGE_INSET_DEG)
+    return e, cols
+
+
+def _split_at_edge_meridian(edges: np.ndarray, projection) -> tuple[np.ndarray, np.ndarray]:
     nx = edges.size - 1
     cols = np.arange(nx)
     if edges[0] > edges[-1]:  # decreasing longitudes: lay out increasing, same cells
-        e, c = _split_at_map_edge(edges[::-1], projection)
+        e, c = _split_at_edge_meridian(edges[::-1], projection)
         return e, np.where(c >= 0, nx - 1 - c, -1)
     central = float(projection.proj4_params.get("lon_0", 0.0))
     edge = central + 180.0

@@ -333,9 +333,13 @@ def check_overlays(series, contours, vectors) -> None:
     if getattr(series, "mesh", None) is not None:
         raise NcreelError(f"config '{key}': overlays are not supported yet on unstructured "
                           f"meshes ('{series.paths[0]}'); remove {key}")
-    if not series.has_lat_lon or series.cell_corners() is not None:
+    if not series.has_lat_lon:
         raise NcreelError(f"config '{key}': overlays need a grid with latitude/longitude "
                           f"cell centres ('{series.paths[0]}' has none); remove {key}")
+    if series.cell_corners() is not None:
+        raise NcreelError(f"config '{key}': overlays are not supported yet on grids in "
+                          f"projection x/y with a CF grid mapping ('{series.paths[0]}', e.g. "
+                          f"rotated pole or Lambert); remove {key}")
     from matplotlib.colors import is_color_like
 
     for which, settings in (("contours", contours), ("vectors", vectors)):
@@ -394,6 +398,7 @@ def overlay_limits(series, contours, vectors, *, max_block_bytes: int = 32 * 2**
     if not (contours or vectors):
         return {}
     lo, hi, speed = np.inf, -np.inf, 0.0
+    frame_lo, frame_hi = [], []  # each frame's finite range: which levels draw a line
     n = max(1, int(max_block_bytes // max(series.ny * series.nx * 8 * 3, 1)))
     for t0 in range(0, series.n_time, n):
         fields = read_overlay_fields(series, contours, vectors, t0, min(t0 + n, series.n_time))
@@ -401,7 +406,10 @@ def overlay_limits(series, contours, vectors, *, max_block_bytes: int = 32 * 2**
         # contour level, or shrink every arrow to nothing.
         if contours:
             c = fields[0][0]
-            c = c[np.isfinite(c)]
+            ok = np.isfinite(c)
+            frame_lo.append(np.where(ok, c, np.inf).min(axis=(1, 2)))
+            frame_hi.append(np.where(ok, c, -np.inf).max(axis=(1, 2)))
+            c = c[ok]
             if c.size:
                 lo, hi = min(lo, float(c.min())), max(hi, float(c.max()))
         if vectors:
@@ -419,9 +427,45 @@ def overlay_limits(series, contours, vectors, *, max_block_bytes: int = 32 * 2**
             ticks = MaxNLocator(levels + 1).tick_values(lo, hi) if lo < hi else [lo]
             levels = [float(v) for v in ticks if lo <= v <= hi] if np.isfinite(lo) else []
         out["contour_levels"] = [float(v) for v in levels]
+        _say_unreached_levels(contours["variable"], out["contour_levels"], lo, hi,
+                              np.concatenate([np.empty(0), *frame_lo]),
+                              np.concatenate([np.empty(0), *frame_hi]))
     if vectors:
         out["vector_speed"] = speed
     return out
+
+
+def _say_unreached_levels(variable: str, levels: list, lo: float, hi: float,
+                          frame_lo: np.ndarray, frame_hi: np.ndarray) -> list:
+    # A level draws a line in a frame only where the frame has values on both sides of it
+    # (a frame reaching it only at its minimum or maximum draws at most a point). Levels no
+    # frame reaches are said once, in the statistics log: a movie without the contour
+    # lines asked for must not look as if there were none to draw.
+    import logging
+
+    log = logging.getLogger(__name__)
+    levels_ = np.asarray(levels, float)
+    reached = ((frame_lo[:, None] < levels_[None, :])
+               & (levels_[None, :] < frame_hi[:, None])).any(axis=0)
+    missing = [float(v) for v in levels_[~reached]]
+    span = (f"its values over the run are {lo:.6g}..{hi:.6g}" if np.isfinite(lo)
+            else "it has no finite value in any frame")
+    if not levels:
+        log.warning("contours: no levels for '%s' (%s): no contour line is drawn",
+                    variable, span)
+    elif len(missing) == len(levels):
+        log.warning("contours: no frame of '%s' crosses any of the levels %s (%s): no "
+                    "contour line is drawn in any frame; set contours.levels within that "
+                    "range", variable, _short(missing), span)
+    elif missing:
+        log.warning("contours: no frame of '%s' crosses the levels %s (%s): those lines are "
+                    "never drawn", variable, _short(missing), span)
+    return missing
+
+
+def _short(values: list) -> str:
+    text = ", ".join(f"{v:.6g}" for v in values[:8])
+    return f"[{text}{', ...' if len(values) > 8 else ''}]"
 
 
 def make_overlays(contours, vectors, limits: dict | None) -> list:

@@ -157,6 +157,12 @@ def render_range(job: FrameJob, start: int, stop: int, *, segment: str | os.Path
     draw_s = 0.0
     n = 0
     progress = Progress(stop - start, f"{job.label} {start}..{stop - 1}", log_file=job.log_file)
+    if job.log_file and not logging.getLogger().handlers:
+        # A spawned worker: its renderer's warnings (decorate) go to the job's log too.
+        handler = logging.FileHandler(job.log_file, mode="a")
+        handler.setFormatter(logging.Formatter(
+            "%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s"))
+        logging.getLogger("ncreel.render").addHandler(handler)
     labels = time_labels(series)
     renderer = make_renderer(series, rend, vmin=job.vmin, vmax=job.vmax, labels=labels,
                              overlay_limits=job.overlay_limits, extend=job.extend)
@@ -343,6 +349,7 @@ def make_renderer(series, render: RenderSettings, *, vmin: float, vmax: float,
     title = f"{series.long_name} [{series.units}]" if series.units else series.long_name
     if labels is None:
         labels = time_labels(series)
+    decorate = _decorate(series, render, vmin=vmin, vmax=vmax, projection=projection)
     return FrameRenderer(shape=(series.ny, series.nx), width=render.width,
                          height=render.height, dpi=render.dpi, cmap=render.cmap,
                          vmin=vmin, vmax=vmax, x=x, y=y, title=title, xlabel=xlabel,
@@ -352,7 +359,20 @@ def make_renderer(series, render: RenderSettings, *, vmin: float, vmax: float,
                          overlays=make_overlays(render.contours, render.vectors,
                                                 overlay_limits), extend=extend,
                          gridlines=render.map.gridlines and geo,
-                         caption=render.caption or "", edges=region_edges(series, x, y))
+                         caption=render.caption or "", decorate=decorate,
+                         edges=region_edges(series, x, y))
+
+
+def _decorate(series, render: RenderSettings, *, vmin, vmax, projection):
+    # Config decorate as FrameRenderer calls it: fig, ax, and the run's DecorateInfo.
+    if not render.decorate:
+        return None
+    from ncreel.render.decorate import call_decorate, make_info, resolve_decorate
+
+    spec = render.decorate["function"]
+    fn = resolve_decorate(spec)
+    info = make_info(series, render, vmin=vmin, vmax=vmax, projection=projection)
+    return lambda fig, ax: call_decorate(fn, spec, fig, ax, info)
 
 
 def colorbar_extend(setting: str | None, stats: dict) -> str:

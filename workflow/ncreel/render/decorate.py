@@ -1,0 +1,242 @@
+"""Config ``decorate: module:function``: a user's function drawn once on the static figure.
+
+The function is called as ``function(fig, ax, info)`` once per render worker, after ncreel
+has drawn the figure's static parts (map lines, colour bar, title, caption) and fixed its
+layout, and before the background is saved; what it adds (station markers, a logo, text)
+is part of the saved background, so it costs nothing per frame. ``info`` is a
+:class:`DecorateInfo`.
+
+A function that changes its artists between draws (a callback on ``draw_event``, an artist
+whose ``draw`` shows the clock) would break the saved background: the renderer compares a
+fresh draw of the background with the saved one on a few frames and, when they differ,
+draws every further frame in full (:class:`ncreel.render.frame.FrameRenderer`), with one
+warning in the job's log.
+
+The spec is checked when the config is read (:func:`check_decorate`): the module must
+import, the name must be a callable, and one call on a figure of the run's size and map
+must not raise. Rules pass :func:`decorate_params` (the spec and a digest of the module's
+source), so a changed function reruns the frames.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ncreel.errors import NcreelError
+from ncreel.userimport import import_user_object
+
+KEY = "decorate"
+
+
+@dataclass(frozen=True)
+class DecorateInfo:
+    """What a ``decorate`` function is told about the run.
+
+    Attributes
+    ----------
+    variable, long_name, units : str
+        The movie's variable, its ``long_name`` (the name when none) and units.
+    paths : tuple of str
+        The input files.
+    n_time : int
+        Frames of the movie.
+    vmin, vmax : float
+        Colour limits, in the variable's units.
+    width, height : int
+        Frame size in pixels.
+    dpi : float
+        Dots per inch of the figure.
+    projection : cartopy.crs.Projection or None
+        The map's cartopy projection (the axes are then a cartopy ``GeoAxes``, so
+        ``transform=ccrs.PlateCarree()`` works); None on the default PlateCarree map, which
+        is drawn on plain axes whose x is the longitude minus the central longitude,
+        and on grids without latitude/longitude. Use :meth:`to_map` on either.
+    central_longitude : float
+        The map's central longitude (degrees; 0 without a map).
+    """
+
+    variable: str
+    long_name: str
+    units: str
+    paths: tuple
+    n_time: int
+    vmin: float
+    vmax: float
+    width: int
+    height: int
+    dpi: float
+    projection: object
+    central_longitude: float
+    _map: object = None
+
+    def to_map(self, lon, lat) -> tuple[np.ndarray, np.ndarray]:
+        """Map coordinates (the axes' data coordinates) of longitudes and latitudes.
+
+        Parameters
+        ----------
+        lon, lat : array_like
+            Degrees east / north, any matching shape.
+
+        Returns
+        -------
+        x, y : numpy.ndarray
+            Same shape; NaN where the projection cannot show the point.
+
+        Raises
+        ------
+        ValueError
+            On a grid without latitude/longitude (plain axes in grid indices).
+        """
+        if self._map is None:
+            raise ValueError("the frame has no map (its grid has no latitude/longitude)")
+        lon, lat = np.broadcast_arrays(np.asarray(lon, float), np.asarray(lat, float))
+        src = None
+        if self.projection is not None:
+            import cartopy.crs as ccrs
+
+            src = ccrs.PlateCarree()
+        pts = self._map.transform_points(src, lon, lat)
+        x, y = pts[..., 0], pts[..., 1]
+        bad = ~(np.isfinite(x) & np.isfinite(y))
+        return np.where(bad, np.nan, x), np.where(bad, np.nan, y)
+
+
+def _module_file(module) -> str | None:
+    path = getattr(module, "__file__", None)
+    return path if path and os.path.isfile(path) else None
+
+
+def resolve_decorate(spec: str) -> Callable:
+    """Import the function named by `spec` (``package.module:function``).
+
+    The module is imported normally; if that fails, once more with the current working
+    directory (Snakemake's working directory) on ``sys.path``, as a user cell model is.
+
+    Raises
+    ------
+    NcreelError
+        One line naming ``decorate``: a spec without ``:``, a module that cannot be
+        imported (or raises while imported), a missing name, or one that is not callable.
+    """
+    module_name, sep, attr = str(spec).partition(":")
+    if not sep or not module_name or not attr:
+        raise NcreelError(f"config key '{KEY}': '{spec}' must be package.module:function")
+    fn = import_user_object(spec, KEY)
+    if fn is None:
+        raise NcreelError(f"config key '{KEY}': module '{module_name}' has no '{attr}'")
+    if not callable(fn):
+        raise NcreelError(f"config key '{KEY}': '{spec}' is a {type(fn).__name__}, not a "
+                          "function decorate(fig, ax, info)")
+    return fn
+
+
+def decorate_params(spec: str | None) -> dict | None:
+    """Return what rules pass on: ``{"function": spec, "source": digest}`` (None: none).
+
+    ``source`` is the SHA-256 (16 hex digits) of the module's file, so editing the
+    function changes the rule's params and Snakemake reruns the frames.
+
+    Raises
+    ------
+    NcreelError
+        As :func:`resolve_decorate`.
+    """
+    if not spec:
+        return None
+    fn = resolve_decorate(spec)
+    module = sys.modules.get(getattr(fn, "__module__", "") or "")
+    path = _module_file(module) if module is not None else None
+    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16] if path else ""
+    return {"function": str(spec), "source": digest}
+
+
+def call_decorate(fn: Callable, spec: str, fig, ax, info: DecorateInfo) -> None:
+    """Call ``fn(fig, ax, info)``; anything it raises becomes one line naming ``decorate``.
+
+    Raises
+    ------
+    NcreelError
+        ``config key 'decorate': '<spec>' raised <Error>: <message>``.
+    """
+    try:
+        fn(fig, ax, info)
+    except NcreelError:
+        raise
+    except Exception as err:
+        raise NcreelError(f"config key '{KEY}': '{spec}' raised {type(err).__name__}: "
+                          f"{err}") from None
+
+
+def make_info(series, render, *, vmin: float, vmax: float, projection) -> DecorateInfo:
+    """Return the :class:`DecorateInfo` of `series` drawn with `render` on `projection`."""
+    from ncreel.render.maps import PlainPlateCarree
+
+    plain = isinstance(projection, PlainPlateCarree)
+    centre = 0.0
+    if projection is not None:
+        centre = float(projection.proj4_params.get("lon_0", 0.0))
+    return DecorateInfo(variable=series.variable, long_name=series.long_name,
+                        units=series.units or "", paths=tuple(series.paths),
+                        n_time=int(series.n_time), vmin=float(vmin), vmax=float(vmax),
+                        width=int(render.width), height=int(render.height),
+                        dpi=float(render.dpi),
+                        projection=None if plain else projection,
+                        central_longitude=centre, _map=projection)
+
+
+def check_decorate(spec: str, series, render, *, projection, x, y) -> None:
+    """Call the function once on a figure of the run's size and map, before any job.
+
+    The figure holds the run's map axes (projection and view of the movie's grid, no
+    field); the call and one draw of the figure must not raise.
+
+    Parameters
+    ----------
+    spec : str
+        Config ``decorate``.
+    series : ncreel.source.Series
+        The movie's series (after its region cut).
+    render : ncreel.settings.RenderSettings
+    projection : cartopy.crs.Projection, ncreel.render.maps.PlainPlateCarree or None
+        The movie's map (:func:`ncreel.render.segment.map_settings`).
+    x, y : numpy.ndarray or None
+        Its cell coordinates (:func:`ncreel.render.segment.plot_axes`).
+
+    Raises
+    ------
+    NcreelError
+        One line naming ``decorate`` (see :func:`resolve_decorate`, :func:`call_decorate`).
+    """
+    fn = resolve_decorate(spec)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from ncreel.render.frame import map_axes
+
+    fig = Figure(figsize=(render.width / render.dpi, render.height / render.dpi),
+                 dpi=render.dpi)
+    canvas = FigureCanvasAgg(fig)
+    ax = map_axes(fig, projection)
+    if projection is not None and x is not None and getattr(series, "mesh", None) is None:
+        lon, lat = np.asarray(x, float), np.asarray(y, float)
+        mx, my = make_info(series, render, vmin=0, vmax=1, projection=projection).to_map(
+            *(np.meshgrid(lon, lat) if lon.ndim == 1 else (lon, lat)))
+        if np.isfinite(mx).any():
+            ax.set_xlim(np.nanmin(mx), np.nanmax(mx))
+            ax.set_ylim(np.nanmin(my), np.nanmax(my))
+    info = make_info(series, render, vmin=0.0, vmax=1.0, projection=projection)
+    call_decorate(fn, spec, fig, ax, info)
+    try:
+        canvas.draw()
+    except Exception as err:
+        raise NcreelError(f"config key '{KEY}': drawing what '{spec}' added raised "
+                          f"{type(err).__name__}: {err}") from None
+    finally:
+        fig.clear()
