@@ -234,6 +234,7 @@ def test_other_variables_are_read_on_the_region(tmp_path, lon):
 @pytest.mark.parametrize("extra", [
     {}, {"region": None, "contours": None, "vectors": None}, {"region": "Fiji"},
     {"region": {"lon": [170, -170], "lat": [-20, -10]}},
+    {"region": {"file": "fields.geojson", "table": "region"}},
     {"contours": {"variable": "psl"}, "vectors": {"u": "uas", "v": "vas"}}])
 def test_snakemake_validates_configs_with_and_without_region_and_overlays(extra):
     # Snakemake sets the schema's nested defaults even where the value is null (and
