@@ -309,3 +309,10 @@ def test_every_natural_earth_country_is_a_valid_area():
         poly = country_polygon(name)
         assert poly.geom_type in ("Polygon", "MultiPolygon") and poly.is_valid, name
         assert poly.area > 0 and -180 <= poly.bounds[0] and poly.bounds[2] <= 180, name
+
+
+@pytest.mark.parametrize("value", [3, "", None, ["a.geojson"]])
+def test_region_file_that_is_not_a_path_is_one_line(value):
+    with pytest.raises(NcreelError, match="region.file': must be the path") as err:
+        region_from_config({"file": value})
+    assert "\n" not in str(err.value)

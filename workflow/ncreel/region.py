@@ -166,10 +166,13 @@ def region_from_config(value) -> Region | None:
     table = value["table"] if "table" in value else DEFAULT_TABLE
     if table not in TABLE_CHOICES:
         raise NcreelError(f"config 'region.table': must be region or global, got {table!r}")
-    if value.get("file") is not None:
+    if "file" in value:
         import os
 
-        path = os.path.abspath(os.fspath(value["file"]))
+        if not isinstance(value["file"], str) or not value["file"].strip():
+            raise NcreelError(f"config 'region.file': must be the path of a GeoJSON or "
+                              f"shapefile polygon file, got {value['file']!r}")
+        path = os.path.abspath(value["file"])
         west, east, south, north = polygon_box(region_polygon(path, None))
         return Region(west, east, south, north, table=table, file=path,
                       digest=_file_digest(path))
