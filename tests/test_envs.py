@@ -34,6 +34,8 @@ PACKAGES = {
     "polars": ("polars", "polars"),
     "psycopg": ("psycopg", "psycopg"),
     "pyproj": ("pyproj", "pyproj"),
+    "scipy": ("scipy", "scipy"),
+    "shapefile": ("pyshp", "pyshp"),
     "shapely": ("shapely", "shapely"),
     "uxarray": ("uxarray", "uxarray"),
     "xarray": ("xarray", "xarray"),

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import xarray as xr
 from layouts import write_curvilinear, write_rectilinear
-from ncreel.cells import ShardRows, cells_settings
+from ncreel.cells import CellGeometry, ShardRows, cells_settings
 from ncreel.errors import NcreelError
 from ncreel.region import (
     RegionSeries,
@@ -113,6 +113,12 @@ def test_named_country_box_and_outline():
     assert 170 < west < 178 and -180 < east < -175 and -23 < south < north < -11
     w, e, s, n, _ = country_box("France")  # metropolitan France, not French Guiana
     assert -6 < w < -4 and 9 < e < 11 and 40 < s < 42 and 51 < n < 52
+    # The 48 contiguous states, as the docstring says: not Alaska (north of 51, west of
+    # -130) nor Hawaii (south of 23); Japan with Okinawa's islands (a chain of them).
+    w, e, s, n, _ = country_box("United States of America")
+    assert -128 < w < -124 and -67 < e < -63 and 22 < s < 25 and 49 < n < 51
+    w, e, s, n, _ = country_box("Japan")
+    assert 122 < w < 124 and s < 25
     region = region_from_config({"name": "France", "table": "global"})
     assert region.table == "global" and region.name == "France"
     (outline,) = region_features(region)
@@ -150,7 +156,7 @@ def test_country_outline_is_drawn_once_on_the_map(tmp_path):
     ({"lon": [0, 10], "lat": [0, 10], "tabel": "global"}, "region.tabel': unknown key"),
     ({"lon": [0, 10], "lat": [0, 10], "table": "all"}, "region.table': must be region or"),
     ("Frence", "no country named 'Frence' (did you mean France"),
-    ({"name": "France", "lon": [0, 1]}, "either name or lon/lat"),
+    ({"name": "France", "lon": [0, 1]}, "give one of name, file or lon/lat"),
 ])
 def test_bad_region_is_one_line(tmp_path, region, message):
     path, _ = write_rectilinear(tmp_path / "g.nc", lat=[0.0, 10.0, 20.0, 30.0, 40.0])
@@ -159,9 +165,10 @@ def test_bad_region_is_one_line(tmp_path, region, message):
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
-def test_curvilinear_grid_is_refused_before_any_job(tmp_path):
+def test_curvilinear_grid_with_a_box_is_refused_before_any_job(tmp_path):
     path, _ = write_curvilinear(tmp_path / "c.nc")
-    with pytest.raises(NcreelError, match="not supported yet for curvilinear grids"):
+    with pytest.raises(NcreelError, match="not supported for curvilinear grids .* give the "
+                       "region as a polygon file"):
         open_selection(selection(path, {"lon": [-180, 180], "lat": [-90, 90]}))
 
 
@@ -227,6 +234,7 @@ def test_other_variables_are_read_on_the_region(tmp_path, lon):
 @pytest.mark.parametrize("extra", [
     {}, {"region": None, "contours": None, "vectors": None}, {"region": "Fiji"},
     {"region": {"lon": [170, -170], "lat": [-20, -10]}},
+    {"region": {"file": "fields.geojson", "table": "region"}},
     {"contours": {"variable": "psl"}, "vectors": {"u": "uas", "v": "vas"}}])
 def test_snakemake_validates_configs_with_and_without_region_and_overlays(extra):
     # Snakemake sets the schema's nested defaults even where the value is null (and
@@ -245,8 +253,71 @@ def test_mesh_and_projected_grids_are_refused_before_any_job(tmp_path):
 
     mesh_path = tmp_path / "mesh.nc"
     write_ugrid(mesh_path, voronoi_mesh(60))
-    with pytest.raises(NcreelError, match="not supported yet for unstructured meshes"):
+    with pytest.raises(NcreelError, match="not supported for unstructured meshes given a box"):
         open_selection(selection(mesh_path, BOX, "sst"))
     rotated, _ = write_rotated_pole(tmp_path / "rot.nc", n_time=2)
-    with pytest.raises(NcreelError, match="not supported yet for grids without latitude"):
+    with pytest.raises(NcreelError, match="not supported for projected grids"):
         open_selection(selection(rotated, {"lon": [0, 20], "lat": [40, 60]}))
+
+
+@pytest.mark.parametrize("central, want", [(0.0, 180.0), (10.0, 180.0), (180.0, 180.0)])
+def test_explicit_central_longitude_cutting_the_region_centres_the_map_on_it(
+        tmp_path, caplog, central, want):
+    # With central_longitude 0 the map's edge (180) ran through a region across 180: the
+    # region was drawn in two pieces at the map's edges and contours joined across it.
+    import dataclasses
+    import logging
+
+    path, _ = write_rectilinear(tmp_path / "g.nc", lat=LAT, lon=LON_360)
+    render = dataclasses.replace(RENDER, map=dataclasses.replace(
+        RENDER.map, projection_params={"central_longitude": central}))
+    with open_selection(selection(path, BOX)) as s, caplog.at_level(logging.WARNING):
+        r = make_renderer(s, render, vmin=0.0, vmax=1.0)
+        assert abs(r.projection.central_longitude) == want
+        # One piece: the map is only as wide as the region (8 degrees of 40 would be
+        # 1/9 of a world-wide strip).
+        x0, x1 = r.ax.get_xlim()
+        assert abs(x1 - x0) < 60
+        r.close()
+    cut = central != 180.0
+    assert ("puts the map's edge" in caplog.text) == cut
+
+
+def test_explicit_central_longitude_off_the_region_is_kept(tmp_path):
+    import dataclasses
+
+    path, _ = write_rectilinear(tmp_path / "g.nc", lat=LAT, lon=LON_180)
+    render = dataclasses.replace(RENDER, map=dataclasses.replace(
+        RENDER.map, projection_params={"central_longitude": 10.0}))
+    with open_selection(selection(path, {"lon": [-40, 40], "lat": [-30, 50]})) as s:
+        r = make_renderer(s, render, vmin=0.0, vmax=1.0)
+        assert r.projection.central_longitude == 10.0
+        r.close()
+
+
+@pytest.mark.parametrize("bounds", [False, True], ids=["midpoints", "cf-bounds"])
+def test_one_cell_region_has_that_cells_bounds(tmp_path, bounds):
+    # A region holding one cell centre: its extent (map and table polygon) was +-0.5
+    # degree round the centre, extrapolated from the cut; it must be the cell's bounds.
+    path = tmp_path / "g.nc"
+    lat, lon = LAT, LON_360
+    coords = {"lat": ("lat", lat, {"units": "degrees_north"}),
+              "lon": ("lon", lon, {"units": "degrees_east"})}
+    data = {"tas": (("time", "lat", "lon"), np.random.default_rng(1).random((2, 18, 36)))}
+    if bounds:  # uneven bounds, so midpoints would be wrong: 6 degrees south, 4 north
+        coords["lat"][2]["bounds"] = "lat_bnds"
+        data["lat_bnds"] = (("lat", "nv"), np.column_stack([lat - 6.0, lat + 4.0]))
+    xr.Dataset(data, coords={"time": ("time", [0.0, 1.0], {"units": "days since 2000-01-01"}),
+                             **coords}).to_netcdf(path)
+    south, north = (-1.0, 9.0) if bounds else (0.0, 10.0)
+    with open_selection(selection(path, {"lon": [12, 18], "lat": [2, 8]})) as s:
+        assert s.shape[1:] == (1, 1)
+        text = CellGeometry.from_series(s).polygons(np.array([0]))[0]
+        assert text == (f"SRID=4326;MULTIPOLYGON(((10.0 {south},20.0 {south},20.0 {north},"
+                        f"10.0 {north},10.0 {south})))")
+        r = make_renderer(s, RENDER, vmin=0.0, vmax=1.0)
+        x0, x1 = sorted(r.ax.get_xlim())
+        y0, y1 = sorted(r.ax.get_ylim())
+        # PlateCarree centred on the cell (15): x is longitude - 15.
+        np.testing.assert_allclose([x0, x1, y0, y1], [-5, 5, south, north], atol=1e-6)
+        r.close()

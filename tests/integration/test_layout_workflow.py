@@ -47,3 +47,37 @@ def test_normalised_layout_runs_loads_and_reloads_with_psql(postgis_conn, tmp_pa
     assert conn.execute("SELECT count(*) FROM pg_inherits WHERE inhparent = ANY("
                         "'{ncreel_lay_cells,ncreel_lay_steps,ncreel_lay_values}'::regclass[])"
                         ).fetchone()[0] == 3
+
+
+def test_normalised_layout_keeps_a_regions_columns_once_per_cell(postgis_conn, tmp_path):
+    """A polygon region's covered_fraction and edge_distance_m describe a cell: they are
+    columns of <table>_cells (once per cell), and the view shows them on every row."""
+    import shapely
+
+    conn = postgis_conn
+    (tmp_path / "work").mkdir()
+    work = make_workdir(tmp_path / "work")
+    write_rectilinear(work / "t.nc", n_time=3, lat=np.linspace(-30, 40, 8),
+                      lon=np.linspace(170, 260, 10))
+    ring = [[-150.0, -10.0], [-120.0, -10.0], [-120.0, 25.0], [-150.0, -10.0]]
+    (work / "f.geojson").write_text(json.dumps({"type": "Feature", "properties": {},
+                                                "geometry": {"type": "Polygon",
+                                                             "coordinates": [ring]}}))
+    url = f"postgresql:///{conn.info.dbname}?host={conn.info.host}&user=postgres"
+    snakemake(work, "--config", "input=t.nc", "variable=tas", "run=reg", *SMALL,
+              "region={file: f.geojson}", "cells={layout: normalised, geometry: postgis}",
+              f"database={{url: '{url}'}}")
+    columns = {t: {r[0] for r in conn.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = %s", (t,))}
+        for t in ("ncreel_reg_cells", "ncreel_reg_values", "ncreel_reg")}
+    region = {"covered_fraction", "edge_distance_m"}
+    assert region <= columns["ncreel_reg_cells"] and region <= columns["ncreel_reg"]
+    assert not region & columns["ncreel_reg_values"]
+    n_cells, n_rows, inside = conn.execute(
+        "SELECT (SELECT count(*) FROM ncreel_reg_cells), count(*), "
+        "count(*) FILTER (WHERE covered_fraction = 1) FROM ncreel_reg").fetchone()
+    # The cells are exactly those the triangle intersects (as ST_Intersects decides).
+    tri = shapely.Polygon(ring).wkt
+    want = conn.execute("SELECT count(*) FROM ncreel_reg_cells WHERE ST_Intersects(geom, "
+                        "ST_GeomFromText(%s, 4326))", (tri,)).fetchone()[0]
+    assert n_cells == want > 0 and n_rows == 3 * n_cells and inside % 3 == 0

@@ -14,7 +14,7 @@ from ncreel.cells.geometry import CellGeometry, fold_longitude
 from ncreel.cells.registry import ResolvedModel, check_columns, resolve_model
 from ncreel.configcheck import schema_defaults
 from ncreel.errors import NcreelError
-from ncreel.pg.types import GEOMETRY_TYPES, value_type
+from ncreel.pg.types import GEOMETRY_TYPES, REGION_COLUMNS, value_type
 from ncreel.settings import COPY_SUFFIXES, CellsSettings
 
 
@@ -29,12 +29,17 @@ class ShardRows:
     columns : list of (str, str)
         Declared columns plus the geometry column when enabled.
     geometry : CellGeometry or None
+    cover : tuple of numpy.ndarray or None
+        A polygon region's cells (:func:`region_cover`): ``(keep, covered_fraction,
+        edge_distance_m)``, each shape (ny * nx,), by cell id; rows of other cells are
+        left out.
     """
 
     model: ResolvedModel
     ctx: CellContext
     columns: list
     geometry: CellGeometry | None = None
+    cover: tuple | None = None
 
     @classmethod
     def for_series(cls, series, *, cell_mean: np.ndarray, cells: CellsSettings,
@@ -66,22 +71,37 @@ class ShardRows:
                 geometry = MeshGeometry(mesh)
             else:
                 geometry = CellGeometry.from_series(series)
+        cover = region_cover(series)
         return cls(model=model, ctx=ctx,
                    columns=table_columns(model, ctx, geometry=cells.geometry,
-                                         mesh=mesh is not None),
-                   geometry=geometry)
+                                         mesh=mesh is not None, region=cover is not None),
+                   geometry=geometry, cover=cover)
 
     #: Rows formatted per write call when the polygon column is on: its text (~150 bytes
     #: per row) is built per slice, so it adds a bounded amount of memory, not per block.
     geometry_chunk_rows: int = 250_000
 
     def rows(self, t0: int, block: np.ndarray) -> dict[str, object]:
-        """Return the checked, coerced model columns of one block (without ``geom``)."""
+        """Return the checked, coerced model columns of one block (without ``geom``).
+
+        With a polygon region, only the rows of cells that intersect it, with
+        ``covered_fraction`` and ``edge_distance_m`` after the model's columns.
+        """
         declared = self.columns[:-1] if self.geometry is not None else self.columns
+        if self.cover is not None:
+            declared = declared[:-len(REGION_COLUMNS)]
         out = check_columns(self.model.name, declared, self.model(block, t0, self.ctx))
-        if self.geometry is not None and "cell_id" not in out:
-            raise NcreelError(f"cell model '{self.model.name}': cells.geometry needs a "
+        if (self.geometry is not None or self.cover is not None) and "cell_id" not in out:
+            need = "cells.geometry" if self.cover is None else "a polygon region"
+            raise NcreelError(f"cell model '{self.model.name}': {need} needs a "
                               "'cell_id' column (row-major iy * nx + ix)")
+        if self.cover is not None:
+            keep, fraction, distance = self.cover
+            cell = np.asarray(out["cell_id"], np.int64)
+            rows = np.flatnonzero(keep[cell])
+            out = {k: _take(v, rows) for k, v in out.items()}
+            out["covered_fraction"] = fraction[cell[rows]]
+            out["edge_distance_m"] = distance[cell[rows]]
         return out
 
     def write(self, fh, t0: int, block: np.ndarray) -> int:
@@ -100,14 +120,54 @@ class ShardRows:
         return n
 
 
-def table_columns(model: ResolvedModel, ctx: CellContext, *,
-                  geometry: str = "none", mesh: bool = False) -> list[tuple[str, str]]:
-    """Return the COPY file's columns: the model's declaration plus ``geom`` if enabled.
+def _take(values, rows: np.ndarray):
+    # A column (numpy array, polars Series or list) at the given rows.
+    if hasattr(values, "gather"):
+        return values.gather(rows)
+    if isinstance(values, np.ndarray):
+        return values[rows]
+    return [values[i] for i in rows]
 
-    ``geom`` is a MultiPolygon on every grid kind, meshes (`mesh`) included
+
+def region_cover(series) -> tuple | None:
+    """Per-cell lookups of a polygon region's cells for the table, or None.
+
+    Parameters
+    ----------
+    series : ncreel.source.Series
+        The table's series: a :class:`ncreel.region.RegionSeries` cut to a region with
+        a polygon (a file or a named country) gives lookups; any other series None.
+
+    Returns
+    -------
+    (keep, covered_fraction, edge_distance_m) or None
+        numpy arrays of shape (ny * nx,) indexed by cell id: bool, float64 (NaN where not
+        kept), float64 metres (:meth:`ncreel.region.RegionSeries.covered_cells`).
+    """
+    region = getattr(series, "region", None)
+    if region is None or region.table != "region" or region.polygon is None:
+        return None
+    ids, fraction, distance = series.covered_cells()
+    n = series.ny * series.nx
+    keep = np.zeros(n, bool)
+    keep[ids] = True
+    f, d = np.full(n, np.nan), np.full(n, np.nan)
+    f[ids], d[ids] = fraction, distance
+    return keep, f, d
+
+
+def table_columns(model: ResolvedModel, ctx: CellContext, *,
+                  geometry: str = "none", mesh: bool = False,
+                  region: bool = False) -> list[tuple[str, str]]:
+    """Return the COPY file's columns: the model's declaration plus region and ``geom`` columns.
+
+    With a polygon `region`, :data:`REGION_COLUMNS` follow the model's columns.
+    ``geom`` (last) is a MultiPolygon on every grid kind, meshes (`mesh`) included
     (:data:`ncreel.pg.types.GEOMETRY_TYPES`).
     """
     cols = model.columns(ctx)
+    if region:
+        cols.extend(REGION_COLUMNS)
     if geometry != "none":
         cols.append((GEOMETRY_COLUMN, GEOMETRY_TYPES[geometry]))
     return cols
@@ -209,5 +269,9 @@ def series_columns(series, cells: Mapping) -> list[tuple[str, str]]:
     ctx = CellContext(time=series.time_axis(), cell_mean=np.empty(0),
                       lat=None, lon=None, value_type=value_type(series.dtype),
                       variable=series.variable)
+    region = getattr(series, "region", None)
+    polygon = region is not None and region.table == "region" and (
+        region.file is not None or region.name is not None)
     return table_columns(resolve_model(cells["model"], cells["params"]), ctx,
-                         geometry=cells["geometry"], mesh=getattr(series, "mesh", None) is not None)
+                         geometry=cells["geometry"], mesh=getattr(series, "mesh", None) is not None,
+                         region=polygon)

@@ -26,7 +26,12 @@ AREA_COLUMN = "cell_area"
 #: Columns that describe a cell alone, not a (step, cell): the normalised layout
 #: (:mod:`ncreel.pg.layout`) keeps them once per cell in ``<table>_cells``. A column a
 #: model or region adds per cell (e.g. its covered fraction) belongs here.
-CELL_ATTRIBUTES = ("lat", "lon", "lon_raw", GEOMETRY_COLUMN, AREA_COLUMN)
+#: Columns added after the model's for a polygon region (:mod:`ncreel.regionpolygon`):
+#: the cell's covered fraction (1) and its centre's distance to the region's edge (m).
+REGION_COLUMNS = (("covered_fraction", "double precision"),
+                  ("edge_distance_m", "double precision"))
+CELL_ATTRIBUTES = ("lat", "lon", "lon_raw", GEOMETRY_COLUMN, AREA_COLUMN,
+                   *(name for name, _ in REGION_COLUMNS))
 #: Columns that describe a time step alone: kept once per step in ``<table>_steps``.
 STEP_ATTRIBUTES = ("time", "time_value")
 

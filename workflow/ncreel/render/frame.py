@@ -102,6 +102,10 @@ class FrameRenderer:
     overlays : sequence of ncreel.render.overlays.ContourOverlay or VectorOverlay
         Drawn per frame above the field (and the map lines); :meth:`draw` takes their
         fields. Needs `projection` and cell-centre `x`, `y`.
+    edges : (numpy.ndarray, numpy.ndarray), optional
+        Cell edges of 1-D `x`, `y`, shapes (nx + 1,) and (ny + 1,), in their units (e.g.
+        a region's cells' true bounds, from the whole grid); midpoints between centres,
+        extrapolated by half a cell at the ends, when omitted.
     decorate : callable, optional
         ``decorate(fig, ax)``, called once after the static figure is drawn and its
         layout fixed, before the background is saved (config ``decorate``,
@@ -122,7 +126,8 @@ class FrameRenderer:
                  xlabel: str = "", ylabel: str = "", blit: bool = True, projection=None,
                  features=(), units: str = "", time_labels: Sequence[str] = (),
                  mesh=None, overlays: Sequence = (), extend: str = "neither",
-                 gridlines: bool = False, caption: str = "", decorate=None) -> None:
+                 gridlines: bool = False, caption: str = "", decorate=None,
+                 edges=None) -> None:
         if width < 16 or height < 16:
             raise ValueError(f"frame size {width}x{height}: need at least 16x16 pixels")
         if cmap not in matplotlib.colormaps:
@@ -142,6 +147,7 @@ class FrameRenderer:
         ax = self.ax = map_axes(self.fig, projection)
         self._x = np.arange(nx) if x is None else np.asarray(x)
         self._y = np.arange(ny) if y is None else np.asarray(y)
+        self._edges = edges
         self.norm = Normalize(vmin=vmin, vmax=vmax)
         self._faces = None
         if mesh is not None:
@@ -157,7 +163,8 @@ class FrameRenderer:
         else:
             self.mesh, self._to_mesh = add_mesh(ax, self._x, self._y, np.zeros((ny, nx)),
                                                 cmap=matplotlib.colormaps[cmap],
-                                                norm=self.norm, projection=projection)
+                                                norm=self.norm, projection=projection,
+                                                edges=edges)
         for feature in features:
             feature.add_to(ax, projection)
         if overlays and mesh is not None:
@@ -216,7 +223,8 @@ class FrameRenderer:
             index, self._faces.index = self._faces.index, None
         else:
             index = cell_index_image(self.ax, self._x, self._y, self.shape, (w, h),
-                                     self.dpi, projection=self.projection)
+                                     self.dpi, projection=self.projection,
+                                     edges=self._edges)
         gc.collect()  # the index figure's canvas and mesh sit in reference cycles
         rows = np.flatnonzero((index >= 0).any(axis=1))
         cols = np.flatnonzero((index >= 0).any(axis=0))
@@ -386,7 +394,8 @@ class FrameRenderer:
             return cell_interior(index)
         return cell_interior(cell_index_image(self.ax, self._x, self._y, self.shape,
                                               (self.width, self.height), self.dpi,
-                                              projection=self.projection))
+                                              projection=self.projection,
+                                              edges=self._edges))
 
     def level_step(self) -> int:
         """Largest 8-bit channel step between neighbouring colours of the colormap."""
@@ -546,7 +555,7 @@ def map_axes(fig, projection, rect=None, *, subplot=()):
     return ax
 
 
-def add_mesh(ax, x, y, data, *, cmap, norm, projection=None):
+def add_mesh(ax, x, y, data, *, cmap, norm, projection=None, edges=None):
     """``pcolormesh`` of `data` on `ax`: the one call both the frames and the index image use.
 
     Not antialiased (``pcolormesh``'s default), so each pixel belongs to exactly one cell.
@@ -556,6 +565,9 @@ def add_mesh(ax, x, y, data, *, cmap, norm, projection=None):
     so no cell needs cartopy's slow per-polygon wrapping (minutes for a 0.25 degree grid
     in Robinson).
 
+    `edges`, when given, are the 1-D cell edges of 1-D `x`, `y` (see
+    :class:`FrameRenderer`).
+
     Returns
     -------
     mesh : matplotlib.collections.QuadMesh
@@ -564,6 +576,9 @@ def add_mesh(ax, x, y, data, *, cmap, norm, projection=None):
     """
     kw = {"cmap": cmap, "norm": norm, "antialiased": False, "rasterized": True}
     if projection is None:
+        if edges is not None:
+            return (ax.pcolormesh(edges[0], edges[1], data, shading="flat", **kw),
+                    np.ma.masked_invalid)
         if 1 in np.shape(data):
             # One row or column: shading="auto" would give it zero height (no spacing to
             # guess from), so its edges are half a unit either side (see _edges).
@@ -579,7 +594,7 @@ def add_mesh(ax, x, y, data, *, cmap, norm, projection=None):
 
     ny, nx = np.shape(data)
     corners = np.ndim(x) == 2 and np.shape(x) == (ny + 1, nx + 1)
-    xc, yc, cols, hidden = geo_mesh(projection, x, y, corners=corners)
+    xc, yc, cols, hidden = geo_mesh(projection, x, y, corners=corners, edges=edges)
 
     def to_mesh(field):
         field = np.asarray(field)
@@ -609,7 +624,7 @@ def _edges(c: np.ndarray, axis: int) -> np.ndarray:
     return np.moveaxis(out, 0, axis)
 
 
-def geo_mesh(projection, lon, lat, *, corners: bool = False):
+def geo_mesh(projection, lon, lat, *, corners: bool = False, edges=None):
     """Cell corners of a longitude/latitude grid laid out for `projection`'s map.
 
     Parameters
@@ -621,6 +636,9 @@ def geo_mesh(projection, lon, lat, *, corners: bool = False):
         projection, such cells are hidden).
     corners : bool
         `lon`, `lat` are corners, used as they are.
+    edges : (numpy.ndarray, numpy.ndarray), optional
+        Cell edges (degrees) of 1-D `lon`, `lat`, shapes (nx + 1,), (ny + 1,); else
+        midpoints between centres.
 
     Returns
     -------
@@ -639,7 +657,9 @@ def geo_mesh(projection, lon, lat, *, corners: bool = False):
         xe, ye = lon, np.clip(lat, -90, 90)
         cols = np.arange(lon.shape[1] - 1)
     elif lon.ndim == 1 and lat.ndim == 1:
-        xe, ye = _edges(lon, 0), np.clip(_edges(lat, 0), -90, 90)
+        xe, ye = (np.asarray(e, float) for e in edges) if edges is not None else (
+            _edges(lon, 0), _edges(lat, 0))
+        ye = np.clip(ye, -90, 90)
         xe, cols = _split_at_map_edge(xe, projection)
     else:
         lon2, lat2 = np.broadcast_arrays(*(np.meshgrid(lon, lat) if lon.ndim == 1
@@ -742,7 +762,7 @@ class _IndexColormap(Colormap):
 
 
 def cell_index_image(ax, x, y, shape: tuple[int, int], size: tuple[int, int],
-                     dpi: float, *, projection=None) -> np.ndarray:
+                     dpi: float, *, projection=None, edges=None) -> np.ndarray:
     """Which grid cell each pixel of `ax`'s figure shows, rasterised by matplotlib itself.
 
     A figure of the same size holds axes at `ax`'s position, with its projection and view
@@ -764,6 +784,8 @@ def cell_index_image(ax, x, y, shape: tuple[int, int], size: tuple[int, int],
         Dots per inch of the figure.
     projection : cartopy.crs.Projection or ncreel.render.maps.PlainPlateCarree, optional
         `ax`'s map projection (None: plain axes in grid coordinates).
+    edges : (numpy.ndarray, numpy.ndarray), optional
+        Cell edges of 1-D `x`, `y` (see :class:`FrameRenderer`).
 
     Returns
     -------
@@ -781,7 +803,7 @@ def cell_index_image(ax, x, y, shape: tuple[int, int], size: tuple[int, int],
     ax2.set_aspect("auto")
     cells = np.arange(ny * nx, dtype=np.int64).reshape(ny, nx)
     add_mesh(ax2, x, y, cells, cmap=_IndexColormap(ny * nx), norm=NoNorm(),
-             projection=projection)
+             projection=projection, edges=edges)
     del cells
     ax2.set_xlim(ax.get_xlim())
     ax2.set_ylim(ax.get_ylim())

@@ -388,7 +388,8 @@ def make_renderer(series, render: RenderSettings, *, vmin: float, vmax: float,
                          overlays=make_overlays(render.contours, render.vectors,
                                                 overlay_limits), extend=extend,
                          gridlines=render.map.gridlines and geo,
-                         caption=render.caption or "", decorate=decorate)
+                         caption=render.caption or "", decorate=decorate,
+                         edges=region_edges(series, x, y))
 
 
 def _decorate(series, render: RenderSettings, *, vmin, vmax, projection):
@@ -462,6 +463,18 @@ def map_settings(settings: MapSettings, *, lon=None, lat=None):
     name = settings.projection
     params = dict(settings.projection_params)
     centre = central_longitude(lon)
+    if centre is not None and "central_longitude" in params and _edge_cuts(
+            lon, params["central_longitude"]):
+        # The map's edge meridian would run through the regional grid, which is then
+        # drawn in two pieces at the map's two edges (and contour lines would join them
+        # across the whole map): centre the map on the grid instead.
+        log.warning(
+            "config 'map.projection_params.central_longitude' %g puts the map's edge "
+            "(%g) through the grid or region (longitudes %g..%g): the map is centred on "
+            "%g instead", params["central_longitude"],
+            (float(params["central_longitude"]) + 360.0) % 360.0 - 180.0,
+            float(np.nanmin(lon)), float(np.nanmax(lon)), centre)
+        params["central_longitude"] = centre
     if centre is not None and "central_longitude" not in params:
         if name == "PlateCarree":  # known without importing cartopy
             params["central_longitude"] = centre
@@ -476,6 +489,49 @@ def map_settings(settings: MapSettings, *, lon=None, lat=None):
     coastlines = True if settings.coastlines is None else settings.coastlines
     return projection, map_features(coastlines=coastlines, borders=settings.borders,
                                     scale=map_scale(lon, lat))
+
+
+def region_edges(series, x, y):
+    """Cell edges of a region's cells for drawing, from the whole grid; None otherwise.
+
+    A region's outer cells (and a region one cell wide) are drawn to their true bounds
+    (:meth:`ncreel.region.RegionSeries.coordinate_bounds`), not to edges extrapolated from
+    the cut's own centres.
+
+    Parameters
+    ----------
+    series : ncreel.source.Series
+    x, y : numpy.ndarray
+        The plot's cell centres (:func:`plot_axes`): continuous longitudes, latitudes.
+
+    Returns
+    -------
+    (x_edges, y_edges) : numpy.ndarray, shapes (nx + 1,), (ny + 1,), degrees; or None
+    """
+    if getattr(series, "region", None) is None or np.ndim(x) != 1 or np.ndim(y) != 1:
+        return None
+    from ncreel.gridmap import edges_1d
+
+    lon_b, lat_b = series.coordinate_bounds("lon"), series.coordinate_bounds("lat")
+    if lon_b is None or lat_b is None:
+        return None
+    x = np.asarray(x, float)
+    # Bounds moved by whole turns to their (continuous) centre.
+    turn = 360.0 * np.round((x - (lon_b[0] + lon_b[1]) / 2) / 360.0)
+    return (edges_1d(x, np.column_stack([lon_b[0] + turn, lon_b[1] + turn])),
+            edges_1d(np.asarray(y, float), np.column_stack(lat_b)))
+
+
+def _edge_cuts(lon, central: float) -> bool:
+    """Whether the map edge of `central` longitude (central + 180) lies between `lon`'s ends.
+
+    `lon` are continuous cell-centre longitudes (no jump of 360 along a row), degrees.
+    """
+    lo, hi = float(np.nanmin(lon)), float(np.nanmax(lon))
+    edge = float(central) + 180.0
+    # The edge's turn at or after lo: the map cuts the grid if it comes before hi.
+    first = edge + 360.0 * np.ceil((lo - edge) / 360.0)
+    return bool(first <= hi)
 
 
 def plot_axes(series):
