@@ -199,3 +199,31 @@ def test_the_map_edge_column_is_drawn_whatever_the_central_longitude(name):
         areas[centre] = int(r.map_area().sum())
         r.close()
     assert len(set(areas.values())) == 1, areas
+
+
+@pytest.mark.parametrize("projection", ["PlateCarree", "Robinson"])
+def test_frames_with_and_without_missing_cells_agree_around_them(projection):
+    # A frame whose cells are all opaque writes the map's box once (the background only
+    # around it and where no cell lies); one with a missing cell blends the whole
+    # background in. The two ways give the same pixels everywhere but on that cell.
+    fast = _map_renderer(projection, coastlines=True)
+    data = np.random.default_rng(1).normal(size=(NY, NX))
+    a = fast.draw(data, "x").copy()
+    empty = ~fast.map_area()
+    gap = data.copy()
+    gap[NY // 2, NX // 3] = np.nan
+    b = fast.draw(gap, "x").copy()
+    index = np.full(a.shape[:2], -1)
+    index[fast._box] = np.where(fast._cells < NY * NX, fast._cells, -1)
+    cell = index == (NY // 2) * NX + NX // 3
+    assert cell.sum() > 4 and (a[cell] != b[cell]).any()
+    assert (a[~cell] == b[~cell]).all()
+    # Where no cell lies in the map's box (a Robinson map's corners), the background.
+    inbox = np.zeros_like(empty)
+    inbox[fast._box] = True
+    empty &= inbox
+    assert empty.sum() > (100 if projection == "Robinson" else -1)
+    assert (a[empty] == fast._background[empty]).all()
+    # Both ways equal a full redraw as before (see the test above): here, the missing
+    # cell shows the background.
+    assert (b[cell] == fast._background[cell]).all()

@@ -241,12 +241,25 @@ class FrameRenderer:
         self._cells = cells = cells.astype(np.uint16 if ncells < 2**16 else np.intp)
         self._colours = np.zeros(ncells + 1, dtype=np.uint32)  # last: transparent
         self._opaque = np.empty(cells.shape, dtype=bool)  # reused from frame to frame
+        # Pixels of the box without a cell, fixed: with every cell's colour opaque (no NaN
+        # in the frame) they are the only ones showing the background there.
+        self._empty = np.flatnonzero(cells == ncells)
+        if cells.size < 2**31:  # half the memory
+            self._empty = self._empty.astype(np.int32)
         self.label.set_visible(False)
         self.mesh.set_visible(False)
         for overlay in self.overlays:  # drawn per frame, never part of the background
             overlay.artist.set_visible(False)
         self.canvas.draw()
         self._background = np.array(self.canvas.buffer_rgba())
+        bg = np.ascontiguousarray(self._background[self._box]).view(np.uint32)
+        self._empty_bg = bg.reshape(-1)[self._empty]
+        del bg
+        # The background around the box: the only part copied per frame when no cell
+        # is transparent (the box is then written once, not twice).
+        (r0, r1), (c0, c1) = ((b.start, b.stop) for b in self._box)
+        self._around = [(slice(0, r0), slice(None)), (slice(r1, h), slice(None)),
+                        (slice(r0, r1), slice(0, c0)), (slice(r0, r1), slice(c1, w))]
         # What lies above the field (coastlines, spines, tick marks): the figure drawn with
         # the field all black (f0) and all white (f1); see :class:`AggOverlay`.
         self.mesh.set_visible(True)
@@ -325,13 +338,20 @@ class FrameRenderer:
             flat = rgba.reshape(-1)
             c = flat.take(self._over).view(np.uint8).reshape(-1, 4)
             flat.put(self._over, self._overlay.blend(c).view(np.uint32))
-        opaque = self._opaque
-        # Alpha is the high byte of little-endian RGBA.
-        np.greater_equal(rgba, np.uint32(0xFF000000), out=opaque)
         buf = np.asarray(self.canvas.buffer_rgba())
-        buf[...] = self._background
         box = buf[self._box].view(np.uint32)[..., 0]
-        np.copyto(box, rgba, where=opaque)
+        # Alpha is the high byte of little-endian RGBA.
+        if self._colours[:-1].min(initial=0xFFFFFFFF) >= 0xFF000000:
+            # Every cell opaque: the box is the cells' colours but where no cell lies.
+            rgba.reshape(-1).put(self._empty, self._empty_bg)
+            for around in self._around:
+                buf[around] = self._background[around]
+            np.copyto(box, rgba)
+        else:  # transparent cells (NaN) show the background, different in every frame
+            opaque = self._opaque
+            np.greater_equal(rgba, np.uint32(0xFF000000), out=opaque)
+            buf[...] = self._background
+            np.copyto(box, rgba, where=opaque)
         renderer = self.canvas.get_renderer()
         for overlay in self.overlays:  # Agg lines onto the frame, as a full draw does
             overlay.artist.draw(renderer)
