@@ -243,7 +243,10 @@ def test_overlay_bench_smoke_prints_every_key():
     keys = dict(line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)
     for key in ("render_fps_plain", "render_fps_contours", "render_fps_vectors",
                 "matplotlib_fps_contours", "matplotlib_fps_vectors",
-                "contours_speedup_vs_matplotlib", "vectors_speedup_vs_matplotlib"):
+                "contours_speedup_vs_matplotlib", "vectors_speedup_vs_matplotlib",
+                "render_cpu_ms_contours", "render_cpu_ms_vectors",
+                "matplotlib_cpu_ms_contours", "contours_speedup_vs_matplotlib_cpu",
+                "vectors_speedup_vs_matplotlib_cpu"):
         assert float(keys[key]) > 0, key
     assert int(keys["vector_arrows"]) > 0
 
@@ -451,3 +454,59 @@ def test_overlays_on_a_curvilinear_grid_across_the_dateline_follow_the_field(tmp
     lon = truth["lon_cont"] - np.mean([truth["lon_cont"].min(), truth["lon_cont"].max()])
     assert lon.min() - 1 <= x[ok].min() and x[ok].max() <= lon.max() + 1
     assert truth["lat"].min() - 1 <= y[ok].min() and y[ok].max() <= truth["lat"].max() + 1
+
+
+def test_contour_lines_reach_the_grid_edge_and_skip_no_level():
+    # The traced grid is every k-th cell and always the last one: a line in the last
+    # k - 1 columns was missing (it stopped short of the map's edge).
+    import contourpy
+
+    lon, lat = 100.5 + 0.5 * np.arange(302), np.arange(-30.5, 31.0, 1.0)
+    z = np.broadcast_to(lon, (lat.size, lon.size)).copy()
+    edge = (lon[-2] + lon[-1]) / 2  # between the last two columns
+    ov = ContourOverlay([120.0, edge, 500.0])  # 500: above every value
+    r = FrameRenderer(shape=(lat.size, lon.size), width=200, height=120, dpi=50,
+                      cmap="viridis", vmin=0, vmax=1, x=lon, y=lat,
+                      projection=PlainPlateCarree(180.0), overlays=[ov])
+    assert ov._k >= 2 and (lon.size - 1) % ov._k != 0  # the last column is not a k-th one
+    xs = sorted(round(float(np.median(line[:, 0])), 6) for line in ov.lines(z))
+    assert xs == [round(120.0 - 180.0, 6), round(edge - 180.0, 6)]
+    # With a missing cell (masked) and without, the lines are contourpy's on the traced
+    # cells, at all levels (a level outside the frame's values only costs a pass).
+    z[5, 7] = np.nan
+    sub = np.ix_(ov._rows, ov._take)
+    gen = contourpy.contour_generator(ov._lon, ov._lat, np.ma.masked_invalid(z[sub]),
+                                      line_type=contourpy.LineType.Separate)
+    want = sorted((line - [180.0, 0.0]).round(9).tobytes()
+                  for level in ov.levels for line in gen.lines(level))
+    got = sorted(line.round(9).tobytes() for line in ov.lines(z))
+    assert got == want and len(got) >= 2
+    r.close()
+
+
+@pytest.mark.parametrize("projection", ["PlateCarree", "Robinson"])
+def test_overlays_of_a_0_360_grid_equal_those_of_the_same_grid_from_180w(projection):
+    # A 0...360 grid is reordered to the map's columns: only the traced / arrow cells are
+    # gathered each frame, and the lines and arrows are those of the grid given in order.
+    from ncreel.render.maps import map_projection
+
+    lon360 = np.arange(2.5, 360.0, 5.0)
+    order = np.argsort(np.where(lon360 > 180, lon360 - 360, lon360))
+    lon, lat = np.meshgrid(lon360, LAT)
+    psl = 1000 + 15 * np.sin(np.radians(2 * lon)) * np.cos(np.radians(lat))
+    u, v = 10 * np.cos(np.radians(3 * lat)), 5 * np.sin(np.radians(lon))
+    drawn = []
+    for x, cols in ((lon360, slice(None)), (np.where(lon360 > 180, lon360 - 360, lon360)[
+            order], order)):
+        c, vec = ContourOverlay([995.0, 1005.0]), make_overlays(
+            None, VECTORS, {"vector_speed": 12.0})[0]
+        r = FrameRenderer(shape=psl.shape, width=240, height=150, dpi=50, cmap="viridis",
+                          vmin=0, vmax=1, x=x, y=LAT, overlays=[c, vec],
+                          projection=map_projection(projection, {}))
+        r.draw(psl[:, cols], "x", [(psl[:, cols],), (u[:, cols], v[:, cols])])
+        drawn.append((c.vertices(psl[:, cols]), vec.artist.get_path().vertices.copy()))
+        r.close()
+    (c0, a0), (c1, a1) = drawn
+    assert len(c0) > 20 and len(a0) > 20
+    np.testing.assert_allclose(c0, c1, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(a0, a1, rtol=0, atol=1e-9)
