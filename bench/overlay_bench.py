@@ -5,7 +5,9 @@ A synthetic global field with a second field (contours, 10 fixed levels) and a u
 path (the field gathered from the index image, the overlays drawn by Agg each frame) and
 by the same figure redrawn in full every frame, calling ``contour`` and ``quiver`` again
 (what a FuncAnimation does). Drawing only, no encoder; frames/s are one over the
-median frame time.
+median frame time (wall clock), and ``*_cpu_ms_*`` the median CPU time of a frame
+(``time.process_time``: on a machine shared with other work, the figure to compare;
+``*_speedup_*_cpu`` are the speedups in CPU time).
 
     python bench/overlay_bench.py                  # demo size: 960 x 540, 1 degree grid
     python bench/overlay_bench.py --grid 0.25 --width 1920 --height 1080 --dpi 200
@@ -38,25 +40,27 @@ def fields(lon, lat, t):
 
 
 def time_frames(renderer, frames, which):
-    times = []
+    """Frames/s (wall) and median CPU ms of a frame on the fast path."""
+    times, cpu = [], []
     for t in range(frames):
         f, p, u, v = frames_data[t]
         extra = [(p,)] if "c" in which else []
         if "v" in which:
             extra.append((u, v))
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         renderer.draw(f, "2000-01-01", extra)
         times.append(time.perf_counter() - t0)
-    return 1.0 / statistics.median(times)
+        cpu.append(time.process_time() - c0)
+    return 1.0 / statistics.median(times), 1e3 * statistics.median(cpu)
 
 
 def time_matplotlib(renderer, frames, which, lon, lat, levels, step, scale):
     # The FuncAnimation way: contour() / quiver() called again each frame on the figure,
     # which is then redrawn in full (pcolormesh included).
-    times, old = [], []
+    times, cpu, old = [], [], []
     for t in range(frames):
         f, p, u, v = frames_data[t]
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for artist in old:
             artist.remove()
         old = []
@@ -69,7 +73,8 @@ def time_matplotlib(renderer, frames, which, lon, lat, levels, step, scale):
                                           scale_units="width", pivot="middle", zorder=2.35))
         renderer.draw(f, "2000-01-01")
         times.append(time.perf_counter() - t0)
-    return 1.0 / statistics.median(times)
+        cpu.append(time.process_time() - c0)
+    return 1.0 / statistics.median(times), 1e3 * statistics.median(cpu)
 
 
 def main() -> None:
@@ -110,7 +115,9 @@ def main() -> None:
                               features=map_features(coastlines=True, borders=False),
                               overlays=overlays)
             if blit:
-                out[f"render_fps_{name[which]}"] = time_frames(r, a.frames, which)
+                fps, cpu = time_frames(r, a.frames, which)
+                out[f"render_fps_{name[which]}"] = fps
+                out[f"render_cpu_ms_{name[which]}"] = cpu
                 if which == "v":
                     vec = r.overlays[0]
                     out["vector_arrows"] = int(vec.n_arrows)
@@ -118,13 +125,18 @@ def main() -> None:
                     # quiver's scale: speed per axes width, as the overlay's arrows
                     scale = speed / (0.9 * vec._spacing)
             else:
-                out[f"matplotlib_fps_{name[which]}"] = time_matplotlib(
-                    r, max(3, a.frames // 4), which, lon, lat, levels, step, scale)
+                fps, cpu = time_matplotlib(r, max(3, a.frames // 4), which, lon, lat, levels,
+                                           step, scale)
+                out[f"matplotlib_fps_{name[which]}"] = fps
+                out[f"matplotlib_cpu_ms_{name[which]}"] = cpu
             r.close()
     out["contours_speedup_vs_matplotlib"] = (out["render_fps_contours"]
                                              / out["matplotlib_fps_contours"])
     out["vectors_speedup_vs_matplotlib"] = (out["render_fps_vectors"]
                                             / out["matplotlib_fps_vectors"])
+    for which in ("contours", "vectors"):
+        out[f"{which}_speedup_vs_matplotlib_cpu"] = (out[f"matplotlib_cpu_ms_{which}"]
+                                                     / out[f"render_cpu_ms_{which}"])
     print(f"# grid {lat.size} x {lon.size}, frame {a.width} x {a.height} at dpi {a.dpi:g}")
     for k, v in out.items():
         print(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}")
