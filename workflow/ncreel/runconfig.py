@@ -227,13 +227,7 @@ def load_config(config: dict, *, overrides: Mapping | None = None,
         # Overlays' variables exist on the movie's grid (u with v: the schema).
         contours, vectors = overlay_settings(config["contours"], config["vectors"])
         check_overlays(series, contours, vectors)
-        # Panels: every panel's variable, grid and time steps, before any job.
-        if config["panels"] and (contours or vectors):
-            raise NcreelError("config keys 'panels' and 'contours'/'vectors': overlays are "
-                              "not drawn on panels yet; remove one of them")
-        if config["panels"] and config["decorate"]:
-            raise NcreelError("config keys 'panels' and 'decorate': decorate draws on a "
-                              "single map, not on panels yet; remove one of them")
+        # Panels: every panel's variable, grid, time steps and overlays, before any job.
         panels = plan_panels(config["panels"], config=config, selection=selection,
                              movie_labels=series_labels(series), movie_paths=series.paths,
                              width=config["width"], height=config["height"],

@@ -1,6 +1,7 @@
 """Config ``decorate: module:function``: a user's function drawn once on the static figure.
 
-The function is called as ``function(fig, ax, info)`` once per render worker, after ncreel
+The function is called as ``function(fig, ax, info)`` once per render worker (with
+``panels``: once per panel, with that panel's axes and ``info.panel`` its index), after ncreel
 has drawn the figure's static parts (map lines, colour bar, title, caption) and fixed its
 layout, and before the background is saved; what it adds (station markers, a logo, text)
 is part of the saved background, so it costs nothing per frame. ``info`` is a
@@ -60,6 +61,11 @@ class DecorateInfo:
         and on grids without latitude/longitude. Use :meth:`to_map` on either.
     central_longitude : float
         The map's central longitude (degrees; 0 without a map).
+    panel : int or None
+        With config ``panels``: the index of the panel whose axes `ax` are (the function
+        is called once per panel, and the other attributes describe that panel: a
+        difference panel's variable and paths are its first panel's, its long name its
+        title); None on a single map.
     """
 
     variable: str
@@ -74,6 +80,7 @@ class DecorateInfo:
     dpi: float
     projection: object
     central_longitude: float
+    panel: int | None = None
     _map: object = None
 
     def to_map(self, lon, lat) -> tuple[np.ndarray, np.ndarray]:

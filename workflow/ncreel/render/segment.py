@@ -617,11 +617,17 @@ class PanelFrames:
                                     vmin=lim["vmin"], vmax=lim["vmax"], title=p["title"],
                                     units=p["units"], projection=projection,
                                     features=features,
-                                    extend=colorbar_extend(render.colorbar_extend, lim)))
+                                    extend=colorbar_extend(render.colorbar_extend, lim),
+                                    overlays=make_overlays(p.get("contours"),
+                                                           p.get("vectors"),
+                                                           lim.get("overlays"))))
+            #: Whether any panel draws overlays (read per block only then).
+            self.has_overlays = any(q.overlays for q in panels)
             self.renderer = PanelRenderer(panels, width=render.width, height=render.height,
                                           dpi=render.dpi, columns=layout.get("columns"),
                                           time_labels=self.labels, blit=blit,
-                                          caption=render.caption or "")
+                                          caption=render.caption or "",
+                                          decorate=self._decorate(render, panels, axes))
         except BaseException:
             self.reader.__exit__(None, None, None)
             raise
@@ -633,9 +639,39 @@ class PanelFrames:
         of those steps), each dropped after its frames.
         """
         for t0, block in self.reader.iter_blocks(start, stop, max_bytes):
-            for i in range(block[0].shape[0]):
-                yield t0 + i, ([b[i] for b in block], self.labels[t0 + i])
-            del block
+            n = block[0].shape[0]
+            extra = self.reader.read_overlays(t0, t0 + n) if self.has_overlays else None
+            for i in range(n):
+                if extra is None:
+                    yield t0 + i, ([b[i] for b in block], self.labels[t0 + i])
+                else:
+                    yield t0 + i, ([b[i] for b in block], self.labels[t0 + i],
+                                   [[tuple(a[i] for a in g) for g in groups]
+                                    for groups in extra])
+            del block, extra
+
+    def _decorate(self, render, panels, axes):
+        # Config decorate as PanelRenderer calls it: once per panel, with that panel's
+        # DecorateInfo (its variable, units, limits, map and index).
+        if not render.decorate:
+            return None
+        import dataclasses
+
+        from ncreel.render.decorate import call_decorate, make_info, resolve_decorate
+
+        spec = render.decorate["function"]
+        fn = resolve_decorate(spec)
+        infos = []
+        for i, (p, panel) in enumerate(zip(self.reader.panels, panels, strict=True)):
+            k = i if p["difference_of"] is None else p["difference_of"][0]
+            s = self.reader.series[k]
+            info = make_info(s, render, vmin=panel.vmin, vmax=panel.vmax,
+                             projection=axes[k][2])
+            infos.append(dataclasses.replace(
+                info, panel=i, units=p["units"] or "",
+                long_name=info.long_name if k == i else p["title"],
+                n_time=len(self.labels)))
+        return lambda fig, ax, i: call_decorate(fn, spec, fig, ax, infos[i])
 
     def close(self) -> None:
         """Release the figure and close the files."""
