@@ -244,7 +244,7 @@ def load_config(config: dict, *, overrides: Mapping | None = None,
             projection, _ = map_settings(probe.map, lon=x if geo else None,
                                          lat=y if geo else None)
             check_decorate(config["decorate"], series, probe, projection=projection, x=x,
-                           y=y)
+                           y=y, panels=len(config["panels"] or ()))
         time = series.time_axis()
         cell_note = f"'{series.variable}' from {', '.join(series.paths)}"
         if time.note:

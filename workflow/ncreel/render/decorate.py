@@ -21,6 +21,7 @@ source), so a changed function reruns the frames.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import sys
@@ -198,7 +199,7 @@ def make_info(series, render, *, vmin: float, vmax: float, projection) -> Decora
                         central_longitude=centre, _map=projection)
 
 
-def check_decorate(spec: str, series, render, *, projection, x, y) -> None:
+def check_decorate(spec: str, series, render, *, projection, x, y, panels: int = 0) -> None:
     """Call the function once on a figure of the run's size and map, before any job.
 
     The figure holds the run's map axes (projection and view of the movie's grid, no
@@ -215,6 +216,9 @@ def check_decorate(spec: str, series, render, *, projection, x, y) -> None:
         The movie's map (:func:`ncreel.render.segment.map_settings`).
     x, y : numpy.ndarray or None
         Its cell coordinates (:func:`ncreel.render.segment.plot_axes`).
+    panels : int
+        Panels of the layout (0: none); with panels the function is called once per
+        panel index (``info.panel``), each on a fresh probe axes of the movie's map.
 
     Raises
     ------
@@ -239,7 +243,14 @@ def check_decorate(spec: str, series, render, *, projection, x, y) -> None:
             ax.set_xlim(np.nanmin(mx), np.nanmax(mx))
             ax.set_ylim(np.nanmin(my), np.nanmax(my))
     info = make_info(series, render, vmin=0.0, vmax=1.0, projection=projection)
+    if panels:
+        info = dataclasses.replace(info, panel=0)
     call_decorate(fn, spec, fig, ax, info)
+    for i in range(1, panels):  # each panel index, as the render jobs call it
+        panel_ax = map_axes(fig, projection)
+        panel_ax.set_xlim(ax.get_xlim())
+        panel_ax.set_ylim(ax.get_ylim())
+        call_decorate(fn, spec, fig, panel_ax, dataclasses.replace(info, panel=i))
     try:
         canvas.draw()
     except Exception as err:
