@@ -381,24 +381,17 @@ class PanelReader:
                                                                           np.float32))
         return out
 
-    def _read_one(self, i: int, start: int, stop: int) -> np.ndarray:
+    def _read_one(self, i: int, start: int, stop: int, name: str | None = None
+                  ) -> np.ndarray:
+        # Panel i's field (or its file's variable `name`) for movie steps start:stop.
         s, runs = self.series[i], self.panels[i]["steps"]
         parts = []
         for m0, p0, length in runs:
             lo, hi = max(start, m0), min(stop, m0 + length)
             if lo < hi:  # this run's part of the range, read in one call
-                parts.append(s.read(p0 + lo - m0, p0 + hi - m0))
-        return parts[0] if len(parts) == 1 else np.concatenate(parts)
-
-    def _read_variable(self, i: int, name: str, start: int, stop: int) -> np.ndarray:
-        # Another variable of panel i's file for movie steps start:stop (its own steps).
-        s, runs = self.series[i], self.panels[i]["steps"]
-        parts = []
-        for m0, p0, length in runs:
-            lo, hi = max(start, m0), min(stop, m0 + length)
-            if lo < hi:
-                parts.append(s.read_variable(name, p0 + lo - m0, p0 + hi - m0))
-                if parts[-1].ndim == 2:  # no time: the same field in every step
+                a, b = p0 + lo - m0, p0 + hi - m0
+                parts.append(s.read(a, b) if name is None else s.read_variable(name, a, b))
+                if parts[-1].ndim == 2:  # a variable without time: one field for all
                     return parts[-1]
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
@@ -443,4 +436,4 @@ class _OverlayView:
         self.ny, self.nx = reader.shape(i)
 
     def read_variable(self, name: str, start: int, stop: int) -> np.ndarray:
-        return self.reader._read_variable(self.i, name, start, stop)
+        return self.reader._read_one(self.i, start, stop, name)

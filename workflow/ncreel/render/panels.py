@@ -31,9 +31,11 @@ from ncreel.render.frame import (
     AggOverlay,
     _set_mesh_constant,
     add_mesh,
+    background_changed,
     cell_index_image,
     cell_interior,
     map_axes,
+    say_full_redraw,
     write_png,
 )
 from ncreel.render.frametext import add_caption, align_header, fit_header, style_colorbar
@@ -362,30 +364,14 @@ class PanelRenderer:
         return buf
 
     def _background_changed(self) -> bool:
-        # Draw the background as it was saved (no fields, label or overlays) and compare:
-        # user artists that change between draws would be frozen in a stale state.
-        hidden = [self.label, *self._overlay_artists()]
-        for artist in hidden:
-            artist.set_visible(False)
-        try:
-            self.canvas.draw()
-            return not np.array_equal(np.asarray(self.canvas.buffer_rgba()),
-                                      self._background)
-        finally:
-            for artist in hidden:
-                artist.set_visible(True)
+        return background_changed(self.canvas, self._background,
+                                  [self.label, *self._overlay_artists()])
 
     def _redraw_in_full(self, frame: int) -> None:
-        import logging
-
         self.full_redraw = True
         for mesh in self.meshes:
             mesh.set_visible(True)
-        logging.getLogger(__name__).warning(
-            "decorate: what it drew changed between frames (seen at frame %d of this "
-            "worker), so the saved background cannot be reused; every further frame is "
-            "drawn in full (slower). Draw only static artists in the decorate function.",
-            frame + 1)
+        say_full_redraw(frame)
 
     def save_png(self, path: str | os.PathLike, *, compress_level: int = 6) -> None:
         """Write the frame last drawn as a PNG of exactly width x height."""
