@@ -270,3 +270,19 @@ def test_decorate_is_checked_for_every_panel_index_before_any_job(weather):
                            projection=projection, x=x, y=y, panels=2)
     assert str(err.value) == ("config key 'decorate': 'test_panel_overlays:_second_only' "
                               "raised KeyError: 1")
+
+
+def test_overlays_of_a_file_with_another_time_axis_are_matched_by_label(tmp_path):
+    from test_panels import _write
+
+    main = _write(tmp_path / "main.nc", start=2, n=4)
+    other = _write(tmp_path / "other.nc", start=0, n=8, offset=10.0)  # steps 0..7, +10
+    layout, labels = _plan(main, [{}, {"input": other, "contours": {"variable": "tas",
+                                                                    "levels": [13.5]}}])
+    limits = panel_statistics(layout, len(labels))
+    assert limits[1]["overlays"]["contour_levels"] == [13.5]
+    with PanelReader(layout) as reader:
+        got = reader.read_overlays(1, 3)
+    # Movie steps 1, 2 are the main file's days 3, 4: the other file's steps 3, 4.
+    assert got[0] == []
+    np.testing.assert_array_equal(got[1][0][0][:, 0, 0], [13.0, 14.0])

@@ -335,7 +335,10 @@ def panel_statistics(layout: dict, n_time: int, *, percentiles=(2.0, 98.0)) -> l
             if p.get("contours") or p.get("vectors"):
                 from ncreel.render.overlays import overlay_limits
 
-                # Levels and scale of this panel's overlays over the movie's steps.
+                # Levels and scale of this panel's overlays over the movie's steps (a
+                # warning about levels no frame crosses follows this line in the log).
+                log.info("panels[%d]: overlay levels and scale from %s", i,
+                         ", ".join(p["series"]["paths"]))
                 out[-1]["overlays"] = overlay_limits(reader.overlay_view(i, n_time),
                                                      p.get("contours"), p.get("vectors"))
     return out
