@@ -238,9 +238,8 @@ def load_config(config: dict, *, overrides: Mapping | None = None,
                               "single map, not on panels yet; remove one of them")
         # Panels match their files' steps by the automatic labels, whatever time_format
         # shows.
-        labels = series_labels(series)
         panels = plan_panels(config["panels"], config=config, selection=selection,
-                             movie_labels=labels, movie_paths=series.paths,
+                             movie_labels=series_labels(series), movie_paths=series.paths,
                              width=config["width"], height=config["height"],
                              columns=config["panel_columns"])
         if config["decorate"]:  # imported and called once on a probe figure, here

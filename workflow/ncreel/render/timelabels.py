@@ -229,56 +229,38 @@ def _directives(time_format: str, codes: str = TIME_FORMAT_CODES) -> list[str]:
     return parts
 
 
-def _year(y: int, width: int = 4) -> str:
-    return f"-{-y:0{width}d}" if y < 0 else f"{y:0{width}d}"
+def _week(d, first: int) -> str:
+    # Week of the year, the days before its first Sunday (first=6) or Monday (first=0)
+    # in week 0, as C's strftime counts them, in the calendar's own days.
+    return f"{(d.dayofyr - 1 + 7 - (d.dayofwk - first) % 7) // 7:02d}"
 
 
-def _directive(code: str, d) -> str:
-    # One directive of a cftime date: its calendar's day of week (0 Monday) and of year.
-    # cftime's own strftime formats a stand-in Gregorian year and puts the real one back
-    # where it finds it: %x and %C keep the stand-in's digits (1861 reads "79"), so the
-    # date's fields are formatted here instead.
-    if code == "Y":
-        return _year(d.year)
-    if code == "y":
-        return f"{abs(d.year) % 100:02d}"
-    if code == "m":
-        return f"{d.month:02d}"
-    if code == "d":
-        return f"{d.day:02d}"
-    if code == "e":
-        return f"{d.day:2d}"
-    if code == "H":
-        return f"{d.hour:02d}"
-    if code == "M":
-        return f"{d.minute:02d}"
-    if code == "S":
-        return f"{d.second:02d}"
-    if code == "f":
-        return f"{d.microsecond:06d}"
-    if code == "I":
-        return f"{(d.hour + 11) % 12 + 1:02d}"
-    if code == "p":
-        return "AM" if d.hour < 12 else "PM"
-    if code == "b":
-        return _MONTHS[d.month - 1][:3]
-    if code == "B":
-        return _MONTHS[d.month - 1]
-    if code == "a":
-        return _DAYS[d.dayofwk][:3]
-    if code == "A":
-        return _DAYS[d.dayofwk]
-    if code == "j":
-        return f"{d.dayofyr:03d}"
-    if code == "w":  # Sunday 0
-        return str((d.dayofwk + 1) % 7)
-    if code == "u":  # Monday 1
-        return str(d.dayofwk + 1)
-    # Week of the year, days before its first Sunday (U) or Monday (W) in week 0, as C's
-    # strftime counts them, in the calendar's own days of year and week.
-    first = 6 if code == "U" else 0
-    yday = d.dayofyr - 1
-    return f"{(yday + 7 - (d.dayofwk - first) % 7) // 7:02d}"
+#: Each directive of a cftime date, from its fields and its calendar's day of the week
+#: (``dayofwk``, 0 Monday) and of the year. cftime's own strftime formats a stand-in
+#: Gregorian year and puts the real one back where it finds its digits: ``%x`` and ``%C``
+#: keep the stand-in's (1861 reads ``79``), so ncreel formats the fields itself.
+_FIELDS = {
+    "Y": lambda d: f"-{-d.year:04d}" if d.year < 0 else f"{d.year:04d}",
+    "y": lambda d: f"{abs(d.year) % 100:02d}",
+    "m": lambda d: f"{d.month:02d}",
+    "d": lambda d: f"{d.day:02d}",
+    "e": lambda d: f"{d.day:2d}",
+    "H": lambda d: f"{d.hour:02d}",
+    "I": lambda d: f"{(d.hour + 11) % 12 + 1:02d}",
+    "p": lambda d: "AM" if d.hour < 12 else "PM",
+    "M": lambda d: f"{d.minute:02d}",
+    "S": lambda d: f"{d.second:02d}",
+    "f": lambda d: f"{d.microsecond:06d}",
+    "b": lambda d: _MONTHS[d.month - 1][:3],
+    "B": lambda d: _MONTHS[d.month - 1],
+    "a": lambda d: _DAYS[d.dayofwk][:3],
+    "A": lambda d: _DAYS[d.dayofwk],
+    "j": lambda d: f"{d.dayofyr:03d}",
+    "w": lambda d: str((d.dayofwk + 1) % 7),  # Sunday 0
+    "u": lambda d: str(d.dayofwk + 1),  # Monday 1
+    "U": lambda d: _week(d, 6),
+    "W": lambda d: _week(d, 0),
+}
 
 
 def check_time_format(time_format: str) -> list[str]:
@@ -347,7 +329,7 @@ def strftime_date(parts: Sequence[int], time_format: str | Sequence[str],
     pieces = check_time_format(time_format) if isinstance(time_format, str) else time_format
     d = cftime.datetime(*parts, calendar=calendar or "standard")
     # Literal texts hold no "%" (a "%%" is the piece "%"): directives are "%" + a code.
-    return "".join(_directive(p[1], d) if len(p) == 2 and p[0] == "%" else p
+    return "".join(_FIELDS[p[1]](d) if len(p) == 2 and p[0] == "%" else p
                    for p in pieces)
 
 
