@@ -167,7 +167,7 @@ def render_range(job: FrameJob, start: int, stop: int, *, segment: str | os.Path
         handler.setFormatter(logging.Formatter(
             "%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s"))
         logging.getLogger("ncreel.render").addHandler(handler)
-    labels = time_labels(series)
+    labels = time_labels(series, rend.time_format)
     renderer, frames, close = frame_source(job, series, labels)
     with SegmentEncoder(segment, width=rend.width, height=rend.height, fps=enc.fps,
                         crf=enc.crf, preset=enc.preset, threads=encoder_threads) as encoder:
@@ -336,17 +336,18 @@ def _main_not_reimported():
             main.__file__ = saved
 
 
-def time_labels(series) -> list[str]:
+def time_labels(series, time_format: str | None = None) -> list[str]:
     """Per-step frame label, one string per time step (see :mod:`ncreel.render.timelabels`).
 
-    Dates as precise as the time step needs, in the file's calendar (``1860`` for annual
-    means, ``1980-06-01 12:00`` for 6-hourly data); ``<time> = <value> <units>`` where time
-    does not decode, or ``<time_dim> step <index>`` when there is no number either. The
-    table's ``time`` column keeps the full ISO dates.
+    Dates in `time_format` (config ``time_format``) or, when None, as precise as the time
+    step needs, in the file's calendar (``1860`` for annual means, ``1980-06-01 12:00`` for
+    6-hourly data); ``<time> = <value> <units>`` where time does not decode, or
+    ``<time_dim> step <index>`` when there is no number either. The table's ``time``
+    column keeps the full ISO dates.
     """
     from ncreel.render.timelabels import series_labels
 
-    return series_labels(series)
+    return series_labels(series, time_format)
 
 
 def make_renderer(series, render: RenderSettings, *, vmin: float, vmax: float,
@@ -377,7 +378,7 @@ def make_renderer(series, render: RenderSettings, *, vmin: float, vmax: float,
         features = [*features, *region_features(series.region)]
     title = f"{series.long_name} [{series.units}]" if series.units else series.long_name
     if labels is None:
-        labels = time_labels(series)
+        labels = time_labels(series, render.time_format)
     decorate = _decorate(series, render, vmin=vmin, vmax=vmax, projection=projection)
     return FrameRenderer(shape=(series.ny, series.nx), width=render.width,
                          height=render.height, dpi=render.dpi, cmap=render.cmap,
