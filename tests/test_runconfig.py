@@ -56,10 +56,10 @@ def test_load_config_writes_nothing(sample_nc, tmp_path, monkeypatch):
     ({"map": {"projection": "NoSuchProjection"}}, r"^config: .*NoSuchProjection"),
     ({"variable": "tas"}, r"no variable 'tas'"),
     ({"database": {"url": "postgresql://u:secret@h/db"}}, r"database"),
-    # What panels do not draw yet is refused, not dropped.
-    ({"panels": [{}, {}], "contours": {"variable": "air_temperature"}},
-     r"'panels' and 'contours'/'vectors'"),
-    ({"panels": [{}, {}], "decorate": "os.path:join"}, r"'panels' and 'decorate'"),
+    # Overlays on panels: a panel's own variable missing, u without v.
+    ({"panels": [{}, {"contours": {"variable": "psl"}}]},
+     r"^config key 'panels\[1\]\.contours\.variable': .*no variable 'psl'"),
+    ({"panels": [{}, {"vectors": {"u": "air_temperature"}}]}, r"panels\.1\.vectors\.v"),
 ])
 def test_bad_config_is_one_line_naming_the_key(sample_nc, values, message):
     with pytest.raises(NcreelError, match=message) as err:

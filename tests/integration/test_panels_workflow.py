@@ -81,3 +81,40 @@ def test_statistics_memory_covers_the_largest_panel_grid(tmp_path):
 
     assert mem["one"] == statistics_mem_mb(ny=4, nx=5)
     assert mem["big"] == statistics_mem_mb(ny=1000, nx=1000) > mem["one"], mem
+
+
+def test_panels_with_contours_vectors_and_decorate(tmp_path):
+    from test_overlays import write_weather
+
+    main = str(write_weather(tmp_path / "main.nc", n_time=4))
+    other = str(write_weather(tmp_path / "other.nc", n_time=4))
+    (tmp_path / "work").mkdir()
+    work = make_workdir(tmp_path / "work")
+    (work / "marks.py").write_text(
+        "def station(fig, ax, info):\n"
+        "    x, y = info.to_map([100.0], [0.0])\n"
+        "    ax.plot(x, y, 's', color='red', markersize=10)\n")
+    cfg = {**_config(tmp_path, main, other), "width": 320, "height": 120, "dpi": 30,
+           "frames_per_shard": 2, "panel_columns": 2,
+           "contours": {"variable": "psl", "levels": 5}, "decorate": "marks:station",
+           "panels": [{"name": "tas"},
+                      {"name": "wind", "input": other, "variable": "psl",
+                       "vectors": {"u": "uas", "v": "vas", "density": 8}}]}
+    (work / "run.json").write_text(json.dumps(cfg))
+    snakemake(work, "--configfile", "run.json")
+    results = work / "results" / "pan"
+    assert int(probe(results / "movie.mp4")["nb_read_frames"]) == 4
+    stats = json.loads((results / "stats.json").read_text())
+    # The top-level contours on the top-level input's panel; the other file's panel has
+    # its own vectors only.
+    assert set(stats["panels"][0]["overlays"]) == {"contour_levels"}
+    assert len(stats["panels"][0]["overlays"]["contour_levels"]) >= 3
+    assert set(stats["panels"][1]["overlays"]) == {"vector_speed"}
+    assert "overlays" not in stats  # per panel only
+    frame = np.asarray(Image.open(results / "preview.png"))
+    assert frame.shape[:2] == (120, 320)
+    red = (frame[..., 0] > 200) & (frame[..., 1] < 80) & (frame[..., 2] < 80)
+    # One station marker per panel (left and right half).
+    assert red[:, :160].sum() > 4 and red[:, 160:].sum() > 4
+    log = "".join(p.read_text() for p in (work / "logs" / "pan").rglob("*.log"))
+    assert "decorate: what it drew changed" not in log

@@ -73,7 +73,9 @@ def plan_panels(panels: Sequence[Mapping] | None, *, config: Mapping, selection,
     config : mapping
         The validated config: ``input``, ``variable``, ``select``, ``cmap``, ``vmin`` and
         ``vmax`` are the panels' defaults (a difference panel's cmap is
-        :data:`DIFFERENCE_CMAP`, its limits its own).
+        :data:`DIFFERENCE_CMAP`, its limits its own); ``contours`` and ``vectors`` (absent:
+        none) are drawn on the panels whose files are the top-level input and that do not
+        set their own (a panel's ``null``: none there), never on a difference panel.
     selection : ncreel.settings.SeriesSelection
         The movie's (top-level) selection; panels share its time dimension, coordinate
         names and region.
@@ -94,7 +96,8 @@ def plan_panels(panels: Sequence[Mapping] | None, *, config: Mapping, selection,
         ``series`` (a selection's params; None for a difference), ``steps`` (runs
         ``[movie_start, panel_start, length]`` of its own time indices; None for a
         difference), ``difference_of`` (two panel indices or None), ``cmap``, ``vmin``,
-        ``vmax``, ``title``, ``units``, ``shape`` (``[ny, nx]``).
+        ``vmax``, ``title``, ``units``, ``shape`` (``[ny, nx]``), ``contours`` and
+        ``vectors`` (the panel's overlays with defaults filled in, or None).
 
     Raises
     ------
@@ -103,10 +106,13 @@ def plan_panels(panels: Sequence[Mapping] | None, *, config: Mapping, selection,
         or file, an unstructured mesh, a time step of the movie missing in its files, a
         difference of an out-of-range or unknown panel, of itself or of another
         difference, of panels on different grids or in different units, or more panels than
-        the frame fits.
+        the frame fits; overlays a panel cannot draw
+        (:func:`ncreel.render.overlays.check_overlays` on its files), overlays on a
+        difference panel, or top-level overlays no panel shows.
     """
     if not panels:
         return None
+    from ncreel.render.overlays import overlay_settings
     from ncreel.render.panels import MAX_PANELS, grid_size
     from ncreel.render.timelabels import series_labels
     from ncreel.selection import open_selection
@@ -128,6 +134,16 @@ def plan_panels(panels: Sequence[Mapping] | None, *, config: Mapping, selection,
             names[p["name"]] = i
     planned: list[dict] = []
     grids: dict[int, tuple] = {}
+    top_overlays = overlay_settings(config.get("contours"), config.get("vectors"))
+    top_paths = tuple(resolve_paths(config["input"]))
+    if any(top_overlays) and not any(
+            "difference_of" not in p and "input" not in p
+            or "difference_of" not in p and tuple(resolve_paths(p["input"])) == top_paths
+            for p in panels):
+        key = "contours" if top_overlays[0] else "vectors"
+        raise NcreelError(f"config key '{key}': no panel shows the top-level input "
+                          f"{', '.join(top_paths)}, where top-level overlays are drawn; "
+                          f"give the panels their own {key} (panels[i].{key})")
     for i, p in enumerate(panels):
         where = f"panels[{i}]"
         if "difference_of" in p:
@@ -135,13 +151,20 @@ def plan_panels(panels: Sequence[Mapping] | None, *, config: Mapping, selection,
                 if key in p:
                     raise NcreelError(f"config key '{where}.{key}': a difference panel reads "
                                       "its two panels' data; remove the key")
+            for key in ("contours", "vectors"):
+                if p.get(key):
+                    raise NcreelError(f"config key '{where}.{key}': a difference panel has "
+                                      "no file of its own, and a difference of contour lines "
+                                      "or arrows means nothing; put the overlay on one of "
+                                      "its two panels")
             planned.append({"series": None, "steps": None, "difference_of": None,
                             "shape": None,
                             "cmap": _own(p, "cmap", DIFFERENCE_CMAP), "vmin": p.get("vmin"),
                             "vmax": p.get("vmax"), "title": p.get("title") or p.get("name"),
-                            "units": ""})
+                            "units": "", "contours": None, "vectors": None})
             continue
         paths = resolve_paths(_own(p, "input", config["input"]))
+        overlays = _panel_overlays(p, top_overlays, same_input=tuple(paths) == top_paths)
         sel = SeriesSelection(paths=paths, variable=_own(p, "variable", config["variable"]),
                               time_dim=selection.time_dim,
                               select=_own(p, "select", config["select"]),
@@ -163,6 +186,7 @@ def plan_panels(panels: Sequence[Mapping] | None, *, config: Mapping, selection,
                         f"{missing[0]!r} ({len(missing)} of the {len(movie_labels)} steps of "
                         f"{', '.join(movie_paths)} missing); panels must cover the same "
                         "times: give files that do, or cut the top-level input to them")
+                _check_panel_overlays(s, i, p, *overlays)
                 lat, lon = s.cell_coordinates()
                 grids[i] = (s.shape[1:], lon, lat, s.has_lat_lon)
                 title = p.get("title") or p.get("name") or (
@@ -172,7 +196,8 @@ def plan_panels(panels: Sequence[Mapping] | None, *, config: Mapping, selection,
                                 "cmap": _own(p, "cmap", config["cmap"]),
                                 "vmin": _own(p, "vmin", config["vmin"]),
                                 "vmax": _own(p, "vmax", config["vmax"]), "title": title,
-                                "units": s.units})
+                                "units": s.units, "contours": overlays[0],
+                                "vectors": overlays[1]})
         except NcreelError as err:
             text = str(err)
             raise NcreelError(text if text.startswith("config key") else f"{where}: {text}"
@@ -207,6 +232,34 @@ def plan_panels(panels: Sequence[Mapping] | None, *, config: Mapping, selection,
         if not d["title"]:
             d["title"] = f"{planned[a]['title']} \u2212 {planned[b]['title']}"
     return {"columns": columns, "panels": planned}
+
+
+def _panel_overlays(panel: Mapping, top: tuple, *, same_input: bool) -> tuple:
+    # (contours, vectors) of a panel that reads data, defaults filled in: its own keys
+    # (null: none), else the top-level ones when its files are the top-level input.
+    from ncreel.render.overlays import overlay_settings
+
+    own = overlay_settings(panel.get("contours"), panel.get("vectors"))
+    return tuple(own[k] if key in panel else (top[k] if same_input else None)
+                 for k, key in enumerate(("contours", "vectors")))
+
+
+def _check_panel_overlays(series, i: int, panel: Mapping, contours, vectors) -> None:
+    # check_overlays on the panel's series, its message naming the panel's key.
+    from ncreel.render.overlays import check_overlays
+
+    try:
+        check_overlays(series, contours, vectors)
+    except NcreelError as err:
+        text = str(err)
+        for key in ("contours", "vectors"):
+            if text.startswith(f"config '{key}"):
+                rest = text[len(f"config '{key}"):]
+                text = (f"config key 'panels[{i}].{key}{rest}" if key in panel else
+                        f"config key '{key}{rest} (drawn on panels[{i}], whose files are "
+                        "the top-level input)")
+                break
+        raise NcreelError(text) from None
 
 
 def _same_grid(ga: tuple, gb: tuple) -> bool:
@@ -275,8 +328,37 @@ class PanelReader:
         return (s.ny, s.nx)
 
     def step_bytes(self) -> int:
-        """Bytes of one movie step over all panels (float64 bound)."""
-        return sum(8 * int(np.prod(self.shape(i))) for i in range(len(self.panels)))
+        """Bytes of one movie step over all panels and their overlays (float64 bound)."""
+        from ncreel.render.overlays import overlay_variables
+
+        return sum(8 * int(np.prod(self.shape(i))) * (1 + sum(
+            len(g) for g in overlay_variables(p.get("contours"), p.get("vectors"))))
+            for i, p in enumerate(self.panels))
+
+    def overlay_view(self, i: int, n_time: int) -> _OverlayView:
+        """Panel `i`'s file over the movie's `n_time` steps, as overlays read a series.
+
+        What :func:`ncreel.render.overlays.overlay_limits` and
+        :func:`~ncreel.render.overlays.read_overlay_fields` read: ``n_time``, ``ny``,
+        ``nx`` and ``read_variable(name, start, stop)`` in the movie's steps.
+        """
+        return _OverlayView(self, i, n_time)
+
+    def read_overlays(self, start: int, stop: int) -> list[list]:
+        """Every panel's overlay fields for movie steps ``start:stop``.
+
+        Returns
+        -------
+        list of list of tuple of numpy.ndarray
+            Per panel :func:`ncreel.render.overlays.read_overlay_fields`' result (``[]``
+            for a panel without overlays), arrays of shape (stop - start, ny, nx).
+        """
+        from ncreel.render.overlays import read_overlay_fields
+
+        return [read_overlay_fields(self.overlay_view(i, stop), p.get("contours"),
+                                    p.get("vectors"), start, stop)
+                if p.get("contours") or p.get("vectors") else []
+                for i, p in enumerate(self.panels)]
 
     def read(self, start: int, stop: int) -> list[np.ndarray]:
         """Every panel's fields for movie steps ``start:stop``.
@@ -299,13 +381,18 @@ class PanelReader:
                                                                           np.float32))
         return out
 
-    def _read_one(self, i: int, start: int, stop: int) -> np.ndarray:
+    def _read_one(self, i: int, start: int, stop: int, name: str | None = None
+                  ) -> np.ndarray:
+        # Panel i's field (or its file's variable `name`) for movie steps start:stop.
         s, runs = self.series[i], self.panels[i]["steps"]
         parts = []
         for m0, p0, length in runs:
             lo, hi = max(start, m0), min(stop, m0 + length)
             if lo < hi:  # this run's part of the range, read in one call
-                parts.append(s.read(p0 + lo - m0, p0 + hi - m0))
+                a, b = p0 + lo - m0, p0 + hi - m0
+                parts.append(s.read(a, b) if name is None else s.read_variable(name, a, b))
+                if parts[-1].ndim == 2:  # a variable without time: one field for all
+                    return parts[-1]
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def iter_blocks(self, start: int, stop: int, max_bytes: int):
@@ -340,3 +427,13 @@ class _PanelView:
             else:
                 a, b = (self.reader._read_one(k, t0, t1) for k in p["difference_of"])
                 yield t0, np.subtract(a, b, dtype=np.result_type(a, b, np.float32))
+
+
+class _OverlayView:
+    # What ncreel.render.overlays reads of a series, over the movie's steps.
+    def __init__(self, reader: PanelReader, i: int, n_time: int) -> None:
+        self.reader, self.i, self.n_time = reader, i, n_time
+        self.ny, self.nx = reader.shape(i)
+
+    def read_variable(self, name: str, start: int, stop: int) -> np.ndarray:
+        return self.reader._read_one(self.i, start, stop, name)

@@ -188,12 +188,14 @@ def load_config(config: dict, *, overrides: Mapping | None = None,
     from ncreel.panels import plan_panels
     from ncreel.region import region_from_config
     from ncreel.render.overlays import check_overlays, overlay_settings
-    from ncreel.render.timelabels import series_labels
+    from ncreel.render.timelabels import check_time_format, series_labels, time_format_note
     from ncreel.selection import open_selection, table_series
     from ncreel.settings import SeriesSelection
     from ncreel.source import resolve_paths
 
     notes, table = _check_config(config, overrides or {}, validate)
+    if config["time_format"] is not None:  # a code it cannot format: before the input
+        check_time_format(config["time_format"])
     run = config["run"]
     out = f"results/{run}"
     inputs = resolve_paths(config["input"])
@@ -227,13 +229,9 @@ def load_config(config: dict, *, overrides: Mapping | None = None,
         # Overlays' variables exist on the movie's grid (u with v: the schema).
         contours, vectors = overlay_settings(config["contours"], config["vectors"])
         check_overlays(series, contours, vectors)
-        # Panels: every panel's variable, grid and time steps, before any job.
-        if config["panels"] and (contours or vectors):
-            raise NcreelError("config keys 'panels' and 'contours'/'vectors': overlays are "
-                              "not drawn on panels yet; remove one of them")
-        if config["panels"] and config["decorate"]:
-            raise NcreelError("config keys 'panels' and 'decorate': decorate draws on a "
-                              "single map, not on panels yet; remove one of them")
+        # Panels: every panel's variable, grid, time steps and overlays, before any job.
+        # Panels match their files' steps by the automatic labels, whatever time_format
+        # shows.
         panels = plan_panels(config["panels"], config=config, selection=selection,
                              movie_labels=series_labels(series), movie_paths=series.paths,
                              width=config["width"], height=config["height"],
@@ -250,8 +248,13 @@ def load_config(config: dict, *, overrides: Mapping | None = None,
             projection, _ = map_settings(probe.map, lon=x if geo else None,
                                          lat=y if geo else None)
             check_decorate(config["decorate"], series, probe, projection=projection, x=x,
-                           y=y)
+                           y=y, panels=len(config["panels"] or ()))
         time = series.time_axis()
+        if config["time_format"] is not None:  # different dates shown alike: said, run
+            note = time_format_note(series_labels(series, config["time_format"]),
+                                    time.labels, config["time_format"])
+            if note:
+                notes.append(note)
         cell_note = f"'{series.variable}' from {', '.join(series.paths)}"
         if time.note:
             cell_note += (f"\ntime could not be decoded ({time.note}); column time is NULL"
@@ -281,6 +284,8 @@ def load_config(config: dict, *, overrides: Mapping | None = None,
         render["panels"] = panels
     if config["caption"]:
         render["caption"] = config["caption"]
+    if config["time_format"] is not None:  # in params: a changed format re-renders
+        render["time_format"] = config["time_format"]
     if config["colorbar_extend"] != "auto":
         render["colorbar_extend"] = config["colorbar_extend"]
     if config["decorate"]:  # with its module's digest: an edited function reruns frames

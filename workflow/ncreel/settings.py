@@ -297,6 +297,9 @@ class RenderSettings(_Settings):
     panels : dict or None
         Config ``panels`` as planned at parse time (:func:`ncreel.panels.plan_panels`):
         several fields side by side; None: the one top-level field.
+    time_format : str or None
+        Config ``time_format``: the frames' date in this strftime-style format
+        (:func:`ncreel.render.timelabels.strftime_date`); None: automatic.
     """
 
     KEY: ClassVar[str] = "render"
@@ -311,13 +314,14 @@ class RenderSettings(_Settings):
     caption: str | None = None
     decorate: dict | None = None
     panels: dict | None = None
+    time_format: str | None = None
 
     @classmethod
     def from_params(cls, params: Mapping):
         """Build from a rule's params dict; the optional keys may be left out.
 
-        ``contours``, ``vectors``, ``colorbar_extend``, ``caption``, ``decorate`` and
-        ``panels`` are None when not given.
+        ``contours``, ``vectors``, ``colorbar_extend``, ``caption``, ``decorate``,
+        ``panels`` and ``time_format`` are None when not given.
 
         Raises
         ------
@@ -326,14 +330,15 @@ class RenderSettings(_Settings):
         """
         if isinstance(params, Mapping):
             params = {"contours": None, "vectors": None, "colorbar_extend": None,
-                      "caption": None, "decorate": None, "panels": None, **params}
+                      "caption": None, "decorate": None, "panels": None,
+                      "time_format": None, **params}
         return super().from_params(params)
 
     def to_params(self) -> dict:
         """Return the plain dict :meth:`from_params` reads; the keys above only when set."""
         params = super().to_params()
         for key in ("contours", "vectors", "colorbar_extend", "caption", "decorate",
-                    "panels"):
+                    "panels", "time_format"):
             if params[key] is None:
                 del params[key]
         return params
@@ -349,6 +354,7 @@ class RenderSettings(_Settings):
         elif not isinstance(self.map, MapSettings):
             raise _bad(w, "map", "a mapping of map settings", self.map)
         _check_str(w, "caption", self.caption, optional=True)
+        _check_str(w, "time_format", self.time_format, optional=True)
         if self.colorbar_extend is not None:
             _check_str(w, "colorbar_extend", self.colorbar_extend,
                        choices=("auto", "neither", "min", "max", "both"))

@@ -276,7 +276,8 @@ def write_statistics(series: Series, stats_json: str | os.PathLike,
                         "range %.6g..%.6g (set both vmin and vmax to choose it)",
                         "vmin" if vmin is not None else "vmax", lo, hi)
     stats["vmin"], stats["vmax"], stats["widened"] = lo, hi, widened
-    if overlays and (overlays.get("contours") or overlays.get("vectors")):
+    # With panels each panel's overlays have their own levels and scale (below).
+    if not panels and overlays and (overlays.get("contours") or overlays.get("vectors")):
         from ncreel.render.overlays import overlay_limits
 
         stats["overlays"] = overlay_limits(limits_series or series, overlays.get("contours"),
@@ -306,7 +307,9 @@ def panel_statistics(layout: dict, n_time: int, *, percentiles=(2.0, 98.0)) -> l
     Returns
     -------
     list of dict
-        One per panel: ``vmin``, ``vmax``, ``min``, ``max`` (the panel's units).
+        One per panel: ``vmin``, ``vmax``, ``min``, ``max`` (the panel's units) and, for a
+        panel with contours or vectors, ``overlays``
+        (:func:`ncreel.render.overlays.overlay_limits` over the movie's steps of its file).
     """
     from ncreel.panels import PanelReader
 
@@ -329,4 +332,13 @@ def panel_statistics(layout: dict, n_time: int, *, percentiles=(2.0, 98.0)) -> l
                 lo, hi = 0.0, 1.0
             out.append({"vmin": float(lo), "vmax": float(hi), "min": stats["min"],
                         "max": stats["max"]})
+            if p.get("contours") or p.get("vectors"):
+                from ncreel.render.overlays import overlay_limits
+
+                # Levels and scale of this panel's overlays over the movie's steps (a
+                # warning about levels no frame crosses follows this line in the log).
+                log.info("panels[%d]: overlay levels and scale from %s", i,
+                         ", ".join(p["series"]["paths"]))
+                out[-1]["overlays"] = overlay_limits(reader.overlay_view(i, n_time),
+                                                     p.get("contours"), p.get("vectors"))
     return out

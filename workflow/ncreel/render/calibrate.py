@@ -82,7 +82,7 @@ def calibrate_render(job, *, n_time: int, probe_frames: int = PROBE_FRAMES,
     n_read = min(n_time, probe_frames)
     with open_selection(job.series) as series, \
             tempfile.TemporaryDirectory(prefix="ncreel-calibrate-") as tdir:
-        labels = time_labels(series)
+        labels = time_labels(series, rend.time_format)
         # The full layout (every panel, the overlays' fields) read in the blocks and drawn
         # by the renderer a shard job uses; probes cycle through the first n_read steps.
         renderer, frames, close = frame_source(job, series, labels)

@@ -1,6 +1,7 @@
 """Config ``decorate: module:function``: a user's function drawn once on the static figure.
 
-The function is called as ``function(fig, ax, info)`` once per render worker, after ncreel
+The function is called as ``function(fig, ax, info)`` once per render worker (with
+``panels``: once per panel, with that panel's axes and ``info.panel`` its index), after ncreel
 has drawn the figure's static parts (map lines, colour bar, title, caption) and fixed its
 layout, and before the background is saved; what it adds (station markers, a logo, text)
 is part of the saved background, so it costs nothing per frame. ``info`` is a
@@ -20,6 +21,7 @@ source), so a changed function reruns the frames.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import sys
@@ -60,6 +62,11 @@ class DecorateInfo:
         and on grids without latitude/longitude. Use :meth:`to_map` on either.
     central_longitude : float
         The map's central longitude (degrees; 0 without a map).
+    panel : int or None
+        With config ``panels``: the index of the panel whose axes `ax` are (the function
+        is called once per panel, and the other attributes describe that panel: a
+        difference panel's variable and paths are its first panel's, its long name its
+        title); None on a single map.
     """
 
     variable: str
@@ -74,6 +81,7 @@ class DecorateInfo:
     dpi: float
     projection: object
     central_longitude: float
+    panel: int | None = None
     _map: object = None
 
     def to_map(self, lon, lat) -> tuple[np.ndarray, np.ndarray]:
@@ -191,7 +199,7 @@ def make_info(series, render, *, vmin: float, vmax: float, projection) -> Decora
                         central_longitude=centre, _map=projection)
 
 
-def check_decorate(spec: str, series, render, *, projection, x, y) -> None:
+def check_decorate(spec: str, series, render, *, projection, x, y, panels: int = 0) -> None:
     """Call the function once on a figure of the run's size and map, before any job.
 
     The figure holds the run's map axes (projection and view of the movie's grid, no
@@ -208,6 +216,9 @@ def check_decorate(spec: str, series, render, *, projection, x, y) -> None:
         The movie's map (:func:`ncreel.render.segment.map_settings`).
     x, y : numpy.ndarray or None
         Its cell coordinates (:func:`ncreel.render.segment.plot_axes`).
+    panels : int
+        Panels of the layout (0: none); with panels the function is called once per
+        panel index (``info.panel``), each on a fresh probe axes of the movie's map.
 
     Raises
     ------
@@ -232,7 +243,14 @@ def check_decorate(spec: str, series, render, *, projection, x, y) -> None:
             ax.set_xlim(np.nanmin(mx), np.nanmax(mx))
             ax.set_ylim(np.nanmin(my), np.nanmax(my))
     info = make_info(series, render, vmin=0.0, vmax=1.0, projection=projection)
+    if panels:
+        info = dataclasses.replace(info, panel=0)
     call_decorate(fn, spec, fig, ax, info)
+    for i in range(1, panels):  # each panel index, as the render jobs call it
+        panel_ax = map_axes(fig, projection)
+        panel_ax.set_xlim(ax.get_xlim())
+        panel_ax.set_ylim(ax.get_ylim())
+        call_decorate(fn, spec, fig, panel_ax, dataclasses.replace(info, panel=i))
     try:
         canvas.draw()
     except Exception as err:

@@ -359,29 +359,13 @@ class FrameRenderer:
         return buf
 
     def _background_changed(self) -> bool:
-        # Draw the background as it was saved (no field, label or overlays) and compare:
-        # user artists that change between draws would be frozen in a stale state.
-        hidden = [self.label, *(o.artist for o in self.overlays)]
-        for artist in hidden:
-            artist.set_visible(False)
-        try:
-            self.canvas.draw()
-            return not np.array_equal(np.asarray(self.canvas.buffer_rgba()),
-                                      self._background)
-        finally:
-            for artist in hidden:
-                artist.set_visible(True)
+        return background_changed(self.canvas, self._background,
+                                  [self.label, *(o.artist for o in self.overlays)])
 
     def _redraw_in_full(self, frame: int) -> None:
-        import logging
-
         self.full_redraw = True
         self.mesh.set_visible(True)
-        logging.getLogger(__name__).warning(
-            "decorate: what it drew changed between frames (seen at frame %d of this "
-            "worker), so the saved background cannot be reused; every further frame is "
-            "drawn in full (slower). Draw only static artists in the decorate function.",
-            frame + 1)
+        say_full_redraw(frame)
 
     def save_png(self, path: str | os.PathLike, *, compress_level: int = 6) -> None:
         """Write the frame last drawn by :meth:`draw` as a PNG of exactly width x height.
@@ -425,6 +409,34 @@ class FrameRenderer:
     def close(self) -> None:
         """Release the figure."""
         self.fig.clear()
+
+
+def background_changed(canvas, background: np.ndarray, hidden) -> bool:
+    """Whether a fresh draw of the static figure differs from the saved `background`.
+
+    The figure on `canvas` is drawn with the per-frame artists `hidden` (time label,
+    overlays) hidden, as the background was saved: user (``decorate``) artists that
+    change between draws would otherwise be frozen in a stale state.
+    """
+    for artist in hidden:
+        artist.set_visible(False)
+    try:
+        canvas.draw()
+        return not np.array_equal(np.asarray(canvas.buffer_rgba()), background)
+    finally:
+        for artist in hidden:
+            artist.set_visible(True)
+
+
+def say_full_redraw(frame: int) -> None:
+    """Log once that the decorated background changed at `frame` (0-based)."""
+    import logging
+
+    logging.getLogger(__name__).warning(
+        "decorate: what it drew changed between frames (seen at frame %d of this "
+        "worker), so the saved background cannot be reused; every further frame is "
+        "drawn in full (slower). Draw only static artists in the decorate function.",
+        frame + 1)
 
 
 class AggOverlay:

@@ -141,10 +141,18 @@ def _fit(text: str, width: float, height: float, size: float, measure: _Measure)
     return f, cut, cut == text
 
 
+#: Most label shapes measured for the room of the time label (:func:`_widest`).
+MAX_SHAPES = 200
+_DIGITS = str.maketrans("0123456789", "8888888888")
+
+
 def _widest(labels: Iterable[str], size: float, measure: _Measure) -> tuple[float, float]:
-    # Digits have one width in the usual fonts: the longest few labels include the widest.
-    labels = [str(s) for s in labels]
-    sample = heapq.nlargest(20, set(labels), key=len) if labels else [DEFAULT_LABEL]
+    # Digits have one width in the usual fonts, letters do not: every shape of label
+    # (digits as 8) is measured, so "Wednesday" is found whatever its length in letters
+    # (a strftime time_format's names); of more shapes, the longest.
+    shapes = {str(s).translate(_DIGITS) for s in labels}
+    sample = (heapq.nlargest(MAX_SHAPES, shapes, key=len) if len(shapes) > MAX_SHAPES
+              else list(shapes)) if shapes else [DEFAULT_LABEL]
     sizes = [measure(s, size) for s in sample if s] or [measure("0", size)]
     return max(w for w, _ in sizes), max(h for _, h in sizes)
 

@@ -31,9 +31,11 @@ from ncreel.render.frame import (
     AggOverlay,
     _set_mesh_constant,
     add_mesh,
+    background_changed,
     cell_index_image,
     cell_interior,
     map_axes,
+    say_full_redraw,
     write_png,
 )
 from ncreel.render.frametext import add_caption, align_header, fit_header, style_colorbar
@@ -66,6 +68,9 @@ class Panel:
         Coastlines and borders, drawn above the field.
     extend : str
         The colour bar's arrows (``neither``, ``min``, ``max``, ``both``).
+    overlays : sequence of ncreel.render.overlays.ContourOverlay or VectorOverlay
+        Drawn per frame above the field (needs `projection` and cell-centre `x`, `y`);
+        :meth:`PanelRenderer.draw` takes their fields.
     """
 
     shape: tuple[int, int]
@@ -79,6 +84,7 @@ class Panel:
     projection: object = None
     features: Sequence = field(default_factory=tuple)
     extend: str = "neither"
+    overlays: Sequence = field(default_factory=tuple)
 
 
 def grid_size(n: int, columns: int | None = None) -> tuple[int, int]:
@@ -125,6 +131,13 @@ class PanelRenderer:
         the fast path is checked against.
     caption : str
         One line at the bottom of the frame, drawn once.
+    decorate : callable, optional
+        ``decorate(fig, ax, i)``, called once per panel `i` with its axes after the layout
+        is fixed and before the background is saved (config ``decorate``). What it adds
+        must not change between draws: as in
+        :class:`~ncreel.render.frame.FrameRenderer`, the saved background is compared with
+        a fresh draw on frames 1, 2, 3, 5, 9, ... and from the first difference on every
+        frame is drawn in full, with one warning (:attr:`full_redraw` is then True).
 
     Raises
     ------
@@ -137,7 +150,7 @@ class PanelRenderer:
     def __init__(self, panels: Sequence[Panel], *, width: int, height: int, dpi: float,
                  columns: int | None = None, title: str = "",
                  time_labels: Sequence[str] = (), blit: bool = True,
-                 caption: str = "") -> None:
+                 caption: str = "", decorate=None) -> None:
         panels = list(panels)
         if not 1 <= len(panels) <= MAX_PANELS:
             raise ValueError(f"{len(panels)} panels: between 1 and {MAX_PANELS} fit a frame")
@@ -169,6 +182,9 @@ class PanelRenderer:
                                      projection=p.projection)
             for feature in p.features:
                 feature.add_to(ax, p.projection)
+            for overlay in p.overlays:  # traced at most at the panel's own pixel size
+                overlay.attach(ax, x, y, p.shape, p.projection,
+                               (self.width // self.columns, self.height // self.rows))
             place = _colorbar_place(ax, self.width / self.columns, self.height / self.rows)
             cbar = self.fig.colorbar(mesh, ax=ax, extend=p.extend, **place)
             if place["location"] == "bottom":  # labels side by side: fewer, so none touch
@@ -193,6 +209,14 @@ class PanelRenderer:
         for ax in self.axes:
             ax.set_xlim(ax.get_xlim())
             ax.set_ylim(ax.get_ylim())
+        #: The figure is decorated by user code, whose artists are checked to stay as saved.
+        self.decorated = decorate is not None
+        #: Frames drawn in full since the decorated background was seen to change.
+        self.full_redraw = False
+        self._frames = 0
+        if decorate is not None:  # on the fixed layout, before anything is saved
+            for i, ax in enumerate(self.axes):
+                decorate(self.fig, ax, i)
         self._lookups = [ColorLookup(m.get_cmap(), n) for m, n in zip(self.meshes, self.norms,
                                                                       strict=True)]
         if self.blit:
@@ -234,6 +258,8 @@ class PanelRenderer:
         self.label.set_visible(False)
         for mesh in self.meshes:
             mesh.set_visible(False)
+        for artist in self._overlay_artists():  # drawn per frame, never in the background
+            artist.set_visible(False)
         self.canvas.draw()
         self._background = np.array(self.canvas.buffer_rgba())
         # Lines above the fields (coastlines, spines): every field all black, then all white.
@@ -245,9 +271,15 @@ class PanelRenderer:
             self.canvas.draw()
             buf = np.asarray(self.canvas.buffer_rgba())
             keep.extend(np.array(buf[box][..., :3]) for box in self._box)
-        for mesh in self.meshes:
-            mesh.remove()  # never drawn again; the colour bars keep their norms and cmaps
+        for mesh, p in zip(self.meshes, self.panels, strict=True):
+            if self.decorated:  # kept hidden for a full redraw, should the check ask
+                mesh.set_cmap(matplotlib.colormaps[p.cmap])
+                mesh.set_visible(False)
+            else:
+                mesh.remove()  # never drawn again; the colour bars keep norms and cmaps
         self.label.set_visible(True)
+        for artist in self._overlay_artists():
+            artist.set_visible(True)
         for shown, cells, f0, f1 in zip(self._shown, self._cells, f0s, f1s, strict=True):
             over = ((f0 != 0) | (f1 != 255)).any(-1) & (cells < shown.size)
             flat = np.flatnonzero(over)
@@ -255,7 +287,11 @@ class PanelRenderer:
             self._overlay.append(AggOverlay(f0.reshape(-1, 3)[flat], f1.reshape(-1, 3)[flat]))
         del f0s, f1s
 
-    def draw(self, fields: Sequence[np.ndarray], label: str) -> np.ndarray:
+    def _overlay_artists(self) -> list:
+        return [o.artist for p in self.panels for o in p.overlays]
+
+    def draw(self, fields: Sequence[np.ndarray], label: str, overlay_fields: Sequence = ()
+             ) -> np.ndarray:
         """Draw one field per panel with time label `label`; return the frame's pixels.
 
         Parameters
@@ -265,6 +301,10 @@ class PanelRenderer:
             cells are transparent.
         label : str
             The time shown in the header.
+        overlay_fields : sequence of sequence of tuple of numpy.ndarray
+            Per panel, for each of its overlays the arrays its ``update`` takes (contours:
+            the field; vectors: u and v), each of the panel's shape; may be empty when no
+            panel has overlays.
 
         Returns
         -------
@@ -274,7 +314,8 @@ class PanelRenderer:
         Raises
         ------
         ValueError
-            If the number of fields or a field's shape does not match the panels.
+            If the number of fields or a field's shape does not match the panels, or the
+            overlay fields do not match the panels' overlays.
         """
         if len(fields) != len(self.panels):
             raise ValueError(f"{len(self.panels)} panels, {len(fields)} fields")
@@ -283,7 +324,20 @@ class PanelRenderer:
             if f.shape != tuple(p.shape):
                 raise ValueError(f"panel {i}: field shape {f.shape} != grid shape {p.shape}")
         self.label.set_text(label)
-        if not self.blit:
+        if not overlay_fields and not self._overlay_artists():
+            overlay_fields = [()] * len(self.panels)
+        if len(overlay_fields) != len(self.panels) or any(
+                len(o) != len(p.overlays) for o, p in zip(overlay_fields, self.panels,
+                                                          strict=True)):
+            raise ValueError("overlay fields do not match the panels' overlays")
+        for p, arrays in zip(self.panels, overlay_fields, strict=True):
+            for overlay, group in zip(p.overlays, arrays, strict=True):
+                overlay.update(*group)
+        if self.blit and self.decorated and not self.full_redraw:
+            n, self._frames = self._frames, self._frames + 1
+            if n & (n - 1) == 0 and self._background_changed():  # frames 0, 1, 2, 4, 8...
+                self._redraw_in_full(n)
+        if not self.blit or self.full_redraw:
             for mesh, to_mesh, f in zip(self.meshes, self._to_mesh, fields, strict=True):
                 mesh.set_array(to_mesh(f))
             self.canvas.draw()
@@ -303,8 +357,21 @@ class PanelRenderer:
             np.greater_equal(rgba, np.uint32(0xFF000000), out=opaque)
             box = buf[self._box[i]].view(np.uint32)[..., 0]
             np.copyto(box, rgba, where=opaque)
-        self.label.draw(self.canvas.get_renderer())
+        renderer = self.canvas.get_renderer()
+        for artist in self._overlay_artists():  # Agg lines onto the frame, as a full draw
+            artist.draw(renderer)
+        self.label.draw(renderer)
         return buf
+
+    def _background_changed(self) -> bool:
+        return background_changed(self.canvas, self._background,
+                                  [self.label, *self._overlay_artists()])
+
+    def _redraw_in_full(self, frame: int) -> None:
+        self.full_redraw = True
+        for mesh in self.meshes:
+            mesh.set_visible(True)
+        say_full_redraw(frame)
 
     def save_png(self, path: str | os.PathLike, *, compress_level: int = 6) -> None:
         """Write the frame last drawn as a PNG of exactly width x height."""

@@ -167,7 +167,7 @@ def render_range(job: FrameJob, start: int, stop: int, *, segment: str | os.Path
         handler.setFormatter(logging.Formatter(
             "%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s"))
         logging.getLogger("ncreel.render").addHandler(handler)
-    labels = time_labels(series)
+    labels = time_labels(series, rend.time_format)
     renderer, frames, close = frame_source(job, series, labels)
     with SegmentEncoder(segment, width=rend.width, height=rend.height, fps=enc.fps,
                         crf=enc.crf, preset=enc.preset, threads=encoder_threads) as encoder:
@@ -336,17 +336,18 @@ def _main_not_reimported():
             main.__file__ = saved
 
 
-def time_labels(series) -> list[str]:
+def time_labels(series, time_format: str | None = None) -> list[str]:
     """Per-step frame label, one string per time step (see :mod:`ncreel.render.timelabels`).
 
-    Dates as precise as the time step needs, in the file's calendar (``1860`` for annual
-    means, ``1980-06-01 12:00`` for 6-hourly data); ``<time> = <value> <units>`` where time
-    does not decode, or ``<time_dim> step <index>`` when there is no number either. The
-    table's ``time`` column keeps the full ISO dates.
+    Dates in `time_format` (config ``time_format``) or, when None, as precise as the time
+    step needs, in the file's calendar (``1860`` for annual means, ``1980-06-01 12:00`` for
+    6-hourly data); ``<time> = <value> <units>`` where time does not decode, or
+    ``<time_dim> step <index>`` when there is no number either. The table's ``time``
+    column keeps the full ISO dates.
     """
     from ncreel.render.timelabels import series_labels
 
-    return series_labels(series)
+    return series_labels(series, time_format)
 
 
 def make_renderer(series, render: RenderSettings, *, vmin: float, vmax: float,
@@ -377,7 +378,7 @@ def make_renderer(series, render: RenderSettings, *, vmin: float, vmax: float,
         features = [*features, *region_features(series.region)]
     title = f"{series.long_name} [{series.units}]" if series.units else series.long_name
     if labels is None:
-        labels = time_labels(series)
+        labels = time_labels(series, render.time_format)
     decorate = _decorate(series, render, vmin=vmin, vmax=vmax, projection=projection)
     return FrameRenderer(shape=(series.ny, series.nx), width=render.width,
                          height=render.height, dpi=render.dpi, cmap=render.cmap,
@@ -617,11 +618,17 @@ class PanelFrames:
                                     vmin=lim["vmin"], vmax=lim["vmax"], title=p["title"],
                                     units=p["units"], projection=projection,
                                     features=features,
-                                    extend=colorbar_extend(render.colorbar_extend, lim)))
+                                    extend=colorbar_extend(render.colorbar_extend, lim),
+                                    overlays=make_overlays(p.get("contours"),
+                                                           p.get("vectors"),
+                                                           lim.get("overlays"))))
+            #: Whether any panel draws overlays (read per block only then).
+            self.has_overlays = any(q.overlays for q in panels)
             self.renderer = PanelRenderer(panels, width=render.width, height=render.height,
                                           dpi=render.dpi, columns=layout.get("columns"),
                                           time_labels=self.labels, blit=blit,
-                                          caption=render.caption or "")
+                                          caption=render.caption or "",
+                                          decorate=self._decorate(render, panels, axes))
         except BaseException:
             self.reader.__exit__(None, None, None)
             raise
@@ -633,9 +640,39 @@ class PanelFrames:
         of those steps), each dropped after its frames.
         """
         for t0, block in self.reader.iter_blocks(start, stop, max_bytes):
-            for i in range(block[0].shape[0]):
-                yield t0 + i, ([b[i] for b in block], self.labels[t0 + i])
-            del block
+            n = block[0].shape[0]
+            extra = self.reader.read_overlays(t0, t0 + n) if self.has_overlays else None
+            for i in range(n):
+                if extra is None:
+                    yield t0 + i, ([b[i] for b in block], self.labels[t0 + i])
+                else:
+                    yield t0 + i, ([b[i] for b in block], self.labels[t0 + i],
+                                   [[tuple(a[i] for a in g) for g in groups]
+                                    for groups in extra])
+            del block, extra
+
+    def _decorate(self, render, panels, axes):
+        # Config decorate as PanelRenderer calls it: once per panel, with that panel's
+        # DecorateInfo (its variable, units, limits, map and index).
+        if not render.decorate:
+            return None
+        import dataclasses
+
+        from ncreel.render.decorate import call_decorate, make_info, resolve_decorate
+
+        spec = render.decorate["function"]
+        fn = resolve_decorate(spec)
+        infos = []
+        for i, (p, panel) in enumerate(zip(self.reader.panels, panels, strict=True)):
+            k = i if p["difference_of"] is None else p["difference_of"][0]
+            s = self.reader.series[k]
+            info = make_info(s, render, vmin=panel.vmin, vmax=panel.vmax,
+                             projection=axes[k][2])
+            infos.append(dataclasses.replace(
+                info, panel=i, units=p["units"] or "",
+                long_name=info.long_name if k == i else p["title"],
+                n_time=len(self.labels)))
+        return lambda fig, ax, i: call_decorate(fn, spec, fig, ax, infos[i])
 
     def close(self) -> None:
         """Release the figure and close the files."""
