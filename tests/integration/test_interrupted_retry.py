@@ -6,8 +6,8 @@ the run's shard logs hold one attempt (the test's own module, written into the w
 directory), so it can be stopped for sure while its script runs; later attempts draw at
 once. Locally the shard's script process (its pid is in its attempts record) gets
 SIGTERM, as ``kill -TERM`` does; with cluster-generic the same happens inside a job
-script run by ``/bin/sh``; on a real Slurm (marker ``slurm``) the job is killed by Slurm
-at its one-minute time limit.
+script run by ``/bin/sh``; on a real Slurm (marker ``slurm``) the job is ``scancel``-ed,
+or killed by Slurm at its one-minute time limit.
 """
 
 from __future__ import annotations
@@ -124,10 +124,30 @@ def test_a_shard_killed_by_sigterm_is_not_run_again(executor, tmp_path_factory, 
     assert (work / TARGET).stat().st_size > 0
 
 
-# Not tested on Slurm: `scancel` of a running job. The Slurm executor plugin (2.8) reads
-# sacct's state "CANCELLED by <uid>" as not finished and waits for the job for ever, so
-# the run never reaches the next attempt; the job's side is the same as under
-# cluster-generic above.
+@pytest.mark.slurm
+def test_a_shard_cancelled_with_scancel_is_not_resubmitted(slurm, tmp_path_factory,  # noqa: F811
+                                                           sample_nc):
+    """``scancel`` of a running shard job on Slurm: Snakemake sees it fail (sacct's
+    ``CANCELLED by <uid>``, see ncreel.cluster.slurm.see_cancelled_jobs) and resubmits it;
+    the new attempts do no work: one line in the controller's output, the run ends
+    non-zero, the shard's script ran once."""
+    work = _work(tmp_path_factory, sample_nc, "retry_scancel", seconds=240)
+    args = [*FAST_POLL, "--profile", "profiles/slurm", *CONFIG, "--", TARGET]
+    with _start(work, *args, **SLURM_ENV) as proc:
+        first = _wait_for_start(work, proc)
+        assert first["scheduler"] == "slurm" and first["deadline"] is not None, first
+        time.sleep(2)
+        subprocess.run(["scancel", first["jobid"]], check=True)
+        out, _ = proc.communicate(timeout=600)
+    (work / "snakemake.out").write_text(out)
+    assert proc.returncode != 0, out[-3000:]
+    summary = _summary(work)
+    assert summary[0] == (1, "failed", "interrupted", "SIGTERM"), summary
+    assert summary[1:] and all(s[1:] == ("failed", "not_retried", "SIGTERM")
+                               for s in summary[1:]), summary
+    assert _stop_line() in out.splitlines(), out[-3000:]
+    assert "Traceback" not in out
+    assert not (work / TARGET).exists()
 
 
 @pytest.mark.slurm
