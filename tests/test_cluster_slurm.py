@@ -33,3 +33,25 @@ def test_orphan_cancel_only_touches_this_workdirs_snakemake_jobs(tmp_path):
     cancelled = []
     ids = cancel_orphan_slurm_jobs(tmp_path, run=lambda c: squeue, cancel=cancelled.extend)
     assert ids == cancelled == ["41", "42_3"]
+
+
+def test_a_cancelled_job_is_seen_as_cancelled_by_the_slurm_plugin():
+    """sacct says ``CANCELLED by 0`` for a job ended with scancel; the Slurm plugin's own
+    status query (run here on that text) then has a state it waits on for ever, unless
+    wrapped to keep the state's first word."""
+    import asyncio
+    import logging
+    from types import SimpleNamespace
+
+    import snakemake_executor_plugin_slurm as plugin
+    from ncreel.cluster.slurm import see_cancelled_jobs
+
+    sacct = "printf '298|CANCELLED by 0\\n299|COMPLETED\\n300|TIMEOUT\\n'"
+    log = logging.getLogger("test")
+    raw, _ = asyncio.run(plugin.query_job_status(sacct, log))
+    assert raw["298"] == "CANCELLED by 0"  # not one of the plugin's failure states
+    ns = SimpleNamespace(query_job_status=plugin.query_job_status)
+    assert see_cancelled_jobs(ns) and see_cancelled_jobs(ns)  # once; again is a no-op
+    status, _ = asyncio.run(ns.query_job_status(sacct, log))
+    assert status == {"298": "CANCELLED", "299": "COMPLETED", "300": "TIMEOUT"}
+    assert see_cancelled_jobs(SimpleNamespace()) is False

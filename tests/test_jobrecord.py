@@ -35,6 +35,25 @@ def test_failure_reasons(exc, reason):
     assert failure_reason(exc) == reason
 
 
+def _wrapped(inner, how):
+    outer = RuntimeError("Error calling __set_name__ on '_axis_method_wrapper' instance")
+    setattr(outer, how, inner)
+    return outer
+
+
+@pytest.mark.parametrize("how", ["__cause__", "__context__"])
+def test_a_signal_wrapped_in_another_error_is_an_interruption(how):
+    """SIGTERM while an import creates a class surfaces as ``RuntimeError`` caused by the
+    handler's JobInterrupted (seen killing a shard during ``import matplotlib``)."""
+    from ncreel.jobrecord import failure_signal
+
+    exc = _wrapped(JobInterrupted(signal.SIGTERM), how)
+    assert failure_reason(exc) == "interrupted" and failure_signal(exc) == "SIGTERM"
+    assert failure_signal(_wrapped(KeyboardInterrupt(), how)) == "SIGINT"
+    assert failure_signal(ValueError("x")) is None
+    assert failure_signal(ProgramKilled("ffmpeg was killed by SIGKILL", signal.SIGKILL)) is None
+
+
 def test_memory_grows_only_after_memory_like_failures():
     assert memory_attempt([], 1) == 1
     # killed without an end line (memory kill) and an unclassified error: grow
@@ -138,11 +157,11 @@ _ATTEMPT = textwrap.dedent("""
 """)
 
 
-def _attempt(log, attempt, how="ok", wait=False):
+def _attempt(log, attempt, how="ok", wait=False, runtime=5):
     """One attempt's script as a real process, with Snakemake's `attempt` resource (None:
     a rule without it); ``how``: ``ok``, ``fail``, ``sigkill`` or ``wait`` (until told to
-    end: returns the running process)."""
-    resources = {"mem_mb": 100 * (attempt or 1), "runtime": 5}
+    end: returns the running process); `runtime` in minutes."""
+    resources = {"mem_mb": 100 * (attempt or 1), "runtime": runtime}
     if attempt is not None:
         resources["attempt"] = attempt
     code = _ATTEMPT.format(workflow=str(ROOT / "workflow"), log=str(log),
@@ -227,3 +246,114 @@ def test_every_rule_with_a_script_gives_it_snakemakes_attempt():
         for block in re.split(r"(?m)^(?=rule |checkpoint )", smk.read_text()):
             if "scripts/" in block and block.startswith(("rule ", "checkpoint ")):
                 assert "attempt=attempt_resource" in block, (smk.name, block.split(":")[0])
+
+
+# ------------------------------------- an interrupted attempt is not run again (not walltime)
+def _interrupted(sig="SIGTERM", *, used_s=30.0, runtime=5, deadline_in=None, attempt=1):
+    """The record of an attempt stopped by `sig` after `used_s` seconds; `deadline_in`:
+    seconds from its end to the scheduler's end time of the job (None: not known)."""
+    start = 1_000_000.0
+    rec = {"attempt": attempt, "status": "failed", "reason": "interrupted", "signal": sig,
+           "start": start, "end": start + used_s, "runtime": runtime, "deadline": None}
+    if deadline_in is not None:
+        rec["deadline"] = start + used_s + deadline_in
+    return rec
+
+
+_STOP = ("ncreel: error: process_shard shard=00001: not run again: its attempt 1 was "
+         "stopped by SIGTERM (scancel, kill or qdel); run the same command again to redo it")
+
+
+@pytest.mark.parametrize("previous, attempt, runs", [
+    (None, 1, True),                                     # a new run always works
+    (_interrupted(), 1, True),
+    (None, 2, True),                                     # attempt 1 left no record
+    ({"attempt": 1, "status": "killed"}, 2, True),      # memory kill: no end line
+    ({"attempt": 1, "status": "failed", "reason": "memory"}, 2, True),
+    ({"attempt": 1, "status": "failed", "reason": "data"}, 2, True),
+    (_interrupted(), 2, False),                          # kill -TERM, scancel at 10 %
+    (_interrupted("SIGINT"), 2, False),
+    (_interrupted("SIGHUP"), 2, False),
+    (_interrupted(used_s=280), 2, True),                 # 93 % of 5 min: walltime
+    (_interrupted(used_s=260), 2, False),                # 87 %
+    (_interrupted(used_s=30, deadline_in=5), 2, True),   # at the scheduler's end time
+    (_interrupted(used_s=280, deadline_in=600), 2, False),  # the end time says: not walltime
+    (_interrupted(None), 2, True),                       # no signal name: cannot tell
+    ({**_interrupted(), "end": None}, 2, True),
+    ({**_interrupted(), "runtime": None}, 2, True),      # no runtime: cannot tell
+])
+def test_retry_verdict(previous, attempt, runs):
+    from ncreel.jobrecord import retry_verdict
+
+    ok, line = retry_verdict(previous, attempt, rule="process_shard",
+                             wildcards="shard=00001", environ={})
+    assert ok is runs
+    if not ok:
+        assert line == _STOP.replace("SIGTERM", previous["signal"])
+    elif previous and previous.get("reason") == "interrupted" and attempt > 1:
+        assert line.startswith("ncreel: note: process_shard shard=00001: its attempt 1 ")
+        assert line.endswith("so it runs again")
+    else:
+        assert line is None
+
+
+def test_retry_verdict_after_a_refusal_and_under_the_pbs_pro_executor():
+    from ncreel.jobrecord import retry_verdict
+
+    refused = {"attempt": 2, "status": "failed", "reason": "not_retried",
+               "stopped_attempt": 1, "signal": "SIGTERM", "message": _STOP}
+    assert retry_verdict(refused, 3, rule="process_shard", wildcards="shard=00001",
+                         environ={}) == (False, _STOP)
+    # The pbs-pro executor decides itself (it refuses a deleted job before qsub).
+    env = {"SNAKEMAKE_PBS_PRO_JOB_OVERHEAD_MB": "300"}
+    assert retry_verdict(_interrupted(), 2, environ=env) == (True, None)
+
+
+def test_scheduler_deadline_from_slurm():
+    from ncreel.jobrecord import scheduler_deadline
+
+    assert scheduler_deadline({}) is None  # not in a Slurm job
+    assert scheduler_deadline({"SLURM_JOB_ID": "7", "SLURM_JOB_END_TIME": "1790000000"}) \
+        == 1790000000.0
+
+
+def test_an_interrupted_attempt_is_not_run_again_but_a_new_run_is(tmp_path):
+    """Real attempts: attempt 1 stopped by SIGTERM after a second; attempts 2 and 3 of the
+    same run refuse at once with the one line (their scripts do no work); the same
+    command again (attempt 1) runs."""
+    log = tmp_path / "00001.log"
+    first = _attempt(log, 1, "wait")
+    first.send_signal(signal.SIGTERM)
+    first.communicate(timeout=30)
+    for attempt in (2, 3):
+        proc = _refused(log, attempt)
+        assert proc.returncode == 1
+        assert proc.stderr.strip().splitlines() == [
+            _STOP.replace("process_shard shard=00001", "process_shard")], proc.stderr
+        assert "started" not in proc.stdout
+    assert _summary(log) == [(1, "failed", "interrupted"), (2, "failed", "not_retried"),
+                             (3, "failed", "not_retried")]
+    assert log.read_text().strip().endswith(_STOP.replace(" shard=00001", ""))
+    # refusals are no memory failures: a 4th attempt would keep attempt 1's memory
+    assert memory_attempt(read_attempts(tmp_path / "00001.log.attempts.jsonl"), 4) == 1
+    _attempt(log, 1)
+    assert _summary(log) == [(1, "ok", None)]
+
+
+def test_an_attempt_interrupted_near_its_runtime_is_run_again(tmp_path):
+    """The walltime's SIGTERM (here: after 93 % of a 1.2 s runtime) stays retriable."""
+    log = tmp_path / "00002.log"
+    first = _attempt(log, 1, "wait", runtime=0.02)
+    time.sleep(1.15)
+    first.send_signal(signal.SIGTERM)
+    first.communicate(timeout=30)
+    _attempt(log, 2, runtime=0.02)
+    assert _summary(log) == [(1, "failed", "interrupted"), (2, "ok", None)]
+    assert "taken as a walltime kill, so it runs again" in log.read_text()
+
+
+def _refused(log, attempt):
+    code = _ATTEMPT.format(workflow=str(ROOT / "workflow"), log=str(log), how="ok",
+                           resources={"mem_mb": 100, "runtime": 5, "attempt": attempt})
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)

@@ -68,10 +68,14 @@ def _interrupted(signum, frame):
 def _log_uncaught(kind, value, tb) -> None:
     # The job's log file must say why the job failed, not only Snakemake's console.
     from ncreel.errors import JobInterrupted, NcreelError
+    from ncreel.jobrecord import interruption
 
     if issubclass(kind, NcreelError):  # bad input, said in one line: no traceback
         logging.getLogger("ncreel").error("ncreel: error: %s", value)
         return
+    # A signal during an import can surface wrapped in another error (see interruption).
+    value = interruption(value) or value
+    kind = type(value)
     if issubclass(kind, JobInterrupted | KeyboardInterrupt):
         what = value.signame if isinstance(value, JobInterrupted) else "SIGINT"
         logging.getLogger("ncreel").error("ncreel: job interrupted by %s; it stopped and "

@@ -290,8 +290,9 @@ _OVER_CAP: set[str] = set()
 
 
 #: Failures that more memory cannot fix (see :data:`ncreel.jobrecord.FAILURE_REASONS`).
-# ``after_script``: the script itself ended well, so its memory was enough.
-NOT_MEMORY_FAILURES = ("interrupted", "data", "disk", "after_script")
+# ``after_script``: the script itself ended well, so its memory was enough;
+# ``not_retried``: it refused to run (the attempt before it was interrupted).
+NOT_MEMORY_FAILURES = ("interrupted", "data", "disk", "after_script", "not_retried")
 
 
 def memory_attempt(attempts: list[dict], attempt: int) -> int:

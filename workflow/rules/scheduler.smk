@@ -14,6 +14,7 @@ from ncreel.cluster.pbs import (
 from ncreel.cluster.schedulers import job_scheduler
 from ncreel.cluster.slurm import (
     cancel_orphan_slurm_jobs,
+    see_cancelled_jobs,
     slurm_env_problem,
 )
 from ncreel.errors import NcreelError
@@ -61,6 +62,9 @@ onstart:
         _problem = slurm_env_problem()
         if _problem:
             fail(_problem)
+    # The Slurm plugin would wait for ever for a job cancelled with scancel.
+    if _remote and _plugin.name == "slurm":
+        see_cancelled_jobs()
     # PBS: a project account is required by NCAR's qsub, and a queue the server knows;
     # said once, before the first submission, not once per failed job.
     if _scheduler == "pbs":

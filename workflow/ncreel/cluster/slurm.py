@@ -74,3 +74,46 @@ def cancel_orphan_slurm_jobs(workdir=".", run=_out, cancel=None) -> list[str]:
     if ids:
         (cancel or (lambda i: run(["scancel", *i])))(ids)
     return ids
+
+
+def see_cancelled_jobs(plugin=None) -> bool:
+    """Make the Slurm executor plugin see a job cancelled with ``scancel`` as failed.
+
+    ``sacct`` prints a cancelled job's state as ``CANCELLED by <uid>``; the plugin (2.8)
+    compares the whole text with its failure states, so it takes the job as still running
+    and the run waits for it for ever. This wraps the plugin's ``query_job_status`` (in
+    the controller only) to keep each state's first word, as Slurm's state names are one
+    word. Applied once; other states are unchanged.
+
+    Parameters
+    ----------
+    plugin : module, optional
+        ``snakemake_executor_plugin_slurm`` (imported when not given).
+
+    Returns
+    -------
+    bool
+        Whether the plugin's status query is wrapped (False if the plugin is missing or
+        has no such function).
+    """
+    if plugin is None:
+        try:
+            import snakemake_executor_plugin_slurm as plugin
+        except ImportError:
+            return False
+    query = getattr(plugin, "query_job_status", None)
+    if query is None:
+        return False
+    if getattr(query, "ncreel_state_word", False):
+        return True
+
+    async def query_job_status(command, logger):
+        status_of_jobs, duration = await query(command, logger)
+        if status_of_jobs is not None:
+            status_of_jobs = {job: state.split()[0] if state.strip() else state
+                              for job, state in status_of_jobs.items()}
+        return status_of_jobs, duration
+
+    query_job_status.ncreel_state_word = True
+    plugin.query_job_status = query_job_status
+    return True
