@@ -305,3 +305,19 @@ def test_wide_panels_leave_no_band_above_the_header():
     # The caption stays on the frame's last lines.
     assert ink[-1] >= r.height - 6
     r.close()
+
+
+def test_the_background_rectangles_cover_the_frame_but_the_maps_once():
+    from ncreel.render.frame import outside_boxes
+
+    w, h = 50, 30
+    boxes = [(slice(2, 12), slice(3, 20)), (slice(2, 12), slice(25, 49)),
+             (slice(15, 30), slice(0, 10)), (slice(18, 25), slice(30, 50))]
+    count = np.zeros((h, w), int)
+    for rows, cols in outside_boxes((w, h), boxes):
+        count[rows, cols] += 1
+    inside = np.zeros((h, w), bool)
+    for rows, cols in boxes:
+        inside[rows, cols] = True
+    assert (count[inside] == 0).all() and (count[~inside] == 1).all()
+    assert outside_boxes((w, h), [(slice(0, h), slice(0, w))]) == []
