@@ -500,15 +500,22 @@ class MapPixels:
         cells[cells < 0] = ncells  # the trailing "cell": transparent, like NaN
         # Only the cells on screen are coloured per frame (a panel of a 0.25 degree grid
         # shows about a quarter of its cells): colour i of the table is cell shown[i].
-        shown, local = np.unique(cells, return_inverse=True)
-        n_shown = int(np.count_nonzero(shown < ncells))
+        # (Marking, not np.unique: no sort of the frame's pixels, one byte per cell.)
+        seen = np.zeros(ncells + 1, dtype=bool)
+        seen[cells] = True
+        shown = np.flatnonzero(seen[:ncells])
+        del seen
+        n_shown = int(shown.size)
         if n_shown == ncells:  # every cell: the field's values are the table's, no gather
             self.shown = None
             local = cells
         else:
-            self.shown = shown[:n_shown].astype(np.intp)
-            local = local.reshape(cells.shape)
-        del cells
+            self.shown = shown
+            row = np.full(ncells + 1, n_shown, dtype=np.int32 if n_shown < 2**31 else np.intp)
+            row[shown] = np.arange(n_shown)
+            local = row[cells]
+            del row
+        del cells, shown
         #: Colours of the shown cells, then transparent (pixels without a cell).
         self.colours = np.zeros(n_shown + 1, dtype=np.uint32)
         self.none = n_shown
