@@ -7,7 +7,14 @@ by the same figure redrawn in full every frame, calling ``contour`` and ``quiver
 (what a FuncAnimation does). Drawing only, no encoder; frames/s are one over the
 median frame time (wall clock), and ``*_cpu_ms_*`` the median CPU time of a frame
 (``time.process_time``: on a machine shared with other work, the figure to compare;
-``*_speedup_*_cpu`` are the speedups in CPU time).
+``*_speedup_*_cpu`` are the speedups in CPU time). Both sides run on one thread
+(``render_threads=1``): a shard job's declared threads are its worker processes.
+
+The baseline is what a FuncAnimation saving a movie does each frame: the field's
+``pcolormesh`` gets the new values, the previous ``contour`` / ``quiver`` is removed and
+drawn again, and the whole figure is drawn (``savefig`` draws it in full); same figure,
+size and dpi. Most of its time is the ``pcolormesh`` of the field, so the speedups
+measure the whole frame, field included, not the overlays alone.
 
     python bench/overlay_bench.py                  # demo size: 960 x 540, 1 degree grid
     python bench/overlay_bench.py --grid 0.25 --width 1920 --height 1080 --dpi 200
@@ -137,6 +144,7 @@ def main() -> None:
     for which in ("contours", "vectors"):
         out[f"{which}_speedup_vs_matplotlib_cpu"] = (out[f"matplotlib_cpu_ms_{which}"]
                                                      / out[f"render_cpu_ms_{which}"])
+    out["render_threads"] = 1
     print(f"# grid {lat.size} x {lon.size}, frame {a.width} x {a.height} at dpi {a.dpi:g}")
     for k, v in out.items():
         print(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}")

@@ -249,6 +249,7 @@ def test_overlay_bench_smoke_prints_every_key():
                 "vectors_speedup_vs_matplotlib_cpu"):
         assert float(keys[key]) > 0, key
     assert int(keys["vector_arrows"]) > 0
+    assert keys["render_threads"] == "1"
 
 
 @pytest.mark.parametrize("setting, stats, want", [

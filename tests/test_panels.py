@@ -281,3 +281,43 @@ def test_a_shard_job_stops_when_a_panel_file_was_replaced(tmp_path):
                   segment=tmp_path / "seg.mp4", cells=cells,
                   encode=EncodeSettings(fps=10, crf=18, preset="ultrafast"))
     assert not (tmp_path / "seg.mp4").exists()
+
+
+def test_wide_panels_leave_no_band_above_the_header():
+    # Three wide maps side by side are limited by the frame's width; the height left over
+    # was put above the header and panel titles (80 of 400 pixels); it goes below the
+    # colour bars now, and the header stays at the top of the frame.
+    ny, nx = 37, 49
+    lon, lat = np.linspace(-130, -50, nx), np.linspace(15, 60, ny)
+    proj = map_projection("PlateCarree", {})
+    panels = [Panel(shape=(ny, nx), x=lon, y=lat, vmin=-1, vmax=1, title=f"p{i}", units="K",
+                    projection=proj) for i in range(3)]
+    r = PanelRenderer(panels, width=640, height=200, dpi=50, columns=3,
+                      time_labels=["2099"], caption="a caption")
+    rgba = r.draw([np.zeros((ny, nx))] * 3, "2099")
+    ink = np.flatnonzero((rgba[..., :3] < 200).any(axis=(1, 2)))
+    assert ink[0] <= 8, ink[0]  # the time label at the top (was 18 pixels down)
+    # The maps sit just below the header: their titles within a few pixels of it.
+    renderer = r.canvas.get_renderer()
+    label_bottom = r.height - r.label.get_window_extent(renderer).y0
+    title_top = r.height - max(ax.get_tightbbox(renderer).y1 for ax in r.axes)
+    assert 0 <= title_top - label_bottom <= 10, (label_bottom, title_top)
+    # The caption stays on the frame's last lines.
+    assert ink[-1] >= r.height - 6
+    r.close()
+
+
+def test_the_background_rectangles_cover_the_frame_but_the_maps_once():
+    from ncreel.render.frame import outside_boxes
+
+    w, h = 50, 30
+    boxes = [(slice(2, 12), slice(3, 20)), (slice(2, 12), slice(25, 49)),
+             (slice(15, 30), slice(0, 10)), (slice(18, 25), slice(30, 50))]
+    count = np.zeros((h, w), int)
+    for rows, cols in outside_boxes((w, h), boxes):
+        count[rows, cols] += 1
+    inside = np.zeros((h, w), bool)
+    for rows, cols in boxes:
+        inside[rows, cols] = True
+    assert (count[inside] == 0).all() and (count[~inside] == 1).all()
+    assert outside_boxes((w, h), [(slice(0, h), slice(0, w))]) == []

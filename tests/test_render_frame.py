@@ -153,3 +153,27 @@ def test_draw_rejects_wrong_shape():
     r = renderer((4, 5), blit=True)
     with pytest.raises(ValueError, match="grid shape"):
         r.draw(np.zeros((5, 4)), "x")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_colour_lookup_blocks_within_the_limits_match_matplotlib(dtype):
+    # A block whose values all lie within the limits takes the short path (no under / over
+    # / bad tests); one with a NaN, an inf or a value beyond a limit the full one. Every
+    # bin edge and its neighbours inside the limits, then blocks of either kind.
+    import matplotlib
+    from ncreel.render import colorlookup
+
+    cmap = matplotlib.colormaps["viridis"].with_extremes(under="red", over="blue", bad="grey")
+    norm = Normalize(-2.0, 2.0)
+    n, t = cmap.N, np.dtype(dtype).type
+    edges = (-2.0 + 4.0 * np.arange(n) / n).astype(t)
+    inside = np.concatenate([edges, np.nextafter(edges, t(np.inf)),
+                             np.nextafter(edges, t(-np.inf))])
+    inside = inside[(inside >= -2.0) & (inside < 2.0)]
+    block = colorlookup._BLOCK
+    v = np.resize(inside, 3 * block).astype(dtype)
+    v[block + 5] = np.nan  # the second block: the full path
+    v[2 * block + 7] = 2.0  # the third: r == N, the last colour
+    got = ColorLookup(cmap, norm).rgba32(v).view(np.uint8).reshape(-1, 4)
+    want = np.floor(cmap(norm(np.ma.masked_invalid(v))) * 255 + 0.5).astype(np.uint8)
+    assert np.array_equal(got, want)

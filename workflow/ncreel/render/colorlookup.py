@@ -10,7 +10,7 @@ import numpy as np
 from matplotlib.colors import Colormap, Normalize
 
 #: Values coloured per block by :class:`ColorLookup` (a block's work arrays fit in L2 cache).
-_BLOCK = 2**16
+_BLOCK = 2**15
 
 
 class ColorLookup:
@@ -97,11 +97,13 @@ class ColorLookup:
             for a in range(0, values.size, _BLOCK):
                 b = min(a + _BLOCK, values.size)
                 r, bad, edge, slot = (buf[:b - a] for buf in self._buffers)
-                self._slots(values[a:b], r, bad, edge, slot)
-                table.take(slot, out=out[a:b], mode="wrap")  # slot -1: the last row, under
+                inside = self._slots(values[a:b], r, bad, edge, slot)
+                # Slot -1 (under) is the last row: "wrap"; "clip" is faster, for slots
+                # known to lie in 0..N-1.
+                table.take(slot, out=out[a:b], mode="clip" if inside else "wrap")
         return out
 
-    def _slots(self, values, r, bad, edge, slot) -> None:
+    def _slots(self, values, r, bad, edge, slot) -> bool:
         # Slot of each value: 0..N-1 colours, N over, N+1 bad, -1 under. Clipping to
         # [-1, N] and flooring do Colormap.__call__'s under / over tests in one pass each
         # (floor, not the cast's truncation, takes [-1, 0) to under); all steps are exact,
@@ -111,8 +113,19 @@ class ColorLookup:
         if self._linear:
             vmin, vmax = np.float64(self.norm.vmin), np.float64(self.norm.vmax)
             # Normalize subtracts in float64, then divides in place in the data's dtype.
-            np.subtract(values, vmin, out=r, dtype=np.float64, casting="same_kind")
+            if values.dtype == np.float64 and values.dtype.isnative:
+                np.subtract(values, vmin, out=r)  # the same, without the casting loop
+            else:
+                np.subtract(values, vmin, out=r, dtype=np.float64, casting="same_kind")
             np.divide(r, vmax - vmin, out=r, casting="same_kind")
+            r *= n
+            # Most blocks lie within the limits: every r in [0, n) (min and max are NaN
+            # when a value is, +-inf when one is) is a colour row, the cast's truncation
+            # its floor; about half the passes of the general case below.
+            lo, hi = r.min(initial=np.inf), r.max(initial=-np.inf)
+            if 0 <= lo and hi < n:
+                np.copyto(slot, r, casting="unsafe")
+                return True
             # Bad is what masked_invalid masks; a finite value whose r overflows to
             # +-inf is over / under, as in Colormap.
             np.isfinite(values, out=bad)
@@ -123,11 +136,12 @@ class ColorLookup:
             res = self.norm(np.ma.masked_invalid(values))
             r = np.ma.getdata(res).copy()
             np.copyto(bad, np.ma.getmaskarray(res) if np.ma.is_masked(res) else np.isnan(r))
-        if r.dtype.kind == "f":  # integers (BoundaryNorm) are LUT rows already
+        if r.dtype.kind == "f" and not self._linear:  # integers (BoundaryNorm): rows already
             r *= n
-            # The top edge belongs to the last colour.
+        if r.dtype.kind == "f":  # the top edge belongs to the last colour
             np.copyto(r, n - 1, where=np.equal(r, n, out=edge))
         np.clip(r, -1, n, out=r)
         np.floor(r, out=r)
         np.copyto(r, n + 1, where=bad)
         np.copyto(slot, r, casting="unsafe")
+        return False

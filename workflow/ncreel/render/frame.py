@@ -226,40 +226,19 @@ class FrameRenderer:
                                      self.dpi, projection=self.projection,
                                      edges=self._edges)
         gc.collect()  # the index figure's canvas and mesh sit in reference cycles
-        rows = np.flatnonzero((index >= 0).any(axis=1))
-        cols = np.flatnonzero((index >= 0).any(axis=0))
-        if rows.size == 0:
-            raise ValueError("no grid cell is visible in the map area")
-        self._box = (slice(rows[0], rows[-1] + 1), slice(cols[0], cols[-1] + 1))
         ncells = self.shape[0] * self.shape[1]
-        # Pixels without a cell show the trailing "cell" ncells: transparent, like NaN.
-        # Up to 65 535 cells, 16-bit indices (a quarter of the memory; the gather casts
-        # them in small buffers); larger grids keep intp, which gathers fastest.
-        cells = index[self._box]
+        self._pixels = pixels = MapPixels(index, ncells)
         del index
-        cells[cells < 0] = ncells
-        self._cells = cells = cells.astype(np.uint16 if ncells < 2**16 else np.intp)
-        self._colours = np.zeros(ncells + 1, dtype=np.uint32)  # last: transparent
-        self._opaque = np.empty(cells.shape, dtype=bool)  # reused from frame to frame
-        # Pixels of the box without a cell, fixed: with every cell's colour opaque (no NaN
-        # in the frame) they are the only ones showing the background there.
-        self._empty = np.flatnonzero(cells == ncells)
-        if cells.size < 2**31:  # half the memory
-            self._empty = self._empty.astype(np.int32)
+        self._box = pixels.box
         self.label.set_visible(False)
         self.mesh.set_visible(False)
         for overlay in self.overlays:  # drawn per frame, never part of the background
             overlay.artist.set_visible(False)
         self.canvas.draw()
         self._background = np.array(self.canvas.buffer_rgba())
-        bg = np.ascontiguousarray(self._background[self._box]).view(np.uint32)
-        self._empty_bg = bg.reshape(-1)[self._empty]
-        del bg
-        # The background around the box: the only part copied per frame when no cell
-        # is transparent (the box is then written once, not twice).
-        (r0, r1), (c0, c1) = ((b.start, b.stop) for b in self._box)
-        self._around = [(slice(0, r0), slice(None)), (slice(r1, h), slice(None)),
-                        (slice(r0, r1), slice(0, c0)), (slice(r0, r1), slice(c1, w))]
+        # The background outside the box, copied per frame (MapPixels.paint writes the
+        # box, once when no cell is transparent).
+        self._around = outside_boxes((w, h), [self._box])
         # What lies above the field (coastlines, spines, tick marks): the figure drawn with
         # the field all black (f0) and all white (f1); see :class:`AggOverlay`.
         self.mesh.set_visible(True)
@@ -278,11 +257,8 @@ class FrameRenderer:
         self.label.set_visible(True)
         for overlay in self.overlays:
             overlay.artist.set_visible(True)
-        over = ((f0 != 0) | (f1 != 255)).any(-1)
-        over &= cells < ncells
-        self._over = np.flatnonzero(over)
-        self._overlay = AggOverlay(f0.reshape(-1, 3)[self._over], f1.reshape(-1, 3)[self._over])
-        del f0, f1, over
+        pixels.freeze(self._background, f0, f1)
+        del f0, f1
 
     def draw(self, field: np.ndarray, label: str, overlay_fields: Sequence = ()
              ) -> np.ndarray:
@@ -326,32 +302,11 @@ class FrameRenderer:
             self.mesh.set_array(self._to_mesh(field))
             self.canvas.draw()
             return np.asarray(self.canvas.buffer_rgba())
-        values = field.ravel()  # any dtype: ColorLookup normalises as Normalize does
-        # Colour each cell (cost grows with the grid), then each pixel (with the frame).
-        self._lookup.rgba32(values, out=self._colours[:-1])
-        cells = self._cells
-        # take() would cast 16-bit indices to intp in one frame-sized copy; indexing does not.
-        rgba = self._colours.take(cells) if cells.dtype == np.intp else self._colours[cells]
-        if self._over.size:
-            # Lines over the field, blended onto this frame's colours; a pixel whose cell
-            # is transparent keeps its alpha 0 and so shows the background's line.
-            flat = rgba.reshape(-1)
-            c = flat.take(self._over).view(np.uint8).reshape(-1, 4)
-            flat.put(self._over, self._overlay.blend(c).view(np.uint32))
         buf = np.asarray(self.canvas.buffer_rgba())
-        box = buf[self._box].view(np.uint32)[..., 0]
-        # Alpha is the high byte of little-endian RGBA.
-        if self._colours[:-1].min(initial=0xFFFFFFFF) >= 0xFF000000:
-            # Every cell opaque: the box is the cells' colours but where no cell lies.
-            rgba.reshape(-1).put(self._empty, self._empty_bg)
-            for around in self._around:
-                buf[around] = self._background[around]
-            np.copyto(box, rgba)
-        else:  # transparent cells (NaN) show the background, different in every frame
-            opaque = self._opaque
-            np.greater_equal(rgba, np.uint32(0xFF000000), out=opaque)
-            buf[...] = self._background
-            np.copyto(box, rgba, where=opaque)
+        for around in self._around:
+            buf[around] = self._background[around]
+        # Any dtype: ColorLookup normalises as Normalize does.
+        self._pixels.paint(buf, self._background, field.ravel(), self._lookup)
         renderer = self.canvas.get_renderer()
         for overlay in self.overlays:  # Agg lines onto the frame, as a full draw does
             overlay.artist.draw(renderer)
@@ -387,15 +342,19 @@ class FrameRenderer:
     def map_area(self) -> np.ndarray:
         """Pixels that show a grid cell, shape (height, width) bool (blit mode only)."""
         area = np.zeros((self.height, self.width), dtype=bool)
-        area[self._box] = self._cells < self.shape[0] * self.shape[1]
+        area[self._box] = self._pixels.area
         return area
+
+    def cell_index(self) -> np.ndarray:
+        """Flat cell index of each pixel, -1 where none, shape (height, width) (blit mode)."""
+        index = np.full((self.height, self.width), -1, np.int64)
+        index[self._box] = self._pixels.cell_index()
+        return index
 
     def interior(self) -> np.ndarray:
         """Map pixels away from cell edges and the map boundary (see :func:`cell_interior`)."""
         if self._faces is not None:  # a mesh: its index image, kept by the blit set-up
-            index = np.full((self.height, self.width), -1, np.int64)
-            index[self._box] = np.where(self._cells < self.shape[1], self._cells, -1)
-            return cell_interior(index)
+            return cell_interior(self.cell_index())
         return cell_interior(cell_index_image(self.ax, self._x, self._y, self.shape,
                                               (self.width, self.height), self.dpi,
                                               projection=self.projection,
@@ -501,6 +460,172 @@ class AggOverlay:
         out += self._add
         out //= self._div
         return out.astype(np.uint8)
+
+
+class MapPixels:
+    """The pixels of one map drawn from its index image: the per-frame gather and blend.
+
+    Shared by :class:`FrameRenderer` and :class:`ncreel.render.panels.PanelRenderer`.
+    Built from the map's index image (:func:`cell_index_image`), cut to the box its
+    cells cover; :meth:`freeze` then takes the saved background and the two reference
+    draws of the lines above the field. Each frame, :meth:`paint` colours the cells on
+    screen once (:class:`~ncreel.render.colorlookup.ColorLookup`, one RGBA ``uint32``
+    each), gathers the box's pixels from those colours with one ``take`` into a reused
+    buffer, re-blends the line pixels (:class:`AggOverlay`) and writes the box into the
+    frame: once when every cell is opaque (pixels without a cell from the background),
+    else the background and then the opaque pixels.
+
+    Parameters
+    ----------
+    index : numpy.ndarray, shape (height, width), int
+        Flat cell index of each pixel, -1 where none (modified: cut to the box).
+    ncells : int
+        Cells of the grid.
+
+    Raises
+    ------
+    ValueError
+        If no pixel shows a cell.
+    """
+
+    def __init__(self, index: np.ndarray, ncells: int) -> None:
+        rows = np.flatnonzero((index >= 0).any(axis=1))
+        cols = np.flatnonzero((index >= 0).any(axis=0))
+        if rows.size == 0:
+            raise ValueError("no grid cell is visible in the map area")
+        #: The rows and columns of the frame the cells cover.
+        self.box = (slice(int(rows[0]), int(rows[-1]) + 1), slice(int(cols[0]), int(cols[-1]) + 1))
+        self.ncells = int(ncells)
+        cells = index[self.box]
+        cells[cells < 0] = ncells  # the trailing "cell": transparent, like NaN
+        # Only the cells on screen are coloured per frame (a panel of a 0.25 degree grid
+        # shows about a quarter of its cells): colour i of the table is cell shown[i].
+        # (Marking, not np.unique: no sort of the frame's pixels, one byte per cell.)
+        seen = np.zeros(ncells + 1, dtype=bool)
+        seen[cells] = True
+        shown = np.flatnonzero(seen[:ncells])
+        del seen
+        n_shown = int(shown.size)
+        if n_shown == ncells:  # every cell: the field's values are the table's, no gather
+            self.shown = None
+            local = cells
+        else:
+            self.shown = shown
+            row = np.full(ncells + 1, n_shown, dtype=np.int32 if n_shown < 2**31 else np.intp)
+            row[shown] = np.arange(n_shown)
+            local = row[cells]
+            del row
+        del cells, shown
+        #: Colours of the shown cells, then transparent (pixels without a cell).
+        self.colours = np.zeros(n_shown + 1, dtype=np.uint32)
+        self.none = n_shown
+        # Up to 65 535 colours, 16-bit indices (a quarter of the memory); larger tables
+        # intp, which ``take`` gathers fastest (other integer indices it first copies).
+        self.cells = local.astype(np.uint16 if n_shown < 2**16 else np.intp)
+        del local
+        self._rgba = np.empty(self.cells.shape, np.uint32)  # reused from frame to frame
+        self._opaque = np.empty(self.cells.shape, dtype=bool)
+        self._values = None
+
+    @property
+    def area(self) -> np.ndarray:
+        """Pixels of the box that show a cell, shape of the box, bool."""
+        return self.cells < self.none
+
+    def cell_index(self) -> np.ndarray:
+        """Flat cell index of each pixel of the box, -1 where none (int64)."""
+        flat = self.cells.astype(np.int64)
+        if self.shown is not None:
+            flat = np.where(flat < self.none, self.shown[np.minimum(flat, self.none - 1)], -1)
+        else:
+            flat[flat == self.none] = -1
+        return flat
+
+    def freeze(self, background: np.ndarray, f0: np.ndarray, f1: np.ndarray) -> None:
+        """Take the saved background and the lines above the field.
+
+        Parameters
+        ----------
+        background : numpy.ndarray, shape (height, width, 4), uint8
+            The frame without field, overlays and time label.
+        f0, f1 : numpy.ndarray, shape of the box + (3,), uint8
+            RGB of the box drawn with the field all black and all white.
+        """
+        bg = np.ascontiguousarray(background[self.box]).view(np.uint32)[..., 0]
+        empty = np.flatnonzero(self.cells == self.none)
+        # Pixels of the box without a cell, fixed: with every colour opaque they are the
+        # only ones showing the background there.
+        self._empty = empty.astype(np.int32) if self.cells.size < 2**31 else empty
+        self._empty_bg = bg.reshape(-1)[empty]
+        over = ((f0 != 0) | (f1 != 255)).any(-1)
+        over &= self.area
+        self._over = np.flatnonzero(over)
+        self._overlay = AggOverlay(f0.reshape(-1, 3)[self._over], f1.reshape(-1, 3)[self._over])
+
+    def paint(self, buf: np.ndarray, background: np.ndarray, values: np.ndarray,
+              lookup) -> None:
+        """Write the box of frame `buf` for the field `values`.
+
+        Parameters
+        ----------
+        buf : numpy.ndarray, shape (height, width, 4), uint8
+            The frame; only the box is written.
+        background : numpy.ndarray, same shape
+            The saved background.
+        values : numpy.ndarray, shape (ncells,)
+            The field, flat; any dtype :class:`ColorLookup` takes.
+        lookup : ncreel.render.colorlookup.ColorLookup
+        """
+        if self.shown is not None:
+            if self._values is None or self._values.dtype != values.dtype:
+                self._values = np.empty(self.shown.size, values.dtype)
+            values = values.take(self.shown, out=self._values)
+        colours = self.colours
+        lookup.rgba32(values, out=colours[:-1])
+        rgba, cells = self._rgba, self.cells
+        if cells.dtype == np.intp:
+            np.take(colours, cells, out=rgba, mode="clip")
+        else:  # indexing reads 16-bit indices as they are (take would copy them to intp)
+            rgba[...] = colours[cells]
+        flat = rgba.reshape(-1)
+        if self._over.size:
+            # Lines over the field, blended onto this frame's colours; a pixel whose cell
+            # is transparent keeps its alpha 0 and so shows the background's line.
+            c = flat.take(self._over).view(np.uint8).reshape(-1, 4)
+            flat.put(self._over, self._overlay.blend(c).view(np.uint32))
+        box = buf[self.box].view(np.uint32)[..., 0]
+        # Alpha is the high byte of little-endian RGBA.
+        if colours[:-1].min(initial=0xFFFFFFFF) >= 0xFF000000:
+            # Every cell opaque: the box is the cells' colours but where no cell lies.
+            flat.put(self._empty, self._empty_bg)
+            np.copyto(box, rgba)
+        else:  # transparent cells (NaN) show the background, different in every frame
+            opaque = self._opaque
+            np.greater_equal(rgba, np.uint32(0xFF000000), out=opaque)
+            np.copyto(box, background[self.box].view(np.uint32)[..., 0])
+            np.copyto(box, rgba, where=opaque)
+
+
+def outside_boxes(size: tuple[int, int], boxes) -> list[tuple[slice, slice]]:
+    """Rectangles covering a frame of `size` (width, height) but not the disjoint `boxes`.
+
+    Returns
+    -------
+    list of (slice, slice)
+        Row and column slices; the background is copied there each frame.
+    """
+    w, h = size
+    edges = sorted({0, h, *(int(b[0].start) for b in boxes), *(int(b[0].stop) for b in boxes)})
+    out = []
+    for r0, r1 in zip(edges[:-1], edges[1:], strict=True):
+        spans = sorted((int(b[1].start), int(b[1].stop)) for b in boxes
+                       if b[0].start <= r0 and r1 <= b[0].stop)
+        c = 0
+        for c0, c1 in [*spans, (w, w)]:
+            if c0 > c:
+                out.append((slice(r0, r1), slice(c, c0)))
+            c = max(c, c1)
+    return out
 
 
 def cell_interior(index: np.ndarray) -> np.ndarray:

@@ -28,13 +28,14 @@ from matplotlib.ticker import MaxNLocator
 from ncreel.render.colorlookup import ColorLookup
 from ncreel.render.frame import (
     MAX_INDEX_CELLS,
-    AggOverlay,
+    MapPixels,
     _set_mesh_constant,
     add_mesh,
     background_changed,
     cell_index_image,
     cell_interior,
     map_axes,
+    outside_boxes,
     say_full_redraw,
     write_png,
 )
@@ -202,9 +203,12 @@ class PanelRenderer:
         self.title, self.label = header.title, header.label
         foot = add_caption(self.fig, renderer, caption)
         self.fig.get_layout_engine().set(rect=(0.0, foot, 1.0, header.bottom - foot))
+        pad = self.fig.get_layout_engine().get()["h_pad"] * self.dpi  # pixels
         self.canvas.draw()
         # Layout and views fixed after one draw: frames never shift, index images stay valid.
         self.fig.set_layout_engine("none")
+        if close_gap_below(self.fig, self.canvas.get_renderer(), header.bottom, pad):
+            self.canvas.draw()
         align_header(header, self.fig, self.canvas.get_renderer())
         for ax in self.axes:
             ax.set_xlim(ax.get_xlim())
@@ -223,38 +227,23 @@ class PanelRenderer:
             self._prepare_index_path()
 
     def _prepare_index_path(self) -> None:
-        # Per panel: its index image cut to its box, the colour table and the pixels where
-        # lines lie above its field. One index image (frame-sized) exists at a time.
+        # Per panel: its index image cut to its box (MapPixels, as a single map's), the
+        # colour table of the cells it shows and the pixels where lines lie above its
+        # field. One index image (frame-sized) exists at a time.
         size = (self.width, self.height)
-        self._box, self._cells, self._colours, self._opaque = [], [], [], []
-        self._shown = []
-        self._over, self._overlay = [], []
+        self._pixels = []
         for p, ax, (x, y) in zip(self.panels, self.axes, self._xy, strict=True):
             index = cell_index_image(ax, x, y, p.shape, size, self.dpi,
                                      projection=p.projection)
             gc.collect()  # the index figure's canvas and mesh sit in reference cycles
-            rows = np.flatnonzero((index >= 0).any(axis=1))
-            cols = np.flatnonzero((index >= 0).any(axis=0))
-            if rows.size == 0:
-                raise ValueError(f"panel '{p.title}': no grid cell is visible in its map area")
-            box = (slice(rows[0], rows[-1] + 1), slice(cols[0], cols[-1] + 1))
-            ncells = p.shape[0] * p.shape[1]
-            cells = index[box]
+            try:
+                self._pixels.append(MapPixels(index, p.shape[0] * p.shape[1]))
+            except ValueError:
+                raise ValueError(f"panel '{p.title}': no grid cell is visible in its map "
+                                 "area") from None
             del index
-            cells[cells < 0] = ncells  # the trailing "cell": transparent, like NaN
-            # Only the cells on screen are coloured per frame: a panel of a 0.25 degree
-            # grid shows about a quarter of its cells (one per pixel at most), so their
-            # colour look-up, the cost that grows with the grid, is a quarter too.
-            shown, local = np.unique(cells, return_inverse=True)
-            n_shown = int(np.count_nonzero(shown < ncells))
-            self._box.append(box)
-            self._shown.append(shown[:n_shown].astype(np.intp))
-            self._cells.append(local.reshape(cells.shape).astype(
-                np.uint16 if shown.size < 2**16 else np.intp))
-            # Colours of the shown cells, then (last, if any pixel has none) transparent.
-            self._colours.append(np.zeros(shown.size, dtype=np.uint32))
-            self._opaque.append(np.empty(cells.shape, dtype=bool))
-            del cells, local
+        self._box = [px.box for px in self._pixels]
+        self._around = outside_boxes(size, self._box)
         self.label.set_visible(False)
         for mesh in self.meshes:
             mesh.set_visible(False)
@@ -280,12 +269,14 @@ class PanelRenderer:
         self.label.set_visible(True)
         for artist in self._overlay_artists():
             artist.set_visible(True)
-        for shown, cells, f0, f1 in zip(self._shown, self._cells, f0s, f1s, strict=True):
-            over = ((f0 != 0) | (f1 != 255)).any(-1) & (cells < shown.size)
-            flat = np.flatnonzero(over)
-            self._over.append(flat)
-            self._overlay.append(AggOverlay(f0.reshape(-1, 3)[flat], f1.reshape(-1, 3)[flat]))
+        for pixels, f0, f1 in zip(self._pixels, f0s, f1s, strict=True):
+            pixels.freeze(self._background, f0, f1)
         del f0s, f1s
+
+    @property
+    def _shown(self) -> list:
+        # Cells each panel shows (all of them: a range).
+        return [np.arange(px.ncells) if px.shown is None else px.shown for px in self._pixels]
 
     def _overlay_artists(self) -> list:
         return [o.artist for p in self.panels for o in p.overlays]
@@ -343,20 +334,10 @@ class PanelRenderer:
             self.canvas.draw()
             return np.asarray(self.canvas.buffer_rgba())
         buf = np.asarray(self.canvas.buffer_rgba())
-        buf[...] = self._background
-        for i, f in enumerate(fields):
-            colours, cells, shown = self._colours[i], self._cells[i], self._shown[i]
-            self._lookups[i].rgba32(f.ravel().take(shown), out=colours[:shown.size])
-            rgba = colours.take(cells) if cells.dtype == np.intp else colours[cells]
-            over = self._over[i]
-            if over.size:
-                flat = rgba.reshape(-1)
-                c = flat.take(over).view(np.uint8).reshape(-1, 4)
-                flat.put(over, self._overlay[i].blend(c).view(np.uint32))
-            opaque = self._opaque[i]
-            np.greater_equal(rgba, np.uint32(0xFF000000), out=opaque)
-            box = buf[self._box[i]].view(np.uint32)[..., 0]
-            np.copyto(box, rgba, where=opaque)
+        for around in self._around:  # the boxes are written by MapPixels.paint
+            buf[around] = self._background[around]
+        for pixels, lookup, f in zip(self._pixels, self._lookups, fields, strict=True):
+            pixels.paint(buf, self._background, f.ravel(), lookup)
         renderer = self.canvas.get_renderer()
         for artist in self._overlay_artists():  # Agg lines onto the frame, as a full draw
             artist.draw(renderer)
@@ -380,8 +361,8 @@ class PanelRenderer:
     def map_area(self) -> np.ndarray:
         """Pixels that show a grid cell of any panel, shape (height, width) bool."""
         area = np.zeros((self.height, self.width), dtype=bool)
-        for shown, box, cells in zip(self._shown, self._box, self._cells, strict=True):
-            area[box] |= cells < shown.size
+        for pixels in self._pixels:
+            area[pixels.box] |= pixels.area
         return area
 
     def interior(self) -> np.ndarray:
@@ -405,6 +386,42 @@ class PanelRenderer:
     def close(self) -> None:
         """Release the figure."""
         self.fig.clear()
+
+
+def close_gap_below(fig, renderer, top: float, pad: float) -> bool:
+    """Move every axes of `fig` up until the highest (with its title) is `pad` below `top`.
+
+    Maps of a fixed aspect narrower than their grid cell leave height spare, which the
+    constrained layout put above the panel titles (80 pixels of a 1280 x 400 frame of
+    three maps side by side); it goes below the colour bars instead, above the caption.
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+        Laid out, its layout engine switched off.
+    renderer : matplotlib.backend_bases.RendererBase
+    top : float
+        The header's bottom, figure fraction.
+    pad : float
+        Pixels to keep between it and the highest axes' title.
+
+    Returns
+    -------
+    bool
+        Whether anything moved (the figure must then be drawn again).
+    """
+    boxes = [ax.get_tightbbox(renderer) for ax in fig.axes]
+    highest = max((b.y1 for b in boxes if b is not None), default=None)
+    if highest is None:
+        return False
+    gap = top * fig.bbox.height - pad - highest  # pixels
+    if gap < 1.0:
+        return False
+    dy = gap / fig.bbox.height
+    for ax in fig.axes:
+        x0, y0, w, h = ax.get_position(original=True).bounds
+        ax.set_position((x0, y0 + dy, w, h))
+    return True
 
 
 def _colorbar_place(ax, cell_w: float, cell_h: float) -> dict:
