@@ -236,3 +236,51 @@ def test_failed_load_attaches_nothing_and_keeps_the_run(postgis_conn, sample_nc,
     assert conn.execute("SELECT count(*) FROM pg_class WHERE relkind = 'r' AND (relname "
                         "LIKE 'ncreel_stage_%' OR relname LIKE 'ncreel_old_%')").fetchone()[0] \
         == 0
+
+
+def test_load_that_waited_for_the_table_to_be_created_uses_it(postgis_conn, sample_nc,
+                                                              tmp_path):
+    """Two first loads of a new table at once: the one that waited for the other's
+    creation of the tables (the advisory lock) uses them, and there is one GiST index.
+
+    The waiting load has looked the tables up before (and found none); an advisory lock
+    does not read the catalog's invalidations, so ``IF to_regclass(…) IS NULL`` there saw
+    no table and the load failed with ``relation "two_cells" already exists``.
+    """
+    import threading
+
+    import psycopg
+    from ncreel.pg.layout import create_statement
+    from ncreel.pg.sql import advisory_key
+
+    conn, info = postgis_conn, postgis_conn.info.dsn
+    norm = write_run(sample_nc, tmp_path, layout="normalised", table="two")
+    result = {}
+
+    def load():
+        try:
+            result["summary"] = load_normalised(norm["files"], conninfo=info, table="two",
+                                                run="b", columns=norm["columns"])
+        except Exception as err:  # noqa: BLE001 - reported by the test
+            result["error"] = f"{type(err).__name__}: {err}"
+
+    # pg_stat_activity is read from another session: within a transaction it is a snapshot.
+    with psycopg.connect(info, autocommit=True) as watch, conn.transaction():
+        # This session plays the other load, holding the table's creation lock.
+        conn.execute(f"SELECT pg_advisory_xact_lock({advisory_key('two').as_string(conn)})")
+        waiter = threading.Thread(target=load)
+        waiter.start()
+        for _ in range(300):
+            if result or watch.execute("SELECT count(*) FROM pg_stat_activity WHERE "
+                                      "wait_event_type = 'Lock' AND wait_event = 'advisory'"
+                                      ).fetchone()[0]:
+                break
+            waiter.join(0.05)
+        else:
+            pytest.fail(f"the load never waited for the creation lock: {result}")
+        conn.execute(create_statement("two", norm["columns"]))
+    waiter.join(60)
+    assert "error" not in result, result["error"]
+    assert result["summary"]["rows"] == 3 * 37 * 49
+    assert conn.execute("SELECT count(*) FROM pg_indexes WHERE tablename = 'two_cells' "
+                        "AND indexdef LIKE '%USING gist (geom)%'").fetchone()[0] == 1

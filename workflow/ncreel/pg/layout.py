@@ -155,12 +155,24 @@ def create_statement(table: str, columns: Sequence[Sequence[str]]) -> str:
                 identifier(k) for k in ("run", *KEYS[kind])))])
         index = sql.SQL("")
         if kind == "cells" and "geometry" in dict(split["cells"]).get(GEOMETRY_COLUMN, ""):
-            index = sql.SQL("\n  CREATE INDEX ON {} USING gist ({});").format(
-                t, identifier(GEOMETRY_COLUMN))
+            # The index of a table that has none on geom (one just created), as the check
+            # "is the table new" cannot be to_regclass (below).
+            index = sql.SQL(
+                "\nIF NOT EXISTS (SELECT FROM pg_index i JOIN pg_class c ON c.oid = "
+                "i.indexrelid JOIN pg_am a ON a.oid = c.relam JOIN pg_attribute t ON "
+                "t.attrelid = i.indrelid AND t.attnum = ANY(i.indkey) WHERE i.indrelid = "
+                "{reg}::regclass AND a.amname = 'gist' AND t.attname = {geom}) THEN\n"
+                "  CREATE INDEX ON {t} USING gist ({geom_id});\n"
+                "END IF;").format(reg=reg, t=t, geom=sql.Literal(GEOMETRY_COLUMN),
+                                  geom_id=identifier(GEOMETRY_COLUMN))
+        # IF NOT EXISTS, not IF to_regclass(...) IS NULL: a session that waited for the
+        # advisory lock may hold a cached "no such relation" for a table the session before
+        # it created (an advisory lock does not read the catalog's invalidations), and
+        # would then fail with "relation already exists". CREATE TABLE takes the schema's
+        # lock, which does, so the checks and to_regclass below see the catalog as it is.
         body.append(sql.SQL(
-            "IF to_regclass({reg}) IS NULL THEN\n"
-            "  CREATE TABLE {t} (\n    {cols}\n) PARTITION BY LIST ({run});{index}\n"
-            "END IF;\n{checks}").format(reg=reg, t=t, cols=cols, run=identifier("run"),
+            "CREATE TABLE IF NOT EXISTS {t} (\n    {cols}\n) PARTITION BY LIST ({run});\n"
+            "{checks}{index}").format(t=t, cols=cols, run=identifier("run"),
                                         index=index, checks=partitioned_checks(names[kind])))
     view = _table(table)
     reg = sql.Literal(view.as_string(None))
