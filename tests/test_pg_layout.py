@@ -284,3 +284,33 @@ def test_load_that_waited_for_the_table_to_be_created_uses_it(postgis_conn, samp
     assert result["summary"]["rows"] == 3 * 37 * 49
     assert conn.execute("SELECT count(*) FROM pg_indexes WHERE tablename = 'two_cells' "
                         "AND indexdef LIKE '%USING gist (geom)%'").fetchone()[0] == 1
+
+
+def test_names_of_one_layout_taken_by_the_other_are_refused_before_anything_is_made(
+        postgis_conn, sample_nc, tmp_path):
+    """A wide table named x_values, then a normalised table x: refused with one line, by
+    the load and by psql -f cells.sql alike, with nothing left made (no view over the
+    wide table); a normalised table a, then a normalised table a_values: refused too."""
+    conn, info = postgis_conn, postgis_conn.info.dsn
+    wide = write_run(sample_nc, tmp_path, layout="wide", table="x_values", geometry="text")
+    load_copy(wide["files"]["values"], conninfo=info, table="x_values", run="r1",
+              columns=wide["columns"])
+    norm = write_run(sample_nc, tmp_path, layout="normalised", table="x", geometry="text")
+    with pytest.raises(NcreelError, match="table x_values exists with columns"):
+        load_normalised(norm["files"], conninfo=info, table="x", run="r1",
+                        columns=norm["columns"])
+    r = subprocess.run(["psql", "-X", "-q", "-h", conn.info.host, "-U", "postgres", "-d",
+                        conn.info.dbname, "-f", "cells.sql"], cwd=norm["files"]["sql"].parent,
+                       capture_output=True, text=True)
+    assert r.returncode != 0
+    assert "table x_values exists with columns (run, time_index, time, " in r.stderr
+    assert "but cells.layout normalised keeps (run, time_index, cell_id, value" in r.stderr
+    assert conn.execute("SELECT count(*) FROM pg_class WHERE relname IN ('x', 'x_cells', "
+                        "'x_steps')").fetchone()[0] == 0
+    # A normalised table's values table is no view for another normalised table.
+    load_normalised(norm["files"], conninfo=info, table="a", run="r1",
+                    columns=norm["columns"])
+    with pytest.raises(NcreelError, match="a_values exists and is not a view: it is a table "
+                                          "of cells.layout wide .or one of the three tables"):
+        load_normalised(norm["files"], conninfo=info, table="a_values", run="r1",
+                        columns=norm["columns"])

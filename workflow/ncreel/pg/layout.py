@@ -170,10 +170,26 @@ def create_statement(table: str, columns: Sequence[Sequence[str]]) -> str:
         # it created (an advisory lock does not read the catalog's invalidations), and
         # would then fail with "relation already exists". CREATE TABLE takes the schema's
         # lock, which does, so the checks and to_regclass below see the catalog as it is.
+        # An existing table of other columns (a wide table named <table>_values, another
+        # model's) is refused here too, before the view is made over it: psql -f
+        # cells.sql has no other check before this transaction commits.
+        want = ["run", *(n for n, _ in split[kind])]
+        columns_check = sql.SQL(
+            "\nIF (SELECT array_agg(attname::text ORDER BY attnum) FROM pg_attribute WHERE "
+            "attrelid = {reg}::regclass AND attnum > 0 AND NOT attisdropped) <> {want} THEN\n"
+            "  RAISE EXCEPTION USING ERRCODE = 'wrong_object_type', MESSAGE = format({msg},\n"
+            "    (SELECT string_agg(attname, ', ' ORDER BY attnum) FROM pg_attribute WHERE "
+            "attrelid = {reg}::regclass AND attnum > 0 AND NOT attisdropped));\n"
+            "END IF;").format(
+                reg=reg, want=sql.Literal(want),
+                msg=sql.Literal(f"table {names[kind].replace('%', '%%')} exists with columns "
+                                f"(%s), but cells.layout normalised keeps ({', '.join(want)})"
+                                f" in it: set config key 'table' to a new name"))
         body.append(sql.SQL(
             "CREATE TABLE IF NOT EXISTS {t} (\n    {cols}\n) PARTITION BY LIST ({run});\n"
-            "{checks}{index}").format(t=t, cols=cols, run=identifier("run"),
-                                        index=index, checks=partitioned_checks(names[kind])))
+            "{checks}{columns_check}{index}").format(
+                t=t, cols=cols, run=identifier("run"), index=index,
+                checks=partitioned_checks(names[kind]), columns_check=columns_check))
     view = _table(table)
     reg = sql.Literal(view.as_string(None))
     select = sql.SQL(", ").join(sql.SQL("{}.{}").format(identifier(a), identifier(n))
@@ -191,8 +207,9 @@ def create_statement(table: str, columns: Sequence[Sequence[str]]) -> str:
             reg=reg, view=view, select=select, values=_table(names["values"]),
             steps=_table(names["steps"]), cells=_table(names["cells"]),
             message=sql.Literal(
-                f"{table} exists and is not a view: it is a table of cells.layout wide; "
-                "set cells.layout: wide, or config key 'table' to a new name")))
+                f"{table} exists and is not a view: it is a table of cells.layout wide (or "
+                "one of the three tables of another normalised table); set cells.layout: "
+                "wide, or config key 'table' to a new name")))
     return _do(sql.SQL("\n").join(body))
 
 
