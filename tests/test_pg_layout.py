@@ -314,3 +314,68 @@ def test_names_of_one_layout_taken_by_the_other_are_refused_before_anything_is_m
                                           "of cells.layout wide .or one of the three tables"):
         load_normalised(norm["files"], conninfo=info, table="a_values", run="r1",
                         columns=norm["columns"])
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_load_killed_during_its_swap_attaches_nothing_and_a_rerun_works(
+        postgis_conn, sample_nc, tmp_path, jobs):
+    """kill -9 of a rerun's load while its swap waits for a reader of the view: the run's
+    three partitions stay the earlier load's, and the next load replaces them and leaves
+    no new or staged table behind."""
+    import json
+    import os
+    import signal
+    import sys
+    import time
+
+    import psycopg
+
+    conn, info = postgis_conn, postgis_conn.info.dsn
+    norm = write_run(sample_nc, tmp_path, layout="normalised", table="k")
+    files = {k: str(v) for k, v in norm["files"].items()}
+    if jobs > 1:
+        files["values"] = norm["parts"]["values"]
+    load_normalised(files, conninfo=info, table="k", run="r1", columns=norm["columns"],
+                    jobs=jobs)
+    before = _rows(conn, "k")
+    parts = conn.execute("SELECT array_agg(inhrelid ORDER BY inhrelid) FROM pg_inherits WHERE "
+                         "inhparent = ANY('{k_cells,k_steps,k_values}'::regclass[])"
+                         ).fetchone()[0]
+    code = ("import json, sys\nfrom ncreel.pg.load import load_normalised\n"
+            "a = json.loads(sys.argv[1])\nload_normalised(a['files'], conninfo=a['info'], "
+            "table='k', run='r1', columns=a['columns'], jobs=a['jobs'])\n")
+    args = json.dumps({"files": files, "info": info, "jobs": jobs,
+                       "columns": [list(c) for c in norm["columns"]]})
+    with psycopg.connect(info) as reader:
+        reader.execute("SELECT count(*) FROM k")  # its lock is held until the rollback
+        proc = subprocess.Popen([sys.executable, "-c", code, args])
+        try:
+            for _ in range(600):
+                if conn.execute("SELECT count(*) FROM pg_stat_activity WHERE state = "
+                                "'active' AND query LIKE 'DO%%DETACH PARTITION%%'"
+                                ).fetchone()[0]:
+                    break
+                assert proc.poll() is None, "the load ended before its swap"
+                time.sleep(0.05)
+            else:
+                pytest.fail("the load never reached its swap")
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        reader.rollback()
+    for _ in range(100):  # the killed load's backend notices and rolls back
+        if not conn.execute("SELECT count(*) FROM pg_stat_activity WHERE query LIKE "
+                            "'DO%%DETACH PARTITION%%'").fetchone()[0]:
+            break
+        time.sleep(0.05)
+    assert conn.execute("SELECT array_agg(inhrelid ORDER BY inhrelid) FROM pg_inherits WHERE "
+                        "inhparent = ANY('{k_cells,k_steps,k_values}'::regclass[])"
+                        ).fetchone()[0] == parts
+    assert _rows(conn, "k") == before
+    s = load_normalised(files, conninfo=info, table="k", run="r1", columns=norm["columns"],
+                        jobs=jobs)
+    assert s["replaced"] == 3 * 37 * 49 and _rows(conn, "k") == before
+    assert conn.execute("SELECT count(*) FROM pg_class WHERE relkind = 'r' AND relname LIKE "
+                        "'ncreel%'").fetchone()[0] == 0
