@@ -314,6 +314,15 @@ def test_names_of_one_layout_taken_by_the_other_are_refused_before_anything_is_m
                                           "of cells.layout wide .or one of the three tables"):
         load_normalised(norm["files"], conninfo=info, table="a_values", run="r1",
                         columns=norm["columns"])
+    # The wide layout's cells.sql into the normalised table's view, by psql: said so (not
+    # "made by an older ncreel").
+    (tmp_path / "wa").mkdir()
+    wide_a = write_run(sample_nc, tmp_path / "wa", layout="wide", table="a", geometry="text")
+    r = subprocess.run(["psql", "-X", "-q", "-h", conn.info.host, "-U", "postgres", "-d",
+                        conn.info.dbname, "-f", "cells.sql"],
+                       cwd=wide_a["files"]["sql"].parent, capture_output=True, text=True)
+    assert r.returncode != 0
+    assert "table a is a view, as cells.layout normalised makes over a_cells" in r.stderr
 
 
 @pytest.mark.parametrize("jobs", [1, 2])
