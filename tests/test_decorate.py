@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import yaml
 from conftest import ROOT
+from matplotlib.figure import Figure
 from ncreel.errors import NcreelError
 from ncreel.render.decorate import decorate_params
 from ncreel.render.frame import frame_difference
@@ -200,6 +201,23 @@ def test_a_decorate_that_never_returns_stops_the_check_with_one_line(
     assert time.monotonic() - started < 30
     assert f"config key 'decorate': '{stations_module}:hangs' did not return within 1 s" \
         in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_slow_decorate_in_a_render_job_is_said_in_its_log(monkeypatch, caplog):
+    import time
+
+    from ncreel.render import decorate
+
+    monkeypatch.setattr(decorate, "CHECK_SECONDS", 0.05)
+    fig = Figure(figsize=(2, 1), dpi=50)
+    with caplog.at_level(logging.WARNING, "ncreel.render.decorate"):
+        decorate.call_decorate(lambda *a: time.sleep(0.5), "slow:f", fig, fig.add_subplot(),
+                               None)
+        decorate.call_decorate(lambda *a: None, "fast:f", fig, fig.axes[0], None)
+        time.sleep(0.2)
+    said = [r.getMessage() for r in caplog.records]
+    assert said == ["config key 'decorate': 'slow:f' has not returned after 0.05 s (it is "
+                    "called once per render worker, before the first frame)"]
 
 
 def test_a_good_decorate_reaches_the_render_params_with_its_source_digest(

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import logging
 import os
 import sys
 from collections.abc import Callable
@@ -35,6 +36,8 @@ import numpy as np
 
 from ncreel.errors import NcreelError
 from ncreel.userimport import import_user_object
+
+log = logging.getLogger(__name__)
 
 KEY = "decorate"
 #: Seconds the check before any job waits for the function (and the figure's draw)
@@ -170,8 +173,12 @@ def decorate_params(spec: str | None) -> dict | None:
     return {"function": str(spec), "source": digest}
 
 
-def call_decorate(fn: Callable, spec: str, fig, ax, info: DecorateInfo) -> None:
+def call_decorate(fn: Callable, spec: str, fig, ax, info: DecorateInfo, *,
+                  slow_note: bool = True) -> None:
     """Call ``fn(fig, ax, info)``; anything it raises becomes one line naming ``decorate``.
+
+    With `slow_note`, a call that has not returned after :data:`CHECK_SECONDS` is said in
+    the log (a render job has no time limit of its own besides a cluster's walltime).
 
     Raises
     ------
@@ -180,8 +187,18 @@ def call_decorate(fn: Callable, spec: str, fig, ax, info: DecorateInfo) -> None:
         changed the figure's size or dpi (the frames would not be the movie's size), or
         added an animated artist (never drawn, so missing from every frame).
     """
+    import threading
+
     size, dpi = tuple(fig.get_size_inches()), fig.dpi
     animated = set(fig.findobj(_is_animated))
+    # In a render job nothing stops a function that never returns (the job's walltime
+    # does, on a cluster): its log says so after CHECK_SECONDS.
+    slow = threading.Timer(CHECK_SECONDS, log.warning, args=(
+        "config key '%s': '%s' has not returned after %g s (it is called once per render "
+        "worker, before the first frame)", KEY, spec, CHECK_SECONDS))
+    slow.daemon = True
+    if slow_note:
+        slow.start()
     try:
         fn(fig, ax, info)
     except NcreelError:
@@ -189,6 +206,8 @@ def call_decorate(fn: Callable, spec: str, fig, ax, info: DecorateInfo) -> None:
     except Exception as err:
         raise NcreelError(f"config key '{KEY}': '{spec}' raised {type(err).__name__}: "
                           f"{err}") from None
+    finally:
+        slow.cancel()
     if tuple(fig.get_size_inches()) != size or fig.dpi != dpi:
         # Frames of another size than the movie's (the encoder and the layout expect
         # width x height): refused, not drawn wrong.
@@ -276,12 +295,13 @@ def check_decorate(spec: str, series, render, *, projection, x, y, panels: int =
         info = dataclasses.replace(info, panel=0)
     try:
         with _time_limit(CHECK_SECONDS, spec):
-            call_decorate(fn, spec, fig, ax, info)
+            call_decorate(fn, spec, fig, ax, info, slow_note=False)
             for i in range(1, panels):  # each panel index, as the render jobs call it
                 panel_ax = map_axes(fig, projection)
                 panel_ax.set_xlim(ax.get_xlim())
                 panel_ax.set_ylim(ax.get_ylim())
-                call_decorate(fn, spec, fig, panel_ax, dataclasses.replace(info, panel=i))
+                call_decorate(fn, spec, fig, panel_ax, dataclasses.replace(info, panel=i),
+                              slow_note=False)
             try:
                 canvas.draw()
             except _TimeLimit:
