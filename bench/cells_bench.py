@@ -115,7 +115,7 @@ def child_load(files: str, conninfo: str, columns: str, jobs: int) -> dict:
 
     s = load_copy(json.loads(files), conninfo=conninfo, table="bench_load", run="bench",
                   columns=json.loads(columns), jobs=jobs)
-    return {"rows": s["rows"], "seconds": s["seconds"]}
+    return {"rows": s["rows"], "seconds": s["seconds"], "replaced": s["replaced"]}
 
 
 CHILDREN = {"writer": child_writer, "pandas": child_pandas, "loop": child_loop,
@@ -186,8 +186,9 @@ def load_vs_psql(rows_file: Path, n_rows: int, repeats: int) -> dict:
     psql's is the process's wall time of a ``\\copy`` into a plain table.
     """
     import psycopg
-    from ncreel.pg.sql import copy_statement
+    from ncreel.pg.sql import copy_statement, partition_name
     from pgserver import start_server
+    from psycopg import sql
 
     cols = _field_columns()
     parts = split_lines(rows_file, 4)
@@ -202,7 +203,9 @@ def load_vs_psql(rows_file: Path, n_rows: int, repeats: int) -> dict:
             for _ in range(repeats):
                 for kind in best:
                     conn.execute("TRUNCATE bench_plain")
-                    conn.execute("DROP TABLE IF EXISTS bench_load_bench")  # the run's partition
+                    # The run's partition: each load is a first load, not a replace.
+                    conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(
+                        sql.Identifier(partition_name("bench_load", "bench"))))
                     if kind == "psql":
                         wall, _rss, _out = measure(
                             ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", info["host"],
@@ -213,7 +216,7 @@ def load_vs_psql(rows_file: Path, n_rows: int, repeats: int) -> dict:
                         files = [str(rows_file)] if kind == "load1" else parts
                         r, _rss = child("load", json.dumps(files), info["conninfo"],
                                         json.dumps(cols), int(kind[-1]))
-                        assert r["rows"] == n_rows
+                        assert (r["rows"], r["replaced"]) == (n_rows, 0)  # a first load
                         wall = r["seconds"]
                     best[kind] = min(best[kind], wall)
                     print(f"# {kind}: {n_rows} rows in {wall:.2f} s", flush=True)

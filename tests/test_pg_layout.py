@@ -15,7 +15,7 @@ import pytest
 from ncreel.cells import ShardRows, cells_settings
 from ncreel.cells.normalised import NormalisedRows, cell_area
 from ncreel.errors import NcreelError
-from ncreel.pg.layout import layout_tables, split_columns
+from ncreel.pg.layout import layout_tables, split_columns, storage_order
 from ncreel.pg.load import load_copy, load_normalised
 from ncreel.pg.reduce import reduce_cells, reduce_normalised
 from ncreel.settings import CellsSettings
@@ -89,6 +89,14 @@ def test_split_columns_and_names():
                                               "cell_area"]
     assert [c for c, _ in split["steps"]] == ["time_index", "time", "time_value"]
     assert [c for c, _ in split["values"]] == ["time_index", "cell_id", "value", "anomaly"]
+    # cell_id is stored as integer (row-major ids below 2**31, checked before any job).
+    assert dict(split["values"])["cell_id"] == dict(split["cells"])["cell_id"] == "integer"
+    # Stored widest first, variable-length last: no padding between columns.
+    assert [c for c, _ in storage_order(split["values"])] == ["anomaly", "time_index",
+                                                             "cell_id", "value"]
+    assert [c for c, _ in storage_order(wide)] == [
+        "time_value", "cell_id", "lat", "lon", "lon_raw", "anomaly", "time_index", "value",
+        "time", "geom"]
     assert layout_tables("s.t") == {"cells": "s.t_cells", "steps": "s.t_steps",
                                     "values": "s.t_values"}
     with pytest.raises(NcreelError, match="longer than 56 bytes"):
@@ -142,6 +150,11 @@ def test_view_equals_the_wide_table_and_rerun_swaps_all_three(postgis_conn, samp
                    ('"norm_values$r1"', '"norm_steps$r1"',
                     "FOREIGN KEY (run, time_index) REFERENCES \"norm_steps$r1\"(run, "
                     "time_index)")]
+    # A values row is its 24-byte tuple header and 23 bytes of columns (anomaly 8,
+    # time_index 4, cell_id 4, value 4, run 'r1' 3), no padding: 56 in the model's order
+    # (rows of masked cells, NULL value and anomaly, are shorter).
+    assert conn.execute("SELECT max(pg_column_size(v.*)) FROM norm_values v").fetchone()[0] \
+        == 47
     gist = conn.execute("SELECT count(*) FROM pg_indexes WHERE tablename = 'norm_cells$r1' "
                         "AND indexdef LIKE '%USING gist (geom)%'").fetchone()[0]
     assert gist == 1

@@ -137,3 +137,13 @@ def test_normalised_layout_is_checked_before_any_job(sample_nc, tmp_path, monkey
     rc = load_config(user_config(input=str(sample_nc), run="demo",
                                  cells={"layout": "normalised"}), validate=validate)
     assert rc.cells["layout"] == "normalised"
+    # Integer cell ids: a grid with more cells than the limit stops here too (a grid of
+    # 2**31 cells cannot be read in a test: the limit is lowered to the sample's size).
+    import ncreel.pg.layout
+
+    monkeypatch.setattr(ncreel.pg.layout, "MAX_CELLS", 37 * 49 - 1)
+    with pytest.raises(NcreelError, match=r"'cells.layout': normalised numbers cells with "
+                       r"PostgreSQL integer ids \(at most 1812\), and air_temperature has "
+                       "1813 cells"):
+        load_config(user_config(input=str(sample_nc), run="demo",
+                                cells={"layout": "normalised"}), validate=validate)

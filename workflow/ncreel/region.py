@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ncreel.errors import NcreelError
-from ncreel.source import MeshSeries, Series
+from ncreel.source import MeshSeries, Series, stacked
 
 #: Values of ``region.table``.
 TABLE_CHOICES = ("region", "global")
@@ -490,23 +490,17 @@ class RegionSeries(Series):
         """
         if not 0 <= start <= stop <= self.n_time:
             raise ValueError(f"time slice {start}:{stop} outside 0:{self.n_time}")
-        parts, offset = [], 0
-        for i, count in enumerate(self.counts):
-            lo, hi = max(start - offset, 0), min(stop - offset, count)
-            for part in self._file_slices(i, lo, hi) if lo < hi else ():
-                da = super()._dataset(i)[self.variable].isel({self.time_dim: part,
-                                                              **self.select})
-                try:
-                    parts.append(self._slab(da))
-                except (RuntimeError, OSError) as err:
-                    raise NcreelError(
-                        f"input '{self.paths[i]}': variable '{self.variable}': cannot read "
-                        f"time steps {part.start}..{part.stop - 1} of this file ({err}); "
-                        "the file is corrupt: replace it with a good copy") from err
-            offset += count
-        if not parts:
-            return np.empty((0, self.ny, self.nx), dtype=self.dtype)
-        block = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+        parts = []
+        for i, _, part in self._time_parts(start, stop):
+            da = super()._dataset(i)[self.variable].isel({self.time_dim: part, **self.select})
+            try:
+                parts.append(self._slab(da))
+            except (RuntimeError, OSError) as err:
+                raise NcreelError(
+                    f"input '{self.paths[i]}': variable '{self.variable}': cannot read "
+                    f"time steps {part.start}..{part.stop - 1} of this file ({err}); "
+                    "the file is corrupt: replace it with a good copy") from err
+        block = stacked(parts, (0, self.ny, self.nx), self.dtype)
         if not np.issubdtype(block.dtype, np.floating):
             block = block.astype(np.float64)
         return block
@@ -521,16 +515,11 @@ class RegionSeries(Series):
         sel = {} if da is None else {d: i for d, i in self.select.items() if d in da.dims}
         if da is None or set(da.dims) - set(sel) != {self.time_dim, self.y_dim, self.x_dim}:
             return super().read_variable(name, start, stop)  # its checks and messages
-        parts, offset = [], 0
-        for i, count in enumerate(self.counts):
-            lo, hi = max(start - offset, 0), min(stop - offset, count)
-            for run in self._file_slices(i, lo, hi) if lo < hi else ():
-                part = super()._dataset(i)[name].isel({self.time_dim: run, **sel})
-                parts.append(np.asarray(self._slab(part), np.float64))
-            offset += count
-        if not parts:
-            return np.empty((0, self.ny, self.nx))
-        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+        parts = []
+        for i, _, run in self._time_parts(start, stop):
+            part = super()._dataset(i)[name].isel({self.time_dim: run, **sel})
+            parts.append(np.asarray(self._slab(part), np.float64))
+        return stacked(parts, (0, self.ny, self.nx))
 
     def _slab(self, da) -> np.ndarray:
         rows = []

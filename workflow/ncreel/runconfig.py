@@ -220,10 +220,16 @@ def load_config(config: dict, *, overrides: Mapping | None = None,
         if cells["layout"] == "normalised":
             # A model without cell_id/time_index, or a table name too long for
             # <table>_values, stops here.
-            from ncreel.pg.layout import layout_tables, split_columns
+            from ncreel.pg.layout import MAX_CELLS, layout_tables, split_columns
 
             split_columns(columns)
             layout_tables(table)
+            if whole.ny * whole.nx > MAX_CELLS:
+                raise NcreelError(
+                    f"config key 'cells.layout': normalised numbers cells with PostgreSQL "
+                    f"integer ids (at most {MAX_CELLS}), and {series.variable} has "
+                    f"{whole.ny * whole.nx} cells: set cells.layout: wide, or cut the grid "
+                    "with region")
         # etr_risk's time course: dates, temperature variable and units, before any job.
         check_run(whole, cells)
         # Overlays' variables exist on the movie's grid (u with v: the schema).

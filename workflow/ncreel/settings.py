@@ -91,21 +91,31 @@ class _Settings:
 
     #: Name of the settings in messages (the rule's params key).
     KEY: ClassVar[str] = ""
+    #: Optional fields and their defaults: left out of :meth:`to_params` when at the
+    #: default, so that params (and so the jobs Snakemake reruns on a params change) of
+    #: runs that do not use a newer setting stay what they were.
+    OPTIONAL: ClassVar[dict] = {}
 
     @classmethod
     def from_params(cls, params: Mapping):
-        """Build from a rule's params dict (every field present, nothing else).
+        """Build from a rule's params dict (every field present but :attr:`OPTIONAL`).
 
         Raises
         ------
         NcreelError
             Naming the missing, unknown or bad setting.
         """
+        if isinstance(params, Mapping):
+            params = {**cls.OPTIONAL, **params}
         return cls(**_fields_from(cls, params, cls.KEY))
 
     def to_params(self) -> dict:
         """Return the plain dict :meth:`from_params` reads (JSON- and pickle-friendly)."""
-        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        params = {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        for key, default in self.OPTIONAL.items():
+            if params[key] == default:
+                del params[key]
+        return params
 
 
 def _plain(value: Any) -> Any:
@@ -155,25 +165,7 @@ class SeriesSelection(_Settings):
     steps: list | None = None
     region: dict | None = None
 
-    @classmethod
-    def from_params(cls, params: Mapping):
-        """Build from a rule's params dict; ``region`` may be left out (no region).
-
-        Raises
-        ------
-        NcreelError
-            Naming the missing, unknown or bad setting.
-        """
-        if isinstance(params, Mapping) and "region" not in params:
-            params = {**params, "region": None}
-        return super().from_params(params)
-
-    def to_params(self) -> dict:
-        """Return the plain dict :meth:`from_params` reads; no ``region`` key without one."""
-        params = super().to_params()
-        if params["region"] is None:
-            del params["region"]
-        return params
+    OPTIONAL: ClassVar[dict] = {"region": None}
 
     def table_selection(self) -> SeriesSelection:
         """Return the selection the per-cell table reads.
@@ -235,25 +227,7 @@ class MapSettings(_Settings):
     projection_params: dict
     gridlines: bool = False
 
-    @classmethod
-    def from_params(cls, params: Mapping):
-        """Build from a rule's params dict; ``gridlines`` may be left out (off).
-
-        Raises
-        ------
-        NcreelError
-            Naming the missing, unknown or bad setting.
-        """
-        if isinstance(params, Mapping) and "gridlines" not in params:
-            params = {**params, "gridlines": False}
-        return super().from_params(params)
-
-    def to_params(self) -> dict:
-        """Return the plain dict :meth:`from_params` reads; ``gridlines`` only when on."""
-        params = super().to_params()
-        if not params["gridlines"]:
-            del params["gridlines"]
-        return params
+    OPTIONAL: ClassVar[dict] = {"gridlines": False}
 
     def __post_init__(self):
         w = self.KEY
@@ -316,32 +290,9 @@ class RenderSettings(_Settings):
     panels: dict | None = None
     time_format: str | None = None
 
-    @classmethod
-    def from_params(cls, params: Mapping):
-        """Build from a rule's params dict; the optional keys may be left out.
-
-        ``contours``, ``vectors``, ``colorbar_extend``, ``caption``, ``decorate``,
-        ``panels`` and ``time_format`` are None when not given.
-
-        Raises
-        ------
-        NcreelError
-            Naming the missing, unknown or bad setting.
-        """
-        if isinstance(params, Mapping):
-            params = {"contours": None, "vectors": None, "colorbar_extend": None,
-                      "caption": None, "decorate": None, "panels": None,
-                      "time_format": None, **params}
-        return super().from_params(params)
-
-    def to_params(self) -> dict:
-        """Return the plain dict :meth:`from_params` reads; the keys above only when set."""
-        params = super().to_params()
-        for key in ("contours", "vectors", "colorbar_extend", "caption", "decorate",
-                    "panels", "time_format"):
-            if params[key] is None:
-                del params[key]
-        return params
+    OPTIONAL: ClassVar[dict] = {key: None for key in (
+        "contours", "vectors", "colorbar_extend", "caption", "decorate", "panels",
+        "time_format")}
 
     def __post_init__(self):
         w = self.KEY

@@ -41,6 +41,14 @@ BLOCK_BYTES = 64 * 2**20
 MAX_BLOCK_CELLS = 1_000_000
 
 
+def stacked(parts: list[np.ndarray], empty_shape: tuple[int, ...],
+            dtype=np.float64) -> np.ndarray:
+    """Concatenate time blocks along axis 0 (no copy for one); an empty array for none."""
+    if not parts:
+        return np.empty(empty_shape, dtype=dtype)
+    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+
+
 @dataclass
 class Series:
     """A lazily opened variable spread over one or more NetCDF files, seen as ``(time, y, x)``.
@@ -136,6 +144,19 @@ class Series:
             pos += n
         return out
 
+    def _time_parts(self, start: int, stop: int):
+        """Yield ``(i, offset, part)`` for the global steps ``start:stop``, in order.
+
+        `i` is the file, `offset` the global index of its first kept step and `part` a
+        slice of its own time indices (one per contiguous run of kept steps).
+        """
+        offset = 0
+        for i, count in enumerate(self.counts):
+            lo, hi = max(start - offset, 0), min(stop - offset, count)
+            for part in self._file_slices(i, lo, hi) if lo < hi else ():
+                yield i, offset, part
+            offset += count
+
     def _file_kept(self, i: int) -> np.ndarray:
         """File `i`'s own time indices of its kept steps, in order (int64)."""
         return np.concatenate([np.arange(a, b) for a, b in self._runs(i)] or [
@@ -202,20 +223,13 @@ class Series:
         if not 0 <= start <= stop <= self.n_time:
             raise ValueError(f"time slice {start}:{stop} outside 0:{self.n_time}")
         parts = []
-        offset = 0
-        for i, count in enumerate(self.counts):
-            lo, hi = max(start - offset, 0), min(stop - offset, count)
-            for part in self._file_slices(i, lo, hi) if lo < hi else ():
-                da = self._dataset(i)[self.variable]
-                values = self._checked_read(
-                    i, offset, self.variable, part,
-                    lambda run, da=da: self._values(da.isel({self.time_dim: run,
-                                                             **self.select})))
-                parts.append(self._oriented(values))
-            offset += count
-        if not parts:
-            return np.empty((0, self.ny, self.nx), dtype=self.dtype)
-        block = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+        for i, offset, part in self._time_parts(start, stop):
+            da = self._dataset(i)[self.variable]
+            values = self._checked_read(
+                i, offset, self.variable, part,
+                lambda run, da=da: self._values(da.isel({self.time_dim: run, **self.select})))
+            parts.append(self._oriented(values))
+        block = stacked(parts, (0, self.ny, self.nx), self.dtype)
         if not np.issubdtype(block.dtype, np.floating):
             block = block.astype(np.float64)
         return block
@@ -255,20 +269,15 @@ class Series:
             raise NcreelError(f"input '{self.paths[0]}': variable '{name}' has dims "
                               f"({', '.join(map(str, da.dims))}); need ({self.time_dim}, "
                               f"{self.y_dim}, {self.x_dim}) or ({self.y_dim}, {self.x_dim})")
-        parts, offset = [], 0
-        for i, count in enumerate(self.counts):
-            lo, hi = max(start - offset, 0), min(stop - offset, count)
-            for run in self._file_slices(i, lo, hi) if lo < hi else ():
-                var = self._dataset(i)[name]
-                values = self._checked_read(
-                    i, offset, name, run,
-                    lambda r, var=var: var.isel({self.time_dim: r, **sel}).transpose(
-                        self.time_dim, self.y_dim, self.x_dim).values)
-                parts.append(self._oriented(np.asarray(values, np.float64)))
-            offset += count
-        if not parts:
-            return np.empty((0, self.ny, self.nx))
-        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+        parts = []
+        for i, offset, run in self._time_parts(start, stop):
+            var = self._dataset(i)[name]
+            values = self._checked_read(
+                i, offset, name, run,
+                lambda r, var=var: var.isel({self.time_dim: r, **sel}).transpose(
+                    self.time_dim, self.y_dim, self.x_dim).values)
+            parts.append(self._oriented(np.asarray(values, np.float64)))
+        return stacked(parts, (0, self.ny, self.nx))
 
     def iter_blocks(self, start: int, stop: int, max_bytes: int = BLOCK_BYTES):
         """Yield ``(t0, block)`` for consecutive slices of ``start:stop``, each ≤ `max_bytes`.
@@ -800,17 +809,12 @@ class MeshSeries(Series):
             raise NcreelError(f"input '{self.paths[0]}': variable '{name}' has dims "
                               f"({', '.join(map(str, da.dims))}); need ({self.time_dim}, "
                               f"{self.x_dim}) or ({self.x_dim})")
-        parts, offset = [], 0
-        for i, count in enumerate(self.counts):
-            lo, hi = max(start - offset, 0), min(stop - offset, count)
-            for run in self._file_slices(i, lo, hi) if lo < hi else ():
-                part = self._dataset(i)[name].isel({self.time_dim: run, **sel})
-                parts.append(np.asarray(part.transpose(self.time_dim, self.x_dim).values,
-                                        np.float64)[:, None, :])
-            offset += count
-        if not parts:
-            return np.empty((0, 1, self.nx))
-        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+        parts = []
+        for i, _, run in self._time_parts(start, stop):
+            part = self._dataset(i)[name].isel({self.time_dim: run, **sel})
+            parts.append(np.asarray(part.transpose(self.time_dim, self.x_dim).values,
+                                    np.float64)[:, None, :])
+        return stacked(parts, (0, 1, self.nx))
 
     def cell_coordinates(self, continuous: bool = False):
         """Face-centre latitude and longitude, each shape (1, n_face), degrees.

@@ -410,7 +410,9 @@ def _check_table(conn, table: str, columns: Sequence[tuple[str, str]],
     """Raise unless `table` is partitioned by ``LIST (run)`` with ``run`` + `columns`.
 
     With `exists_only`, a missing `table` passes (it is about to be created); the
-    columns are compared by name.
+    columns are compared by name, in any order (COPY names its columns, and ATTACH
+    PARTITION matches them by name: the normalised layout's tables store them in
+    :func:`ncreel.pg.layout.storage_order`, the wide table in the model's order).
     """
     reg = identifier(*table_name(table)).as_string(conn)
     found = conn.execute("SELECT relkind, CASE relkind WHEN 'p' THEN pg_get_partkeydef(oid) "
@@ -433,7 +435,7 @@ def _check_table(conn, table: str, columns: Sequence[tuple[str, str]],
                        "AND attnum > 0 AND NOT attisdropped ORDER BY attnum", (reg,))
     have = [r[0] for r in cur.fetchall()]
     want = ["run", *(n for n, _ in columns)]
-    if have != want:
+    if sorted(have) != sorted(want):
         raise NcreelError(f"table {table} exists with columns ({', '.join(have)}), but this "
                           f"run writes ({', '.join(want)}): set config key 'table' to a new "
                           "name, or drop the table")

@@ -258,8 +258,12 @@ def load_statements(table: str, columns: Sequence[tuple[str, str]], run: str) ->
             stage_statement(table, columns, run)]
 
 
-def stage_statement(table: str, columns: Sequence[tuple[str, str]], run: str) -> str:
+def stage_statement(table: str, columns: Sequence[tuple[str, str]], run: str, *,
+                    run_last: bool = False) -> str:
     """``CREATE TABLE`` of the run's new table, shaped as a partition of `table` for `run`.
+
+    ``run`` is its first column, or its last with `run_last` (where `columns` are in
+    :func:`ncreel.pg.layout.storage_order`, a text column after them pads nothing).
 
     The columns are spelled out rather than ``LIKE table``: ``LIKE`` would hold a lock on
     `table` for the whole load, and two reruns would then deadlock at their swaps.
@@ -267,10 +271,10 @@ def stage_statement(table: str, columns: Sequence[tuple[str, str]], run: str) ->
     from psycopg import sql
 
     lit = sql.Literal(_run_name(run))
-    body = sql.SQL(",\n    ").join(
-        [sql.SQL("{} text NOT NULL DEFAULT {} CONSTRAINT {} CHECK ({} = {})").format(
-            identifier("run"), lit, identifier(BOUND_CHECK), identifier("run"), lit)]
-        + [sql.SQL("{} {}").format(identifier(n), sql.SQL(pgtype)) for n, pgtype in columns])
+    run_column = [sql.SQL("{} text NOT NULL DEFAULT {} CONSTRAINT {} CHECK ({} = {})").format(
+        identifier("run"), lit, identifier(BOUND_CHECK), identifier("run"), lit)]
+    cols = [sql.SQL("{} {}").format(identifier(n), sql.SQL(pgtype)) for n, pgtype in columns]
+    body = sql.SQL(",\n    ").join(cols + run_column if run_last else run_column + cols)
     return sql.SQL("CREATE TABLE {} (\n    {}\n)").format(
         identifier(*run_tables(table, run)["stage"]), body).as_string(None)
 
