@@ -317,7 +317,8 @@ def test_names_of_one_layout_taken_by_the_other_are_refused_before_anything_is_m
                        capture_output=True, text=True)
     assert r.returncode != 0
     assert "table x_values exists with columns (run, time_index, time, " in r.stderr
-    assert "but cells.layout normalised keeps (run, time_index, cell_id, value" in r.stderr
+    assert "but cells.layout normalised keeps (anomaly, time_index, cell_id, value, run)" \
+        in r.stderr
     assert conn.execute("SELECT count(*) FROM pg_class WHERE relname IN ('x', 'x_cells', "
                         "'x_steps')").fetchone()[0] == 0
     # A normalised table's values table is no view for another normalised table.

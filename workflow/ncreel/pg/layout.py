@@ -224,15 +224,17 @@ def create_statement(table: str, columns: Sequence[Sequence[str]]) -> str:
         # An existing table of other columns (a wide table named <table>_values, another
         # model's) is refused here too, before the view is made over it: psql -f
         # cells.sql has no other check before this transaction commits.
-        want = ["run", *(n for n, _ in split[kind])]
+        # Compared by name in any order, as the load's check (ncreel.pg.load._check_table).
+        want = [*(n for n, _ in storage_order(split[kind])), "run"]
         columns_check = sql.SQL(
-            "\nIF (SELECT array_agg(attname::text ORDER BY attnum) FROM pg_attribute WHERE "
-            "attrelid = {reg}::regclass AND attnum > 0 AND NOT attisdropped) <> {want} THEN\n"
+            "\nIF (SELECT array_agg(attname::text ORDER BY attname::text COLLATE \"C\") FROM "
+            "pg_attribute WHERE attrelid = {reg}::regclass AND attnum > 0 AND NOT "
+            "attisdropped) <> {sorted_want} THEN\n"
             "  RAISE EXCEPTION USING ERRCODE = 'wrong_object_type', MESSAGE = format({msg},\n"
             "    (SELECT string_agg(attname, ', ' ORDER BY attnum) FROM pg_attribute WHERE "
             "attrelid = {reg}::regclass AND attnum > 0 AND NOT attisdropped));\n"
             "END IF;").format(
-                reg=reg, want=sql.Literal(want),
+                reg=reg, sorted_want=sql.Literal(sorted(want)),
                 msg=sql.Literal(f"table {names[kind].replace('%', '%%')} exists with columns "
                                 f"(%s), but cells.layout normalised keeps ({', '.join(want)})"
                                 f" in it: set config key 'table' to a new name"))
