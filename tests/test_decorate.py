@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import yaml
 from conftest import ROOT
+from matplotlib.figure import Figure
 from ncreel.errors import NcreelError
 from ncreel.render.decorate import decorate_params
 from ncreel.render.frame import frame_difference
@@ -49,6 +50,24 @@ def ticking(fig, ax, info):
 
 def broken(fig, ax, info):
     raise RuntimeError("no station file")
+
+
+def resize(fig, ax, info):
+    fig.set_size_inches(5, 5)
+
+
+def animated(fig, ax, info):
+    ax.text(0.5, 0.5, "never drawn", transform=ax.transAxes, animated=True)
+
+
+def hangs(fig, ax, info):
+    import time
+
+    while True:
+        try:
+            time.sleep(3600)
+        except Exception:  # a function that swallows errors must still be stopped
+            pass
 
 
 NOT_A_FUNCTION = 3
@@ -155,6 +174,9 @@ def user_config(**values):
     ("{m}:missing", "config key 'decorate': module '{m}' has no 'missing'"),
     ("{m}:NOT_A_FUNCTION", "config key 'decorate': '{m}:NOT_A_FUNCTION' is a int, not a"),
     ("{m}:broken", "config key 'decorate': '{m}:broken' raised RuntimeError: no station"),
+    ("{m}:resize", "config key 'decorate': '{m}:resize' changed the figure's size to "
+                   "500x500 pixels (dpi 100); the frame is 960x540"),
+    ("{m}:animated", "config key 'decorate': '{m}:animated' added an animated artist (Text)"),
     ("not a spec", "config key 'decorate'"),
 ])
 def test_bad_decorate_stops_before_any_job_with_one_line(sample_nc, stations_module, spec,
@@ -163,6 +185,39 @@ def test_bad_decorate_stops_before_any_job_with_one_line(sample_nc, stations_mod
     with pytest.raises(NcreelError) as err:
         load_config(user_config(input=str(sample_nc), decorate=spec), validate=validate)
     assert message in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
+def test_a_decorate_that_never_returns_stops_the_check_with_one_line(
+        sample_nc, stations_module, monkeypatch):
+    import time
+
+    from ncreel.render import decorate
+
+    monkeypatch.setattr(decorate, "CHECK_SECONDS", 1.0)
+    started = time.monotonic()
+    with pytest.raises(NcreelError) as err:
+        load_config(user_config(input=str(sample_nc), decorate=f"{stations_module}:hangs"),
+                    validate=validate)
+    assert time.monotonic() - started < 30
+    assert f"config key 'decorate': '{stations_module}:hangs' did not return within 1 s" \
+        in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_slow_decorate_in_a_render_job_is_said_in_its_log(monkeypatch, caplog):
+    import time
+
+    from ncreel.render import decorate
+
+    monkeypatch.setattr(decorate, "CHECK_SECONDS", 0.05)
+    fig = Figure(figsize=(2, 1), dpi=50)
+    with caplog.at_level(logging.WARNING, "ncreel.render.decorate"):
+        decorate.call_decorate(lambda *a: time.sleep(0.5), "slow:f", fig, fig.add_subplot(),
+                               None)
+        decorate.call_decorate(lambda *a: None, "fast:f", fig, fig.axes[0], None)
+        time.sleep(0.2)
+    said = [r.getMessage() for r in caplog.records]
+    assert said == ["config key 'decorate': 'slow:f' has not returned after 0.05 s (it is "
+                    "called once per render worker, before the first frame)"]
 
 
 def test_a_good_decorate_reaches_the_render_params_with_its_source_digest(

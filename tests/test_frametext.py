@@ -171,3 +171,23 @@ def test_bounded_title_keeps_short_titles_and_units():
     assert bounded_title("a" * 300 + " [K]", 50) == "a" * 45 + "\u2026 [K]"
     assert bounded_title("b" * 300, 50) == "b" * 49 + "\u2026"
     assert len(bounded_title("x " * 1000 + "[" + "u" * 100 + "]", 80)) == 80
+
+
+def test_a_time_label_shrunk_to_fit_a_narrow_frame_is_said(caplog):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from ncreel.render.frametext import fit_header
+
+    def header(labels):
+        fig = Figure(figsize=(240 / 50, 150 / 50), dpi=50)
+        canvas = FigureCanvasAgg(fig)
+        with caplog.at_level("WARNING", logger="ncreel.render.frametext"):
+            caplog.clear()
+            fit_header(fig, canvas.get_renderer(), "tas [K]", labels)
+        return caplog.text
+
+    assert header(["2000-01-01", "2000-01-02"]) == ""
+    # time_format "%Y " * 60: a 300-character label on a 240-pixel frame, drawn at a few
+    # per cent of its size (unreadable): said once, with what to change.
+    text = header(["2000 " * 60])
+    assert "is shrunk to" in text and "shorten config time_format" in text

@@ -249,3 +249,156 @@ def test_failed_load_attaches_nothing_and_keeps_the_run(postgis_conn, sample_nc,
     assert conn.execute("SELECT count(*) FROM pg_class WHERE relkind = 'r' AND (relname "
                         "LIKE 'ncreel_stage_%' OR relname LIKE 'ncreel_old_%')").fetchone()[0] \
         == 0
+
+
+def test_load_that_waited_for_the_table_to_be_created_uses_it(postgis_conn, sample_nc,
+                                                              tmp_path):
+    """Two first loads of a new table at once: the one that waited for the other's
+    creation of the tables (the advisory lock) uses them, and there is one GiST index.
+
+    The waiting load has looked the tables up before (and found none); an advisory lock
+    does not read the catalog's invalidations, so ``IF to_regclass(…) IS NULL`` there saw
+    no table and the load failed with ``relation "two_cells" already exists``.
+    """
+    import threading
+
+    import psycopg
+    from ncreel.pg.layout import create_statement
+    from ncreel.pg.sql import advisory_key
+
+    conn, info = postgis_conn, postgis_conn.info.dsn
+    norm = write_run(sample_nc, tmp_path, layout="normalised", table="two")
+    result = {}
+
+    def load():
+        try:
+            result["summary"] = load_normalised(norm["files"], conninfo=info, table="two",
+                                                run="b", columns=norm["columns"])
+        except Exception as err:  # noqa: BLE001 - reported by the test
+            result["error"] = f"{type(err).__name__}: {err}"
+
+    # pg_stat_activity is read from another session: within a transaction it is a snapshot.
+    with psycopg.connect(info, autocommit=True) as watch, conn.transaction():
+        # This session plays the other load, holding the table's creation lock.
+        conn.execute(f"SELECT pg_advisory_xact_lock({advisory_key('two').as_string(conn)})")
+        waiter = threading.Thread(target=load)
+        waiter.start()
+        for _ in range(300):
+            if result or watch.execute("SELECT count(*) FROM pg_stat_activity WHERE "
+                                      "wait_event_type = 'Lock' AND wait_event = 'advisory'"
+                                      ).fetchone()[0]:
+                break
+            waiter.join(0.05)
+        else:
+            pytest.fail(f"the load never waited for the creation lock: {result}")
+        conn.execute(create_statement("two", norm["columns"]))
+    waiter.join(60)
+    assert "error" not in result, result["error"]
+    assert result["summary"]["rows"] == 3 * 37 * 49
+    assert conn.execute("SELECT count(*) FROM pg_indexes WHERE tablename = 'two_cells' "
+                        "AND indexdef LIKE '%USING gist (geom)%'").fetchone()[0] == 1
+
+
+def test_names_of_one_layout_taken_by_the_other_are_refused_before_anything_is_made(
+        postgis_conn, sample_nc, tmp_path):
+    """A wide table named x_values, then a normalised table x: refused with one line, by
+    the load and by psql -f cells.sql alike, with nothing left made (no view over the
+    wide table); a normalised table a, then a normalised table a_values: refused too."""
+    conn, info = postgis_conn, postgis_conn.info.dsn
+    wide = write_run(sample_nc, tmp_path, layout="wide", table="x_values", geometry="text")
+    load_copy(wide["files"]["values"], conninfo=info, table="x_values", run="r1",
+              columns=wide["columns"])
+    norm = write_run(sample_nc, tmp_path, layout="normalised", table="x", geometry="text")
+    with pytest.raises(NcreelError, match="table x_values exists with columns"):
+        load_normalised(norm["files"], conninfo=info, table="x", run="r1",
+                        columns=norm["columns"])
+    r = subprocess.run(["psql", "-X", "-q", "-h", conn.info.host, "-U", "postgres", "-d",
+                        conn.info.dbname, "-f", "cells.sql"], cwd=norm["files"]["sql"].parent,
+                       capture_output=True, text=True)
+    assert r.returncode != 0
+    assert "table x_values exists with columns (run, time_index, time, " in r.stderr
+    assert "but cells.layout normalised keeps (anomaly, time_index, cell_id, value, run)" \
+        in r.stderr
+    assert conn.execute("SELECT count(*) FROM pg_class WHERE relname IN ('x', 'x_cells', "
+                        "'x_steps')").fetchone()[0] == 0
+    # A normalised table's values table is no view for another normalised table.
+    load_normalised(norm["files"], conninfo=info, table="a", run="r1",
+                    columns=norm["columns"])
+    with pytest.raises(NcreelError, match="a_values exists and is not a view: it is a table "
+                                          "of cells.layout wide .or one of the three tables"):
+        load_normalised(norm["files"], conninfo=info, table="a_values", run="r1",
+                        columns=norm["columns"])
+    # The wide layout's cells.sql into the normalised table's view, by psql: said so (not
+    # "made by an older ncreel").
+    (tmp_path / "wa").mkdir()
+    wide_a = write_run(sample_nc, tmp_path / "wa", layout="wide", table="a", geometry="text")
+    r = subprocess.run(["psql", "-X", "-q", "-h", conn.info.host, "-U", "postgres", "-d",
+                        conn.info.dbname, "-f", "cells.sql"],
+                       cwd=wide_a["files"]["sql"].parent, capture_output=True, text=True)
+    assert r.returncode != 0
+    assert "table a is a view, as cells.layout normalised makes over a_cells" in r.stderr
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_load_killed_during_its_swap_attaches_nothing_and_a_rerun_works(
+        postgis_conn, sample_nc, tmp_path, jobs):
+    """kill -9 of a rerun's load while its swap waits for a reader of the view: the run's
+    three partitions stay the earlier load's, and the next load replaces them and leaves
+    no new or staged table behind."""
+    import json
+    import os
+    import signal
+    import sys
+    import time
+
+    import psycopg
+
+    conn, info = postgis_conn, postgis_conn.info.dsn
+    norm = write_run(sample_nc, tmp_path, layout="normalised", table="k")
+    files = {k: str(v) for k, v in norm["files"].items()}
+    if jobs > 1:
+        files["values"] = norm["parts"]["values"]
+    load_normalised(files, conninfo=info, table="k", run="r1", columns=norm["columns"],
+                    jobs=jobs)
+    before = _rows(conn, "k")
+    parts = conn.execute("SELECT array_agg(inhrelid ORDER BY inhrelid) FROM pg_inherits WHERE "
+                         "inhparent = ANY('{k_cells,k_steps,k_values}'::regclass[])"
+                         ).fetchone()[0]
+    code = ("import json, sys\nfrom ncreel.pg.load import load_normalised\n"
+            "a = json.loads(sys.argv[1])\nload_normalised(a['files'], conninfo=a['info'], "
+            "table='k', run='r1', columns=a['columns'], jobs=a['jobs'])\n")
+    args = json.dumps({"files": files, "info": info, "jobs": jobs,
+                       "columns": [list(c) for c in norm["columns"]]})
+    with psycopg.connect(info) as reader:
+        reader.execute("SELECT count(*) FROM k")  # its lock is held until the rollback
+        proc = subprocess.Popen([sys.executable, "-c", code, args])
+        try:
+            for _ in range(600):
+                if conn.execute("SELECT count(*) FROM pg_stat_activity WHERE state = "
+                                "'active' AND query LIKE 'DO%%DETACH PARTITION%%'"
+                                ).fetchone()[0]:
+                    break
+                assert proc.poll() is None, "the load ended before its swap"
+                time.sleep(0.05)
+            else:
+                pytest.fail("the load never reached its swap")
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        reader.rollback()
+    for _ in range(100):  # the killed load's backend notices and rolls back
+        if not conn.execute("SELECT count(*) FROM pg_stat_activity WHERE query LIKE "
+                            "'DO%%DETACH PARTITION%%'").fetchone()[0]:
+            break
+        time.sleep(0.05)
+    assert conn.execute("SELECT array_agg(inhrelid ORDER BY inhrelid) FROM pg_inherits WHERE "
+                        "inhparent = ANY('{k_cells,k_steps,k_values}'::regclass[])"
+                        ).fetchone()[0] == parts
+    assert _rows(conn, "k") == before
+    s = load_normalised(files, conninfo=info, table="k", run="r1", columns=norm["columns"],
+                        jobs=jobs)
+    assert s["replaced"] == 3 * 37 * 49 and _rows(conn, "k") == before
+    assert conn.execute("SELECT count(*) FROM pg_class WHERE relkind = 'r' AND relname LIKE "
+                        "'ncreel%'").fetchone()[0] == 0

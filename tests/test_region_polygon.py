@@ -316,3 +316,51 @@ def test_region_file_that_is_not_a_path_is_one_line(value):
     with pytest.raises(NcreelError, match="region.file': must be the path") as err:
         region_from_config({"file": value})
     assert "\n" not in str(err.value)
+
+
+def test_polygon_written_across_the_antimeridian_is_split_and_said(tmp_path, caplog):
+    # 170E..170W written without the split RFC 7946 asks for: read literally it runs the
+    # other way, 340 degrees round the globe. Read as the 20-degree box, with a warning.
+    path = geojson(tmp_path / "pacific.geojson", [(170, 0), (-170, 0), (-170, 10), (170, 10),
+                                                  (170, 0)])
+    with caplog.at_level("WARNING", logger="ncreel.regionpolygon"):
+        region = read_polygon_file(path)
+    assert "read as crossing the antimeridian" in caplog.text
+    assert region.area == pytest.approx(200.0)
+    assert region.covers(shapely.Point(175, 5)) and region.covers(shapely.Point(-175, 5))
+    assert not region.intersects(shapely.Point(0, 5))
+    # A polar cap's edge along a parallel from -180 to 180 is no crossing.
+    caplog.clear()
+    cap = read_polygon_file(geojson(tmp_path / "cap.geojson", [(-180, 80), (180, 80),
+                                                                (180, 90), (-180, 90),
+                                                                (-180, 80)]))
+    assert cap.area == pytest.approx(3600.0) and "antimeridian" not in caplog.text
+
+
+def test_projected_polygon_across_the_antimeridian_is_split(tmp_path):
+    from pyproj import Transformer
+
+    # A box in Pacific Mercator (EPSG:3832, central meridian 150E) from 170E to 170W.
+    tr = Transformer.from_crs("EPSG:4326", "EPSG:3832", always_xy=True)
+    (x0, x1), (y0, y1) = tr.transform([170.0, 190.0], [0.0, 10.0])
+    path = tmp_path / "pacific3832.geojson"
+    path.write_text(json.dumps({
+        "type": "FeatureCollection",
+        "crs": {"type": "name", "properties": {"name": "EPSG:3832"}},
+        "features": [{"type": "Feature", "properties": {}, "geometry": {
+            "type": "Polygon", "coordinates": [box_ring(x0, y0, x1, y1)]}}]}))
+    region = read_polygon_file(path)
+    assert region.area == pytest.approx(200.0, rel=1e-3)
+    assert region.covers(shapely.Point(179.9, 5)) and region.covers(shapely.Point(-179.9, 5))
+    assert not region.intersects(shapely.Point(0, 5))
+
+
+def test_unreadable_geometry_or_shapefile_is_one_line(tmp_path):
+    path = tmp_path / "foo.geojson"
+    path.write_text(json.dumps({"type": "Feature", "geometry": {"type": "Foo"}}))
+    with pytest.raises(NcreelError, match="foo.geojson': a geometry cannot be read"):
+        read_polygon_file(path)
+    shp = tmp_path / "garbage.shp"
+    shp.write_bytes(b"not a shapefile at all" * 10)
+    with pytest.raises(NcreelError, match="garbage.shp': cannot be read as a shapefile"):
+        read_polygon_file(shp)

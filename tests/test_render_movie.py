@@ -127,6 +127,24 @@ def test_transcode_webm_and_gif_from_the_movie(frames, tmp_path):
     assert np.abs(pix[0].astype(int) - pix[-1].astype(int)).mean() > 10
 
 
+@needs_ffprobe
+@pytest.mark.parametrize("movie_fps", [2, 24])
+def test_gif_and_webm_of_a_one_frame_movie(frames, tmp_path, movie_fps):
+    """A one-frame movie shorter than a GIF frame (1/24 s against 1/10 s) still makes a
+    one-frame GIF: ffmpeg's fps filter would drop its only frame at the end of the input
+    (eof_action=round), leaving no palette and an ffmpeg error."""
+    from ncreel.render.movie import transcode_movie
+
+    movie = tmp_path / "one.mp4"
+    encode_movie(frames[:1], movie, fps=movie_fps, crf=23)
+    transcode_movie(movie, tmp_path / "one.gif", "gif", width=80, fps=10)
+    gif = probe(tmp_path / "one.gif")
+    # At 2 frames/s the movie lasts half a second: 5 GIF frames at 10/s.
+    assert gif["width"] == 80 and int(gif["nb_read_frames"]) == (5 if movie_fps == 2 else 1)
+    transcode_movie(movie, tmp_path / "one.webm", "webm", crf=40)
+    assert int(probe(tmp_path / "one.webm")["nb_read_frames"]) == 1
+
+
 def test_transcode_of_a_missing_movie_or_unknown_format(tmp_path):
     from ncreel.render.movie import transcode_args, transcode_movie
 

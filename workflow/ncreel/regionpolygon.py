@@ -102,9 +102,21 @@ def read_polygon_file(path: str | os.PathLike) -> object:
                           "(e.g. QGIS 'Fix geometries' or shapely.make_valid)")
     if crs is not None:
         polys = [_to_wgs84(g, crs, where) for g in polys]
+    elif all(_lonlat_bounds(g.bounds) for g in polys):  # else refused below
+        crossing = [i for i, g in enumerate(polys) if _crosses_antimeridian(g)]
+        if crossing:
+            # An edge over more than half the globe is almost always one written across
+            # the antimeridian (170 to -170), not split as RFC 7946 asks; read literally it
+            # would run the other way round the globe. Said, as it is a guess.
+            log.warning("%s: polygon %d has an edge spanning more than 180 degrees of "
+                        "longitude: read as crossing the antimeridian and split there (RFC "
+                        "7946, section 3.1.9); if it really spans more than half the globe, "
+                        "add points so that no edge does", where, crossing[0] + 1)
+            polys = [_split_antimeridian(g) if i in crossing else g
+                     for i, g in enumerate(polys)]
     region = shapely.union_all(polys)
     xmin, ymin, xmax, ymax = region.bounds
-    if xmin < -180.0 - 1e-9 or xmax > 180.0 + 1e-9 or ymin < -90.0 - 1e-9 or ymax > 90.0 + 1e-9:
+    if not _lonlat_bounds(region.bounds):
         raise NcreelError(
             f"{where}: coordinates {xmin:g}..{xmax:g}, {ymin:g}..{ymax:g} are not WGS 84 "
             "longitude/latitude in -180..180, -90..90 (a projected file needs its CRS: a "
@@ -115,7 +127,15 @@ def read_polygon_file(path: str | os.PathLike) -> object:
     return region
 
 
+def _lonlat_bounds(bounds) -> bool:
+    """Whether (xmin, ymin, xmax, ymax) fit longitude -180...180, latitude -90...90."""
+    xmin, ymin, xmax, ymax = bounds
+    return xmin >= -180.0 - 1e-9 and xmax <= 180.0 + 1e-9 and ymin >= -90.0 - 1e-9 \
+        and ymax <= 90.0 + 1e-9
+
+
 def _geojson_geometries(path: Path, where: str) -> tuple[list, object]:
+    import shapely.errors
     import shapely.geometry
 
     try:
@@ -147,7 +167,8 @@ def _geojson_geometries(path: Path, where: str) -> tuple[list, object]:
     walk(doc)
     try:
         geoms = [shapely.geometry.shape(o) for o in objs]
-    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as err:
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError,
+            shapely.errors.ShapelyError) as err:  # e.g. GeometryTypeError: type 'Foo'
         raise NcreelError(f"{where}: a geometry cannot be read ({err})") from err
     return geoms, crs
 
@@ -160,8 +181,11 @@ def _shapefile_geometries(path: Path, where: str) -> tuple[list, object]:
         with shapefile.Reader(str(path)) as shp:
             geoms = [None if s.shapeType == shapefile.NULL else
                      shapely.geometry.shape(s.__geo_interface__) for s in shp.shapes()]
-    except (shapefile.ShapefileException, OSError, ValueError, IndexError) as err:
-        raise NcreelError(f"{where}: cannot be read as a shapefile ({err})") from err
+    except Exception as err:  # noqa: BLE001 - pyshp raises what its parsing hits
+        # On a corrupt file pyshp fails with whatever its parsing meets (KeyError on an
+        # unknown shape type, struct.error, ShapefileException, ...).
+        raise NcreelError(f"{where}: cannot be read as a shapefile ({type(err).__name__}: "
+                          f"{err})") from err
     prj = path.with_suffix(".prj")
     if not prj.is_file():
         prj = path.with_suffix(".PRJ")
@@ -204,7 +228,41 @@ def _to_wgs84(geom, crs, where: str):
     if not np.isfinite(np.asarray(out.bounds)).all():
         raise NcreelError(f"{where}: its coordinates are outside its CRS's area "
                           f"({crs.name}); check the .prj")
+    if _crosses_antimeridian(out):
+        # A projected polygon over the antimeridian (a Pacific CRS) comes back with
+        # longitudes jumping from 180 to -180: split there, before any repair.
+        out = _split_antimeridian(out)
     return shapely.make_valid(out) if not out.is_valid else out
+
+
+def _crosses_antimeridian(geom) -> bool:
+    """Whether a ring of `geom` has an edge spanning more than 180 degrees of longitude.
+
+    Edges with both ends on the antimeridian (a cap's edge from -180 to 180 along a
+    parallel) do not count.
+    """
+    import shapely
+
+    for ring in shapely.get_rings(shapely.get_parts(geom)):
+        x = shapely.get_coordinates(ring)[:, 0]
+        seam = np.abs(x) >= 180.0 - 1e-9
+        if np.any((np.abs(np.diff(x)) > 180.0) & ~(seam[:-1] & seam[1:])):
+            return True
+    return False
+
+
+def _split_antimeridian(geom):
+    """Split a (Multi)Polygon whose edges cross the antimeridian into parts in -180...180.
+
+    ``antimeridian.fix_polygon`` with straight edges in longitude/latitude (as the region
+    keeps them) and rings wound either way (shapefiles wind outer rings clockwise).
+    """
+    import antimeridian
+    import shapely
+
+    parts = [antimeridian.fix_polygon(p, fix_winding=True, great_circle=False)
+             for p in shapely.get_parts(geom)]
+    return shapely.union_all(parts)
 
 
 def topology_polygon(arcs: list, geometry: Mapping):

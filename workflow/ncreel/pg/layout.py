@@ -206,13 +206,43 @@ def create_statement(table: str, columns: Sequence[Sequence[str]]) -> str:
                 identifier(k) for k in ("run", *KEYS[kind])))])
         index = sql.SQL("")
         if kind == "cells" and "geometry" in dict(split["cells"]).get(GEOMETRY_COLUMN, ""):
-            index = sql.SQL("\n  CREATE INDEX ON {} USING gist ({});").format(
-                t, identifier(GEOMETRY_COLUMN))
+            # The index of a table that has none on geom (one just created), as the check
+            # "is the table new" cannot be to_regclass (below).
+            index = sql.SQL(
+                "\nIF NOT EXISTS (SELECT FROM pg_index i JOIN pg_class c ON c.oid = "
+                "i.indexrelid JOIN pg_am a ON a.oid = c.relam JOIN pg_attribute t ON "
+                "t.attrelid = i.indrelid AND t.attnum = ANY(i.indkey) WHERE i.indrelid = "
+                "{reg}::regclass AND a.amname = 'gist' AND t.attname = {geom}) THEN\n"
+                "  CREATE INDEX ON {t} USING gist ({geom_id});\n"
+                "END IF;").format(reg=reg, t=t, geom=sql.Literal(GEOMETRY_COLUMN),
+                                  geom_id=identifier(GEOMETRY_COLUMN))
+        # IF NOT EXISTS, not IF to_regclass(...) IS NULL: a session that waited for the
+        # advisory lock may hold a cached "no such relation" for a table the session before
+        # it created (an advisory lock does not read the catalog's invalidations), and
+        # would then fail with "relation already exists". CREATE TABLE takes the schema's
+        # lock, which does, so the checks and to_regclass below see the catalog as it is.
+        # An existing table of other columns (a wide table named <table>_values, another
+        # model's) is refused here too, before the view is made over it: psql -f
+        # cells.sql has no other check before this transaction commits.
+        # Compared by name in any order, as the load's check (ncreel.pg.load._check_table).
+        want = [*(n for n, _ in storage_order(split[kind])), "run"]
+        columns_check = sql.SQL(
+            "\nIF (SELECT array_agg(attname::text ORDER BY attname::text COLLATE \"C\") FROM "
+            "pg_attribute WHERE attrelid = {reg}::regclass AND attnum > 0 AND NOT "
+            "attisdropped) <> {sorted_want} THEN\n"
+            "  RAISE EXCEPTION USING ERRCODE = 'wrong_object_type', MESSAGE = format({msg},\n"
+            "    (SELECT string_agg(attname, ', ' ORDER BY attnum) FROM pg_attribute WHERE "
+            "attrelid = {reg}::regclass AND attnum > 0 AND NOT attisdropped));\n"
+            "END IF;").format(
+                reg=reg, sorted_want=sql.Literal(sorted(want)),
+                msg=sql.Literal(f"table {names[kind].replace('%', '%%')} exists with columns "
+                                f"(%s), but cells.layout normalised keeps ({', '.join(want)})"
+                                f" in it: set config key 'table' to a new name"))
         body.append(sql.SQL(
-            "IF to_regclass({reg}) IS NULL THEN\n"
-            "  CREATE TABLE {t} (\n    {cols}\n) PARTITION BY LIST ({run});{index}\n"
-            "END IF;\n{checks}").format(reg=reg, t=t, cols=cols, run=identifier("run"),
-                                        index=index, checks=partitioned_checks(names[kind])))
+            "CREATE TABLE IF NOT EXISTS {t} (\n    {cols}\n) PARTITION BY LIST ({run});\n"
+            "{checks}{columns_check}{index}").format(
+                t=t, cols=cols, run=identifier("run"), index=index,
+                checks=partitioned_checks(names[kind]), columns_check=columns_check))
     view = _table(table)
     reg = sql.Literal(view.as_string(None))
     select = sql.SQL(", ").join(sql.SQL("{}.{}").format(identifier(a), identifier(n))
@@ -230,8 +260,9 @@ def create_statement(table: str, columns: Sequence[Sequence[str]]) -> str:
             reg=reg, view=view, select=select, values=_table(names["values"]),
             steps=_table(names["steps"]), cells=_table(names["cells"]),
             message=sql.Literal(
-                f"{table} exists and is not a view: it is a table of cells.layout wide; "
-                "set cells.layout: wide, or config key 'table' to a new name")))
+                f"{table} exists and is not a view: it is a table of cells.layout wide (or "
+                "one of the three tables of another normalised table); set cells.layout: "
+                "wide, or config key 'table' to a new name")))
     return _do(sql.SQL("\n").join(body))
 
 

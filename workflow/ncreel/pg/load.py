@@ -34,6 +34,7 @@ from ncreel.pg.sql import (
     stage_statement,
     swap_statement,
     table_name,
+    view_table_message,
 )
 
 log = logging.getLogger(__name__)
@@ -424,9 +425,7 @@ def _check_table(conn, table: str, columns: Sequence[tuple[str, str]],
         # Another table's run partition (<table>$<run>), not a table made by an older ncreel.
         raise NcreelError(partition_table_message(table, found[2]))
     if found is not None and found[0] == "v":
-        raise NcreelError(f"table {table} is a view, as cells.layout normalised makes over "
-                          f"{table}_cells, {table}_steps and {table}_values: set cells.layout:"
-                          " normalised, or config key 'table' to a new name")
+        raise NcreelError(view_table_message(table))
     if found is None or found[0] != "p" or found[1] != "LIST (run)":
         raise NcreelError(older_table_message(table) if found is None or found[0] == "r" else
                           f"table {table} exists but is not a table partitioned by LIST "

@@ -146,6 +146,13 @@ def older_table_message(table: str) -> str:
             "'Tables made by an older ncreel', shows how to move its runs over")
 
 
+def view_table_message(table: str) -> str:
+    """Return the one-line error for a `table` that is a view (cells.layout normalised's)."""
+    return (f"table {table} is a view, as cells.layout normalised makes over {table}_cells, "
+            f"{table}_steps and {table}_values: set cells.layout: normalised, or config key "
+            "'table' to a new name")
+
+
 def partition_table_message(table: str, parent: str) -> str:
     """Return the one-line error for a `table` that is a run's partition of table `parent`."""
     return (f"table {table} is a partition of table {parent} (ncreel keeps each run of a "
@@ -193,7 +200,8 @@ def create_statement(table: str, columns: Sequence[tuple[str, str]]) -> str:
 def partitioned_checks(table: str):
     """PL/pgSQL raising when `table` is a partition itself or not partitioned (composed SQL).
 
-    The messages are :func:`partition_table_message` and :func:`older_table_message`.
+    The messages are :func:`partition_table_message`, :func:`view_table_message` (a view,
+    as the normalised layout makes) and :func:`older_table_message`.
     """
     from psycopg import sql
 
@@ -203,10 +211,14 @@ def partitioned_checks(table: str):
         "  RAISE EXCEPTION USING ERRCODE = 'wrong_object_type', MESSAGE = format({partition},\n"
         "    (SELECT inhparent::regclass FROM pg_inherits WHERE inhrelid = {reg}::regclass));\n"
         "END IF;\n"
+        "IF (SELECT relkind FROM pg_class WHERE oid = {reg}::regclass) = 'v' THEN\n"
+        "  RAISE EXCEPTION USING MESSAGE = {view}, ERRCODE = 'wrong_object_type';\n"
+        "END IF;\n"
         "IF (SELECT relkind FROM pg_class WHERE oid = {reg}::regclass) <> 'p' THEN\n"
         "  RAISE EXCEPTION USING MESSAGE = {message}, ERRCODE = 'wrong_object_type';\n"
         "END IF;").format(reg=reg, partition=sql.Literal(partition_table_message(
                               table.replace("%", "%%"), "%s")),
+                          view=sql.Literal(view_table_message(table)),
                           message=sql.Literal(older_table_message(table)))
 
 

@@ -15,14 +15,17 @@ warning in the job's log.
 
 The spec is checked when the config is read (:func:`check_decorate`): the module must
 import, the name must be a callable, and one call on a figure of the run's size and map
-must not raise. Rules pass :func:`decorate_params` (the spec and a digest of the module's
+must not raise, change the figure's size or add an animated artist, and must return within
+:data:`CHECK_SECONDS`. Rules pass :func:`decorate_params` (the spec and a digest of the module's
 source), so a changed function reruns the frames.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
+import logging
 import os
 import sys
 from collections.abc import Callable
@@ -34,7 +37,12 @@ import numpy as np
 from ncreel.errors import NcreelError
 from ncreel.userimport import import_user_object
 
+log = logging.getLogger(__name__)
+
 KEY = "decorate"
+#: Seconds the check before any job waits for the function (and the figure's draw)
+#: before it stops the run: a function that never returns would hang it with no word.
+CHECK_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -165,14 +173,32 @@ def decorate_params(spec: str | None) -> dict | None:
     return {"function": str(spec), "source": digest}
 
 
-def call_decorate(fn: Callable, spec: str, fig, ax, info: DecorateInfo) -> None:
+def call_decorate(fn: Callable, spec: str, fig, ax, info: DecorateInfo, *,
+                  slow_note: bool = True) -> None:
     """Call ``fn(fig, ax, info)``; anything it raises becomes one line naming ``decorate``.
+
+    With `slow_note`, a call that has not returned after :data:`CHECK_SECONDS` is said in
+    the log (a render job has no time limit of its own besides a cluster's walltime).
 
     Raises
     ------
     NcreelError
-        ``config key 'decorate': '<spec>' raised <Error>: <message>``.
+        ``config key 'decorate': '<spec>' raised <Error>: <message>``; or the function
+        changed the figure's size or dpi (the frames would not be the movie's size), or
+        added an animated artist (never drawn, so missing from every frame).
     """
+    import threading
+
+    size, dpi = tuple(fig.get_size_inches()), fig.dpi
+    animated = set(fig.findobj(_is_animated))
+    # In a render job nothing stops a function that never returns (the job's walltime
+    # does, on a cluster): its log says so after CHECK_SECONDS.
+    slow = threading.Timer(CHECK_SECONDS, log.warning, args=(
+        "config key '%s': '%s' has not returned after %g s (it is called once per render "
+        "worker, before the first frame)", KEY, spec, CHECK_SECONDS))
+    slow.daemon = True
+    if slow_note:
+        slow.start()
     try:
         fn(fig, ax, info)
     except NcreelError:
@@ -180,6 +206,28 @@ def call_decorate(fn: Callable, spec: str, fig, ax, info: DecorateInfo) -> None:
     except Exception as err:
         raise NcreelError(f"config key '{KEY}': '{spec}' raised {type(err).__name__}: "
                           f"{err}") from None
+    finally:
+        slow.cancel()
+    if tuple(fig.get_size_inches()) != size or fig.dpi != dpi:
+        # Frames of another size than the movie's (the encoder and the layout expect
+        # width x height): refused, not drawn wrong.
+        w, h = fig.get_size_inches() * fig.dpi
+        raise NcreelError(f"config key '{KEY}': '{spec}' changed the figure's size to "
+                          f"{w:.0f}x{h:.0f} pixels (dpi {fig.dpi:g}); the frame is "
+                          f"{size[0] * dpi:.0f}x{size[1] * dpi:.0f} (config width, height, "
+                          "dpi): set the size there, not in the function")
+    added = [a for a in fig.findobj(_is_animated) if a not in animated]
+    if added:
+        # An animated artist is left out of every draw of the figure, so it would be
+        # missing from every frame.
+        raise NcreelError(f"config key '{KEY}': '{spec}' added an animated artist "
+                          f"({type(added[0]).__name__}), which is never drawn in the "
+                          "frames: leave animated=False (what decorate draws is drawn once, "
+                          "under every frame)")
+
+
+def _is_animated(artist) -> bool:
+    return artist.get_animated()
 
 
 def make_info(series, render, *, vmin: float, vmax: float, projection) -> DecorateInfo:
@@ -245,16 +293,60 @@ def check_decorate(spec: str, series, render, *, projection, x, y, panels: int =
     info = make_info(series, render, vmin=0.0, vmax=1.0, projection=projection)
     if panels:
         info = dataclasses.replace(info, panel=0)
-    call_decorate(fn, spec, fig, ax, info)
-    for i in range(1, panels):  # each panel index, as the render jobs call it
-        panel_ax = map_axes(fig, projection)
-        panel_ax.set_xlim(ax.get_xlim())
-        panel_ax.set_ylim(ax.get_ylim())
-        call_decorate(fn, spec, fig, panel_ax, dataclasses.replace(info, panel=i))
     try:
-        canvas.draw()
-    except Exception as err:
-        raise NcreelError(f"config key '{KEY}': drawing what '{spec}' added raised "
-                          f"{type(err).__name__}: {err}") from None
+        with _time_limit(CHECK_SECONDS, spec):
+            call_decorate(fn, spec, fig, ax, info, slow_note=False)
+            for i in range(1, panels):  # each panel index, as the render jobs call it
+                panel_ax = map_axes(fig, projection)
+                panel_ax.set_xlim(ax.get_xlim())
+                panel_ax.set_ylim(ax.get_ylim())
+                call_decorate(fn, spec, fig, panel_ax, dataclasses.replace(info, panel=i),
+                              slow_note=False)
+            try:
+                canvas.draw()
+            except _TimeLimit:
+                raise
+            except Exception as err:
+                raise NcreelError(f"config key '{KEY}': drawing what '{spec}' added raised "
+                                  f"{type(err).__name__}: {err}") from None
     finally:
         fig.clear()
+
+
+class _TimeLimit(BaseException):
+    """Raised by the alarm of :func:`_time_limit`.
+
+    A BaseException, so that the user's ``except Exception`` does not swallow it.
+    """
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float, spec: str):
+    """Stop the block with one line naming ``decorate`` after `seconds` (main thread).
+
+    SIGALRM interrupts Python code and sleeps; off the main thread (where signals cannot
+    be caught) the block runs without a limit.
+    """
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or \
+            not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def alarm(signum, frame):
+        raise _TimeLimit
+
+    previous = signal.signal(signal.SIGALRM, alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    except _TimeLimit:
+        raise NcreelError(f"config key '{KEY}': '{spec}' did not return within "
+                          f"{seconds:g} s when called once to check it before any job (a "
+                          "loop that never ends, or a wait on a file or the network?): "
+                          "make it return quickly") from None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

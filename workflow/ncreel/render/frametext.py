@@ -12,6 +12,7 @@ that of the widest label of the run, so the title never moves from frame to fram
 from __future__ import annotations
 
 import heapq
+import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -34,6 +35,12 @@ DEFAULT_LABEL = "8888-88-88 88:88"
 #: size. A longer one (a 200 000-character ``long_name``) is cut with an ellipsis before it
 #: is measured or drawn, which otherwise cost every frame time in proportion to its length.
 MAX_TITLE_CHARS = 200
+#: A time label shrunk below this share of its normal size to fit the frame's width is
+#: said in the log (a long time_format on a narrow frame: the date becomes unreadable).
+MIN_LABEL_SCALE = 0.5
+
+log = logging.getLogger(__name__)
+
 #: A colour range narrower than this share of its magnitude is shown as one value.
 CONSTANT_SPAN = 1e-5
 
@@ -226,6 +233,12 @@ def fit_header(fig, renderer, title: str, labels: Sequence[str] = ()) -> Header:
     room = (band_max - 2 * pad) * (0.5 if title else 1.0)
     scale = min(1.0, (width - 2 * pad) / wl if wl else 1.0, room / hl)
     if scale < 1.0:
+        if wl and (width - 2 * pad) / wl < MIN_LABEL_SCALE:
+            longest = max((str(s) for s in labels), key=len, default=DEFAULT_LABEL)
+            log.warning("the time label %r is %.0f pixels wide at its normal size, and is "
+                        "shrunk to %.0f%% of it to fit the %.0f-pixel frame: shorten config "
+                        "time_format or make the frame wider", longest[:80], wl,
+                        100 * scale * 0.97, width)
         f_label *= max(scale, 0.0) * 0.97
         wl, hl = _widest(labels, f_label, measure)
     gap = 0.8 * f_label * px

@@ -347,7 +347,9 @@ def transcode_args(ffmpeg: str, movie: str, output: str, fmt: str, *, crf: int =
         if palette is None:
             raise ValueError("a gif needs the palette of its first pass")
         return [*head, "-i", palette, "-lavfi",
-                f"fps={fps:g},scale={int(width)}:-2:flags=lanczos[v];"
+                # eof_action=pass: a movie shorter than one GIF frame (one frame at 24/s)
+                # keeps its frame; the fps filter's default drops it (an empty GIF).
+                f"fps={fps:g}:eof_action=pass,scale={int(width)}:-2:flags=lanczos[v];"
                 "[v][1:v]paletteuse=dither=bayer:bayer_scale=5:diff_mode=rectangle",
                 "-loop", "0", "-f", "gif", output]
     raise ValueError(f"movie format {fmt!r}: use one of {', '.join(EXTRA_FORMATS)}")
@@ -427,7 +429,8 @@ def palette_args(ffmpeg: str, movie: str, palette: str, *, width: int = 480,
     rather than the static map and text.
     """
     return [ffmpeg, "-hide_banner", "-loglevel", "error", "-nostdin", "-y", "-i", movie,
-            "-vf", f"fps={fps:g},scale={int(width)}:-2:flags=lanczos,palettegen=stats_mode=diff",
+            "-vf", f"fps={fps:g}:eof_action=pass,scale={int(width)}:-2:flags=lanczos,"
+            "palettegen=stats_mode=diff",
             "-frames:v", "1", "-update", "1", palette]
 
 
