@@ -454,6 +454,7 @@ class AggOverlay:
                 self._lut = ((c * k_mul[:, None] + k_add[:, None]) // k_div[:, None]
                              ).astype(np.uint8).ravel()
                 self._base = (inverse.reshape(n, 4) * 256).astype(np.int32)
+                self._mul = self._add = self._div = None  # the table replaces them
 
     @classmethod
     def pair_table(cls) -> np.ndarray:
