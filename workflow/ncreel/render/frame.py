@@ -398,6 +398,10 @@ def say_full_redraw(frame: int) -> None:
         frame + 1)
 
 
+#: Most distinct blends :class:`AggOverlay` tabulates (256 bytes each).
+MAX_BLEND_TABLE = 16384
+
+
 class AggOverlay:
     """Antialiased lines above an opaque field, re-blended onto any field colour as Agg does.
 
@@ -434,6 +438,23 @@ class AggOverlay:
         self._mul[:, :3] = np.where(exact, 255 * (256 - a), f1 - f0)
         self._add[:, :3] = np.where(exact, line * 256 * a, 255 * f0 + 127)
         self._div[:, :3] = np.where(exact, 65280 + a, 255)
+        # Few distinct blends (a line's colour and its coverage levels): each one's result
+        # for all 256 colours in a table, so a frame's blend is one gather instead of an
+        # integer division per channel (0.7 ms -> 0.4 ms for 74 000 pixels). Bounded: a
+        # table over MAX_BLEND_TABLE blends at most, else the arithmetic above.
+        self._lut = self._base = None
+        if n:
+            mul, add, div = (x.astype(np.int64) for x in (self._mul, self._add, self._div))
+            key = (mul + 256) << 40 | add << 16 | div
+            keys, inverse = np.unique(key.ravel(), return_inverse=True)
+            if len(keys) <= MAX_BLEND_TABLE:
+                k_mul, k_add, k_div = (keys >> 40) - 256, (keys >> 16) & (2**24 - 1), \
+                    keys & (2**16 - 1)
+                c = np.arange(256, dtype=np.int64)[None, :]
+                self._lut = ((c * k_mul[:, None] + k_add[:, None]) // k_div[:, None]
+                             ).astype(np.uint8).ravel()
+                self._base = (inverse.reshape(n, 4) * 256).astype(np.int32)
+                self._mul = self._add = self._div = None  # the table replaces them
 
     @classmethod
     def pair_table(cls) -> np.ndarray:
@@ -455,6 +476,8 @@ class AggOverlay:
 
         Alpha is passed through unchanged.
         """
+        if self._lut is not None:
+            return self._lut.take(self._base + c)
         out = c.astype(np.int32)
         out *= self._mul
         out += self._add
