@@ -7,9 +7,14 @@
 #   1. make demo, then checks its outputs (rows, frames, files); make dag (no graphviz: .dot)
 #   2. the no-root test command, make test PYTEST_ARGS="-m 'not slurm and not pbs'": tests
 #      needing a missing system program or root skip with their reason; 0 failures
-#   3. root installs the test programs (.ci/sysdeps.sh test), then the same user runs the
-#      tests that step 2 skipped for a missing program (movie, PostgreSQL, graph tests):
-#      with step 2, every test of the no-root command has run as that user
+#   3. root installs the test programs (.ci/sysdeps.sh test), then the same user runs ONE
+#      representative of the tests step 2 skipped for each distinct missing-program reason
+#      (ffprobe, ffmpeg, initdb, dot, chromium, the psql/pg_ctl/zstd one) and one PostGIS test
+#      (its reason names initdb too), preferring a unit test (tests/test_*.py). Rule: what
+#      differs for this user is how each program starts as a non-root user (initdb/pg_ctl
+#      without runuser, chromium's sandbox, ffmpeg/dot/psql writing in the user's tmp); what
+#      the tests check with the programs installed is the same for any user and the root run
+#      (`make test`, before this script in .ci/run) has already run all of them.
 #   4. nothing left in /tmp by the tests
 #
 #   .ci/fresh-root.sh [PYTEST_ARGS]    (default: "-m 'not slurm and not pbs'")
@@ -122,11 +127,11 @@ user_tests "no ffmpeg, graphviz, PostgreSQL" "$pytest_args --junitxml=$home/firs
 t1=$(date +%s)
 inroot bash -c "cd $home/ncreel && bash .ci/sysdeps.sh test" >/dev/null
 step "sysdeps.sh test as root" "$t1"
-# Again, only the tests the first run skipped for a missing program: with the first run,
-# every test of the no-root command has run as the ordinary user (root-only ones skip).
+# One representative per reason step 2 skipped tests for a missing program (see the header):
+# the root run has run them all with the programs installed.
 python3 - "$root$home/first.xml" "$root$home/second.args" <<'EOF_PY'
 import os, sys, xml.etree.ElementTree as ET
-ids = []
+groups = {}  # (skip reason, PostGIS test) -> the test ids with it, in run order
 for case in ET.parse(sys.argv[1]).iter("testcase"):
     skipped = case.find("skipped")
     if skipped is None or "not installed" not in skipped.get("message", ""):
@@ -136,13 +141,18 @@ for case in ET.parse(sys.argv[1]).iter("testcase"):
     for n in (len(parts), len(parts) - 1):
         path = "/".join(parts[:n]) + ".py"
         if os.path.isfile(os.path.join(os.path.dirname(sys.argv[2]), "ncreel", path)):
-            ids.append("::".join([path, *parts[n:], case.get("name")]))
+            test_id = "::".join([path, *parts[n:], case.get("name")])
+            key = (skipped.get("message"), "postgis" in test_id.lower())
+            groups.setdefault(key, []).append(test_id)
             break
+# tests/test_*.py first: tests/integration runs workflows, tests/reliability needs root
+ids = [min(tests, key=lambda t: t.count("/") > 1) for tests in groups.values()]
 open(sys.argv[2], "w").write("".join(i + "\n" for i in ids))
-print(f"fresh-root: {len(ids)} tests skipped for a missing program run again")
+print(f"fresh-root: {sum(map(len, groups.values()))} tests skipped for a missing program; "
+      f"{len(ids)} representatives (one per reason) run again:", *ids, sep="\n  ")
 EOF_PY
 if [ -s "$root$home/second.args" ]; then
     chmod 644 "$root$home/second.args"
-    user_tests "system programs installed" "-m 'not slurm and not pbs' @$home/second.args"
+    user_tests "system programs installed: one test per reason" "-m 'not slurm and not pbs' @$home/second.args"
 fi
 echo "fresh-root: passed in $(( $(date +%s) - t0 )) s"

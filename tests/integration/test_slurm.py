@@ -60,8 +60,13 @@ def env(**extra):
 
 
 # Test-only: poll the scheduler more often than the profiles do (they are tuned for big
-# shared clusters), to keep these tests short.
-FAST_POLL = ["--seconds-between-status-checks", "5"]
+# shared clusters), to keep these tests short. The Slurm plugin (2.8) does not keep
+# --seconds-between-status-checks: after every check that saw a job end (and before the
+# first) it waits --slurm-init-seconds-before-status-checks (profile: 20 s), growing by
+# 10 s per check that saw none, so each wave of jobs (statistics, calibration, shards,
+# reduce, ...) cost 20-50 s of waiting; 2 s makes it a few seconds.
+FAST_POLL = ["--seconds-between-status-checks", "5",
+             "--slurm-init-seconds-before-status-checks", "2"]
 
 
 def run_snakemake(work, *args, timeout=900, **envs):
@@ -338,7 +343,7 @@ def test_shell_metacharacters_reach_slurm_jobs_unchanged(slurm, tmp_path_factory
     values = write_odd_input(work)
     logdir = "logs/" + payload("l", backslash=False)
     log = run_snakemake(work, "--profile", "profiles/slurm", "--slurm-logdir", logdir,
-                  "--slurm-init-seconds-before-status-checks", "2", "--config", *SMALL,
+                  "--config", *SMALL,
                   "frames_per_shard=4", *config_args(values), "--", "results/demo/cells.sql",
                   **SLURM_ENV)
     check_odd_run(work, values)
