@@ -109,18 +109,17 @@ def split_columns(columns: Sequence[Sequence[str]]) -> dict[str, list[tuple[str,
 
 
 #: Fixed-width PostgreSQL types by alignment (bytes); any other type is variable-length.
-_ALIGNED = {8: ("bigint", "int8", "double precision", "float8", "timestamp", "timestamptz", "time ",
-                "interval", "bigserial"),
+_ALIGNED = {8: ("bigint", "int8", "double precision", "float8", "timestamp", "timestamptz",
+                "time", "interval", "bigserial"),
             4: ("integer", "int4", "int", "real", "float4", "date", "oid", "serial"),
             2: ("smallint", "int2"),
             1: ("boolean", "bool", '"char"')}
 
 
 def _alignment(pgtype: str) -> int:
-    t = pgtype.strip().lower() + " "
+    t = pgtype.strip().lower() + " "  # a name ends at a space or "(": not "timestamp" as "time"
     for size, names in _ALIGNED.items():
-        if any(t.startswith(n if n.endswith(" ") else n + " ") or
-               t.startswith(n + "(") for n in names):
+        if any(t.startswith((n + " ", n + "(")) for n in names):
             return size
     return 0  # variable-length (text, numeric, geometry, ...): stored unaligned when short
 
@@ -148,7 +147,7 @@ def storage_order(columns: Sequence[Sequence[str]]) -> list[tuple[str, str]]:
         The same columns, stable-sorted by alignment: 8, 4, 2, 1 bytes, then variable-length.
     """
     cols = [tuple(c) for c in columns]
-    return sorted(cols, key=lambda c: -_alignment(c[1]) if _alignment(c[1]) else 1)
+    return sorted(cols, key=lambda c: -_alignment(c[1]) or 1)  # 0, variable-length: last
 
 
 def layout_tables(table: str) -> dict[str, str]:
