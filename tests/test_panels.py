@@ -63,8 +63,9 @@ def test_2x2_layout_matches_a_full_redraw():
     # Measured: 0.2 % of map pixels (coastline pixels re-blended) differ, by one level.
     assert worst["share_differing"] <= 0.01 and worst["max_difference"] <= 1
     # Every panel is on screen with its own cells.
-    for p, shown in zip(panels, fast._shown, strict=True):
-        assert 0.9 * np.prod(p.shape) < shown.size <= np.prod(p.shape)
+    for p, pixels in zip(panels, fast._pixels, strict=True):
+        shown = pixels.colours.size - 1  # a colour per cell on screen, then transparent
+        assert 0.9 * np.prod(p.shape) < shown <= np.prod(p.shape)
     # Each panel shows its own field: a changed field changes only its panel's box.
     a = fast.draw(frames[0], "x").copy()
     changed = [f.copy() for f in frames[0]]

@@ -273,11 +273,6 @@ class PanelRenderer:
             pixels.freeze(self._background, f0, f1)
         del f0s, f1s
 
-    @property
-    def _shown(self) -> list:
-        # Cells each panel shows (all of them: a range).
-        return [np.arange(px.ncells) if px.shown is None else px.shown for px in self._pixels]
-
     def _overlay_artists(self) -> list:
         return [o.artist for p in self.panels for o in p.overlays]
 
