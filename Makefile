@@ -21,7 +21,8 @@ help:
 	@echo "make report-screenshot - docs/report-resources.png of the report's resources page"
 	@echo "make profiles - link profiles/* into your Snakemake config dir (--profile cheyenne ...)"
 	@echo "make bench  - bench-render + bench-cells (key=value lines)"
-	@echo "make bench-render - frames/s, end-to-end time and peak RSS vs xmovie and FFMpegWriter"
+	@echo "make bench-render - frames/s, end-to-end time and peak RSS vs xmovie and FFMpegWriter;"
+	@echo "                    overlays vs matplotlib's FuncAnimation"
 	@echo "make bench-cells - COPY writer vs pandas and a per-cell loop, a big run, reduce, load and replace"
 	@echo "make bench-scale - 10 000-shard dry run, PBS submissions and status calls per poll"
 	@echo "make venv   - only the virtualenv .venv/ (ncreel, Snakemake; PYTHON=/path/to/python3)"
@@ -93,6 +94,7 @@ $(VENV)/.bench: $(VENV)/.test
 
 bench-render: $(VENV)/.bench sysdeps
 	$(PY) bench/render_bench.py
+	$(PY) bench/overlay_bench.py --grid 0.25 --width 1920 --height 1080 --dpi 200
 
 # The graphs are written as Graphviz text first; without graphviz (and no root to install
 # it) make dag says so and keeps the .dot files.

@@ -3,18 +3,25 @@
 A synthetic global field with a second field (contours, 10 fixed levels) and a u/v pair
 (vectors, ``--density`` arrows across the map) is drawn by ncreel's renderer on its fast
 path (the field gathered from the index image, the overlays drawn by Agg each frame) and
-by the same figure redrawn in full every frame, calling ``contour`` and ``quiver`` again
-(what a FuncAnimation does). Drawing only, no encoder; frames/s are one over the
-median frame time (wall clock), and ``*_cpu_ms_*`` the median CPU time of a frame
-(``time.process_time``: on a machine shared with other work, the figure to compare;
-``*_speedup_*_cpu`` are the speedups in CPU time). Both sides run on one thread
-(``render_threads=1``): a shard job's declared threads are its worker processes.
+by matplotlib's own ``FuncAnimation.save``, calling ``contour`` and ``quiver`` again each
+frame. Drawing only, no encoder on either side: ncreel's frames are not written, and
+matplotlib's pipe writer (``FFMpegWriter``) sends its frames to /dev/null instead of an
+ffmpeg process. Frames/s are one over the median frame time (wall clock), and
+``*_cpu_ms_*`` the median CPU time of a frame (``time.process_time``: on a machine shared
+with other work, the figure to compare; ``*_speedup_*_cpu`` are the speedups in CPU
+time). Both sides run on one thread (``render_threads=1``): a shard job's declared
+threads are its worker processes.
 
-The baseline is what a FuncAnimation saving a movie does each frame: the field's
-``pcolormesh`` gets the new values, the previous ``contour`` / ``quiver`` is removed and
-drawn again, and the whole figure is drawn (``savefig`` draws it in full); same figure,
-size and dpi. Most of its time is the ``pcolormesh`` of the field, so the speedups
-measure the whole frame, field included, not the overlays alone.
+The baseline (``matplotlib_*``, ``*_speedup_vs_matplotlib*``) is ``FuncAnimation.save``
+on the same figure, size and dpi, with a frame function that gives the field's
+``pcolormesh`` the new values and removes and calls ``contour`` / ``quiver`` again. For
+each frame ``Animation.save`` then draws the figure twice in full: the ``draw_idle``
+after the frame function (on an Agg canvas it draws at once) and ``grab_frame``'s
+``savefig``. ``matplotlib_one_draw_*`` and ``*_speedup_vs_one_draw_cpu`` are the same
+frame with one full draw (``canvas.draw()``), a lower bound for any way of making the
+movie with matplotlib redrawing the figure. Most of matplotlib's time is the
+``pcolormesh`` of the field, so the speedups measure the whole frame, field included,
+not the overlays alone.
 
     python bench/overlay_bench.py                  # demo size: 960 x 540, 1 degree grid
     python bench/overlay_bench.py --grid 0.25 --width 1920 --height 1080 --dpi 200
@@ -61,27 +68,104 @@ def time_frames(renderer, frames, which):
     return 1.0 / statistics.median(times), 1e3 * statistics.median(cpu)
 
 
+def _step_slice(step):
+    return slice(step // 2, None, step)
+
+
 def time_matplotlib(renderer, frames, which, lon, lat, levels, step, scale):
-    # The FuncAnimation way: contour() / quiver() called again each frame on the figure,
-    # which is then redrawn in full (pcolormesh included).
+    """One full draw per frame: ``contour``/``quiver`` again, then ``canvas.draw()``."""
     times, cpu, old = [], [], []
     for t in range(frames):
         f, p, u, v = frames_data[t]
         t0, c0 = time.perf_counter(), time.process_time()
-        for artist in old:
-            artist.remove()
-        old = []
-        if "c" in which:
-            old.append(renderer.ax.contour(lon, lat, p, levels, colors="black",
-                                           linewidths=0.8, zorder=2.3))
-        if "v" in which:
-            s = slice(step // 2, None, step)
-            old.append(renderer.ax.quiver(lon[s], lat[s], u[s, s], v[s, s], scale=scale,
-                                          scale_units="width", pivot="middle", zorder=2.35))
+        old = _redo_overlays(renderer, old, which, lon, lat, levels, step, scale, p, u, v)
         renderer.draw(f, "2000-01-01")
         times.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
+    _redo_overlays(renderer, old, "", lon, lat, levels, step, scale, p, u, v)
     return 1.0 / statistics.median(times), 1e3 * statistics.median(cpu)
+
+
+def _redo_overlays(renderer, old, which, lon, lat, levels, step, scale, p, u, v):
+    # What a FuncAnimation's frame function does: remove last frame's contour / quiver
+    # and call them again.
+    for artist in old:
+        artist.remove()
+    new = []
+    if "c" in which:
+        new.append(renderer.ax.contour(lon, lat, p, levels, colors="black", linewidths=0.8,
+                                       zorder=2.3))
+    if "v" in which:
+        s = _step_slice(step)
+        new.append(renderer.ax.quiver(lon[s], lat[s], u[s, s], v[s, s], scale=scale,
+                                      scale_units="width", pivot="middle", zorder=2.35))
+    return new
+
+
+def time_funcanimation(renderer, frames, which, lon, lat, levels, step, scale):
+    """``FuncAnimation.save`` itself, its frames sent to /dev/null instead of ffmpeg.
+
+    matplotlib's pipe writer (``FFMpegWriter``) with its ffmpeg process replaced by a
+    null sink: each frame is the frame function (``set_array`` of the field's
+    ``pcolormesh``, the time label, ``contour``/``quiver`` removed and called again),
+    the ``draw_idle`` that ``Animation.save`` makes after it (a full draw on the Agg
+    canvas) and ``grab_frame``'s ``savefig(format="rgba")`` (a second full draw). Frame
+    times are the intervals between successive grabs.
+    """
+    import os
+    import tempfile
+
+    from matplotlib.animation import FFMpegWriter, FuncAnimation
+
+    stamps = []
+
+    class NullPipe:
+        def __init__(self):
+            self.stdin = open(os.devnull, "wb")  # noqa: SIM115 (closed in communicate)
+            self.returncode = 0
+
+        def communicate(self):
+            self.stdin.close()
+            return b"", b""
+
+    class NullFFMpegWriter(FFMpegWriter):
+        def _run(self):
+            self._proc = NullPipe()
+
+        def grab_frame(self, **savefig_kwargs):
+            super().grab_frame(**savefig_kwargs)
+            stamps.append((time.perf_counter(), time.process_time()))
+
+    old = []
+
+    def frame(t):
+        nonlocal old
+        f, p, u, v = frames_data[t % len(frames_data)]
+        renderer.mesh.set_array(renderer._to_mesh(f))
+        renderer.label.set_text("2000-01-01")
+        old = _redo_overlays(renderer, old, which, lon, lat, levels, step, scale, p, u, v)
+        return []
+
+    anim = FuncAnimation(renderer.fig, frame, frames=frames + 1, blit=False,
+                         cache_frame_data=False, repeat=False)
+    draws = []
+    counter = renderer.fig.canvas.mpl_connect("draw_event", lambda event: draws.append(1))
+    # The renderer's figure keeps a placeholder layout engine (its layout was fixed after
+    # a constrained draw), for which savefig draws once more without rendering: not
+    # counted against matplotlib.
+    engine = renderer.fig.get_layout_engine()
+    renderer.fig.set_layout_engine(None)
+    with tempfile.TemporaryDirectory() as tmp:
+        anim.save(os.path.join(tmp, "movie.mp4"), writer=NullFFMpegWriter(fps=24))
+    renderer.fig.canvas.mpl_disconnect(counter)
+    renderer.fig.set_layout_engine(engine)
+    renderer.fig.canvas.mpl_disconnect(anim._first_draw_id)  # a later draw: no restart
+    global draws_per_frame
+    draws_per_frame = len(draws) / (frames + 1)
+    for artist in old:
+        artist.remove()
+    wall, cpu = np.diff(np.array(stamps), axis=0).T
+    return 1.0 / float(np.median(wall)), 1e3 * float(np.median(cpu))
 
 
 def main() -> None:
@@ -132,18 +216,23 @@ def main() -> None:
                     # quiver's scale: speed per axes width, as the overlay's arrows
                     scale = speed / (0.9 * vec._spacing)
             else:
-                fps, cpu = time_matplotlib(r, max(3, a.frames // 4), which, lon, lat, levels,
-                                           step, scale)
+                n = max(3, a.frames // 4)
+                args = (lon, lat, levels, step, scale)
+                fps, cpu = time_matplotlib(r, n, which, *args)
+                out[f"matplotlib_one_draw_fps_{name[which]}"] = fps
+                out[f"matplotlib_one_draw_cpu_ms_{name[which]}"] = cpu
+                fps, cpu = time_funcanimation(r, n, which, *args)
                 out[f"matplotlib_fps_{name[which]}"] = fps
                 out[f"matplotlib_cpu_ms_{name[which]}"] = cpu
+                out["matplotlib_draws_per_frame"] = draws_per_frame
             r.close()
-    out["contours_speedup_vs_matplotlib"] = (out["render_fps_contours"]
-                                             / out["matplotlib_fps_contours"])
-    out["vectors_speedup_vs_matplotlib"] = (out["render_fps_vectors"]
-                                            / out["matplotlib_fps_vectors"])
     for which in ("contours", "vectors"):
+        out[f"{which}_speedup_vs_matplotlib"] = (out[f"render_fps_{which}"]
+                                                 / out[f"matplotlib_fps_{which}"])
         out[f"{which}_speedup_vs_matplotlib_cpu"] = (out[f"matplotlib_cpu_ms_{which}"]
                                                      / out[f"render_cpu_ms_{which}"])
+        out[f"{which}_speedup_vs_one_draw_cpu"] = (out[f"matplotlib_one_draw_cpu_ms_{which}"]
+                                                   / out[f"render_cpu_ms_{which}"])
     out["render_threads"] = 1
     print(f"# grid {lat.size} x {lon.size}, frame {a.width} x {a.height} at dpi {a.dpi:g}")
     for k, v in out.items():

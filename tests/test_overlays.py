@@ -246,9 +246,13 @@ def test_overlay_bench_smoke_prints_every_key():
                 "contours_speedup_vs_matplotlib", "vectors_speedup_vs_matplotlib",
                 "render_cpu_ms_contours", "render_cpu_ms_vectors",
                 "matplotlib_cpu_ms_contours", "contours_speedup_vs_matplotlib_cpu",
-                "vectors_speedup_vs_matplotlib_cpu"):
+                "vectors_speedup_vs_matplotlib_cpu", "matplotlib_one_draw_cpu_ms_contours",
+                "contours_speedup_vs_one_draw_cpu", "vectors_speedup_vs_one_draw_cpu"):
         assert float(keys[key]) > 0, key
     assert int(keys["vector_arrows"]) > 0
+    # The baseline is FuncAnimation.save itself: the draw_idle after the frame function
+    # and grab_frame's savefig each draw the whole figure.
+    assert float(keys["matplotlib_draws_per_frame"]) == 2.0
     assert keys["render_threads"] == "1"
 
 
