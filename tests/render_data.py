@@ -9,11 +9,13 @@ import subprocess
 import numpy as np
 import pytest
 import xarray as xr
+from conftest import missing_program_reason
 from ncreel.render.frame import FrameRenderer
 from ncreel.render.segment import FrameJob
 from ncreel.settings import EncodeSettings, RenderSettings, SeriesSelection
 
-needs_ffprobe = pytest.mark.skipif(shutil.which("ffprobe") is None, reason="needs ffprobe")
+needs_ffprobe = pytest.mark.skipif(shutil.which("ffprobe") is None,
+                                   reason=missing_program_reason("ffprobe"))
 
 W, H = 320, 180
 

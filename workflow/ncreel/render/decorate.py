@@ -193,11 +193,12 @@ def call_decorate(fn: Callable, spec: str, fig, ax, info: DecorateInfo, *,
     animated = set(fig.findobj(_is_animated))
     # In a render job nothing stops a function that never returns (the job's walltime
     # does, on a cluster): its log says so after CHECK_SECONDS.
-    slow = threading.Timer(CHECK_SECONDS, log.warning, args=(
-        "config key '%s': '%s' has not returned after %g s (it is called once per render "
-        "worker, before the first frame)", KEY, spec, CHECK_SECONDS))
-    slow.daemon = True
+    slow = None
     if slow_note:
+        slow = threading.Timer(CHECK_SECONDS, log.warning, args=(
+            "config key '%s': '%s' has not returned after %g s (it is called once per "
+            "render worker, before the first frame)", KEY, spec, CHECK_SECONDS))
+        slow.daemon = True
         slow.start()
     try:
         fn(fig, ax, info)
@@ -207,7 +208,8 @@ def call_decorate(fn: Callable, spec: str, fig, ax, info: DecorateInfo, *,
         raise NcreelError(f"config key '{KEY}': '{spec}' raised {type(err).__name__}: "
                           f"{err}") from None
     finally:
-        slow.cancel()
+        if slow is not None:
+            slow.cancel()
     if tuple(fig.get_size_inches()) != size or fig.dpi != dpi:
         # Frames of another size than the movie's (the encoder and the layout expect
         # width x height): refused, not drawn wrong.
