@@ -60,6 +60,16 @@ def animated(fig, ax, info):
     ax.text(0.5, 0.5, "never drawn", transform=ax.transAxes, animated=True)
 
 
+def clears(fig, ax, info):
+    ax.clear()
+
+
+def removes(fig, ax, info):
+    for artist in [*ax.collections, *ax.lines]:  # the field's mesh, coastlines
+        artist.remove()
+    ax.plot([0], [0], "k.")
+
+
 def hangs(fig, ax, info):
     import time
 
@@ -128,6 +138,17 @@ def test_station_markers_are_in_every_frame_and_exact_against_a_full_redraw(
     assert not np.array_equal(a[0], a[-1])  # the field did change under the markers
 
 
+@pytest.mark.parametrize("name", ["clears", "removes"])
+def test_a_decorate_removing_the_maps_artists_stops_the_render_with_one_line(
+        tmp_path, stations_module, name):
+    # Before the check, a cleared map drew the background where the field should be.
+    with weather(tmp_path) as s, pytest.raises(NcreelError) as err:
+        make_renderer(s, settings(f"{stations_module}:{name}", coastlines=True), vmin=270,
+                      vmax=310)
+    assert (f"config key 'decorate': '{stations_module}:{name}' removed or replaced what "
+            "the figure held" in str(err.value)) and "\n" not in str(err.value)
+
+
 def test_a_decoration_that_changes_between_draws_falls_back_to_full_redraws(
         tmp_path, stations_module, caplog):
     rs = settings(f"{stations_module}:ticking")
@@ -177,6 +198,8 @@ def user_config(**values):
     ("{m}:resize", "config key 'decorate': '{m}:resize' changed the figure's size to "
                    "500x500 pixels (dpi 100); the frame is 960x540"),
     ("{m}:animated", "config key 'decorate': '{m}:animated' added an animated artist (Text)"),
+    ("{m}:clears", "config key 'decorate': '{m}:clears' removed or replaced what the "
+                   "figure held"),
     ("not a spec", "config key 'decorate'"),
 ])
 def test_bad_decorate_stops_before_any_job_with_one_line(sample_nc, stations_module, spec,

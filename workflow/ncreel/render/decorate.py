@@ -184,13 +184,16 @@ def call_decorate(fn: Callable, spec: str, fig, ax, info: DecorateInfo, *,
     ------
     NcreelError
         ``config key 'decorate': '<spec>' raised <Error>: <message>``; or the function
-        changed the figure's size or dpi (the frames would not be the movie's size), or
-        added an animated artist (never drawn, so missing from every frame).
+        changed the figure's size or dpi (the frames would not be the movie's size),
+        added an animated artist (never drawn, so missing from every frame), or removed
+        or replaced what the figure held (``ax.clear()``, ``fig.clear()``, ``remove()``:
+        the field, map lines or overlays would be missing from the frames).
     """
     import threading
 
     size, dpi = tuple(fig.get_size_inches()), fig.dpi
     animated = set(fig.findobj(_is_animated))
+    held = _held(fig, ax)
     # In a render job nothing stops a function that never returns (the job's walltime
     # does, on a cluster): its log says so after CHECK_SECONDS.
     slow = None
@@ -218,6 +221,14 @@ def call_decorate(fn: Callable, spec: str, fig, ax, info: DecorateInfo, *,
                           f"{w:.0f}x{h:.0f} pixels (dpi {fig.dpi:g}); the frame is "
                           f"{size[0] * dpi:.0f}x{size[1] * dpi:.0f} (config width, height, "
                           "dpi): set the size there, not in the function")
+    now = {id(a) for a in _held(fig, ax)}
+    gone = [a for a in held if id(a) not in now]
+    if gone:
+        # ncreel's own artists (the field's mesh, map lines, overlays, titles) would be
+        # missing: the frames would show the background where the field should be.
+        raise NcreelError(f"config key '{KEY}': '{spec}' removed or replaced what the "
+                          f"figure held ({_kind(gone[0])}; ax.clear(), ax.cla(), "
+                          "fig.clear() or remove() do that): only add artists")
     added = [a for a in fig.findobj(_is_animated) if a not in animated]
     if added:
         # An animated artist is left out of every draw of the figure, so it would be
@@ -226,6 +237,20 @@ def call_decorate(fn: Callable, spec: str, fig, ax, info: DecorateInfo, *,
                           f"({type(added[0]).__name__}), which is never drawn in the "
                           "frames: leave animated=False (what decorate draws is drawn once, "
                           "under every frame)")
+
+
+def _held(fig, ax) -> list:
+    # The figure's and the map axes' own parts: their axes, texts, collections, lines and
+    # patches. (Deeper artists such as tick marks are made again by matplotlib itself.)
+    from matplotlib.axis import Axis
+
+    return [a for a in [*fig.get_children(), *ax.get_children()] if not isinstance(a, Axis)]
+
+
+def _kind(artist) -> str:
+    label = artist.get_label() if hasattr(artist, "get_label") else ""
+    name = type(artist).__name__
+    return f"{name} '{label}'" if label and not label.startswith("_") else name
 
 
 def _is_animated(artist) -> bool:
