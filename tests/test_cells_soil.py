@@ -251,6 +251,25 @@ def test_settings_checks_and_etr_deprecation(tmp_path, caplog):
                                           "params": {"first_application": "2000-02-30"}}))
 
 
+def test_temperature_units_in_any_udunits_spelling_are_accepted(tmp_path):
+    import netCDF4
+
+    path, _ = _temperature_nc(tmp_path / "t.nc", n_time=3)
+    for spelling, ok in (("deg_C", True), ("degree_Celsius", True), ("K", False),
+                         ("Celsius degrees please", False)):
+        with netCDF4.Dataset(path, "a") as nc:
+            nc["soil_t"].units = spelling
+        etr = {"first_application": "2000-01-02", "temperature_variable": "soil_t",
+               "temperature_units": "degC"}
+        with open_series(str(path), "tas") as s:
+            settings = cells_settings({"model": "etr_risk", "params": etr})
+            if ok:
+                soil.check_run(s, settings)
+            else:
+                with pytest.raises(NcreelError, match=f"'soil_t' has units '{spelling}'"):
+                    soil.check_run(s, settings)
+
+
 @pytest.mark.integration
 def test_workflow_runs_prepass_and_independent_shards(tmp_path, pg_server):
     """snakemake on a tiny file, 3 shards: the table equals one in-process pass."""

@@ -23,6 +23,7 @@ WORKFLOW = ROOT / "workflow"
 PACKAGES = {
     "antimeridian": ("antimeridian", "antimeridian"),
     "cartopy": ("cartopy", "cartopy"),
+    "cf_xarray": ("cf_xarray", "cf_xarray"),
     "cftime": ("cftime", "cftime"),
     "contourpy": ("contourpy", "contourpy"),
     "healpix": ("healpix", "healpix"),
@@ -31,6 +32,7 @@ PACKAGES = {
     "netCDF4": ("netcdf4", "netcdf4"),
     "numpy": ("numpy", "numpy"),
     "PIL": ("pillow", "pillow"),
+    "pint": ("pint", "pint"),
     "polars": ("polars", "polars"),
     "psycopg": ("psycopg", "psycopg"),
     "pyproj": ("pyproj", "pyproj"),

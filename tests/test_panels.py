@@ -198,7 +198,37 @@ def test_difference_in_different_units_is_refused(tmp_path):
     celsius = _write(tmp_path / "c.nc", start=0, n=2, data_units="degC")
     with pytest.raises(NcreelError) as err:
         _plan(tmp_path, main, [{}, {"input": celsius}, {"difference_of": [0, 1]}])
-    assert "different units ('K', 'degC')" in str(err.value) and "\n" not in str(err.value)
+    assert "different units ('K', 'degC'); a difference" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_difference_in_two_spellings_of_one_unit_is_drawn(tmp_path):
+    # CF units are UDUNITS strings: 'kelvin' is 'K' (refused as different before).
+    main = _write(tmp_path / "main.nc", start=0, n=2)
+    spelled = _write(tmp_path / "k.nc", start=0, n=2, data_units="kelvin")
+    plan, _ = _plan(tmp_path, main, [{}, {"input": spelled}, {"difference_of": [0, 1]}])
+    assert plan["panels"][2]["difference_of"] == [0, 1]
+    assert plan["panels"][2]["units"] == "K"
+
+
+def test_difference_in_units_ncreel_cannot_read_says_they_were_compared_as_text(tmp_path):
+    main = _write(tmp_path / "main.nc", start=0, n=2)
+    odd = _write(tmp_path / "odd.nc", start=0, n=2, data_units="Kelvins please")
+    with pytest.raises(NcreelError) as err:
+        _plan(tmp_path, main, [{}, {"input": odd}, {"difference_of": [0, 1]}])
+    assert "different units ('K', 'Kelvins please') (compared as text" in str(err.value)
+
+
+@pytest.mark.parametrize("a, b, same", [
+    ("K", "kelvin", True), ("K", "degK", True), ("m s-1", "m/s", True),
+    ("kg m-2 s-1", "kg/m2/s", True), ("1", "dimensionless", True), ("degC", "C", True),
+    ("K", "degC", False), ("hPa", "Pa", False), ("mm day-1", "kg m-2 s-1", False),
+    ("K", "not a unit", None), ("  K", "K ", True),
+])
+def test_same_units_reads_udunits_spellings(a, b, same):
+    from ncreel.units import same_units
+
+    assert same_units(a, b) is same
 
 
 def test_more_panels_than_fit_are_refused(tmp_path):

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ncreel.errors import NcreelError
+from ncreel.units import same_units
 
 #: Cmap of a difference panel without its own: diverging, white at zero.
 DIFFERENCE_CMAP = "RdBu_r"
@@ -219,11 +220,14 @@ def plan_panels(panels: Sequence[Mapping] | None, *, config: Mapping, selection,
                               f"grid {gb[0][0]} x {gb[0][1]}) are not on the same grid; a "
                               "difference needs the same cells (regrid one file first)")
         ua, ub = planned[a]["units"], planned[b]["units"]
-        if ua != ub:  # K minus degC would be drawn as a 273 K "difference"
+        same = same_units(ua, ub)
+        if not same:  # K minus degC would be drawn as a 273 K "difference"
+            unsure = ("" if same is False else
+                      " (compared as text: not both are UDUNITS units ncreel can read)")
             raise NcreelError(f"config key '{where}': panels {a} ({planned[a]['title']}) and "
                               f"{b} ({planned[b]['title']}) are in different units ({ua!r}, "
-                              f"{ub!r}); a difference needs the same units (convert one file "
-                              "first)")
+                              f"{ub!r}){unsure}; a difference needs the same units (convert "
+                              "one file first)")
         grids[i] = ga
         d = planned[i]
         d["difference_of"] = [a, b]

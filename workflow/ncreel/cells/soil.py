@@ -36,6 +36,7 @@ from ncreel.errors import NcreelError
 from ncreel.io import atomic_path
 from ncreel.source import MAX_BLOCK_CELLS
 from ncreel.timeaxis import ISO_FORM, iso_fields
+from ncreel.units import same_units
 
 #: Molar gas constant R, J/(mol K) (CODATA 2018, exact).
 GAS_CONSTANT_J_MOL_K = 8.314462618
@@ -501,11 +502,18 @@ def check_series(p: Mapping, time, read_variable: Callable | None, units_of: Cal
     if name and read_variable is not None:
         read_variable(name, 0, 1)
         units = (units_of(name) if units_of else "") or ""
+        # Lower-case spellings seen in files (a bare 'c' is Celsius here), then any UDUNITS
+        # spelling of the unit ('degree_Celsius', 'deg_C', 'K').
         known = {"K": {"k", "kelvin", "degk"},
                  "degC": {"degc", "celsius", "degree_celsius", "degrees_celsius", "°c", "c"}}
-        if units and units.strip().lower() not in known[p["temperature_units"]]:
-            raise NcreelError(f"config key 'cells.params.temperature_units': is "
-                              f"{p['temperature_units']}, but '{name}' has units '{units}'")
+        want = p["temperature_units"]
+        if units and units.strip().lower() not in known[want]:
+            same = same_units(units, want)
+            if not same:
+                unsure = ("" if same is False else
+                          " (not a UDUNITS unit ncreel can read)")
+                raise NcreelError(f"config key 'cells.params.temperature_units': is {want}, "
+                                  f"but '{name}' has units '{units}'{unsure}")
 
 
 def check_run(series, cells: Mapping) -> None:
