@@ -80,3 +80,21 @@ def test_run_file_drives_a_dry_run(tmp_path, sample_nc):
     assert proc.returncode == 0, proc.stderr
     out = snakemake(work, "-n", "--configfile", "my_run.yaml")
     assert "results/from_file/movie.mp4" in out.stdout + out.stderr
+
+
+def test_status_of_a_run_file_without_run_is_what_snakemake_makes_of_it(tmp_path):
+    """A run file without `run` is refused as snakemake refuses it when it names its own
+    input, and is the demo's run when it only adds settings (snakemake --configfile runs
+    the demo then); never the last run made in the directory."""
+    record = tmp_path / ".snakemake" / "ncreel" / "runs"
+    record.mkdir(parents=True)
+    (record / "last-run.json").write_text('{"run": "other", "config": {"run": "other"}}')
+    (tmp_path / "mine.yaml").write_text("input: tas_*.nc\nvariable: tas\n")
+    proc = _ncreel("status", "--configfile", "mine.yaml", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("ncreel: error: run file mine.yaml sets input/variable but "
+                                  "no run: ")
+    (tmp_path / "db.yaml").write_text("database: {url: 'postgresql:///x'}\n")
+    proc = _ncreel("status", "--configfile", "db.yaml", cwd=tmp_path)
+    assert "run 'demo' has no shard plan yet" in proc.stderr, proc.stderr
+    assert "other" not in proc.stderr

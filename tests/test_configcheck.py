@@ -170,3 +170,49 @@ def test_a_missing_required_key_is_named():
     assert [schema_error_message(e) for e in errs] == [
         "config key 'variable' is required: set it in the run file (`ncreel config` writes "
         "one) or with --config variable=..."]
+
+
+@pytest.mark.parametrize("files, overrides, refused", [
+    ([{"input": "tas_*.nc", "variable": "tas"}], {}, True),   # forgot run: would be the demo
+    ([{"variable": "tas"}], {}, True),
+    ([{"input": "tas_*.nc", "variable": "tas", "run": "tas_day"}], {}, False),
+    ([{"input": "tas_*.nc"}], {"run": "tas_day"}, False),      # run given with --config
+    ([{"input": "tas_*.nc"}, {"run": "tas_day"}], {}, False),  # in a second run file
+    ([{"database": {"url": "postgresql:///x"}}], {}, False),   # adds loading to the demo run
+    ([{"formats": ["mp4", "gif"]}], {}, False),
+    ([], {"input": "t.nc", "variable": "tas"}, False),         # --config only: not a run file
+])
+def test_a_run_file_of_its_own_data_must_name_its_run(tmp_path, files, overrides, refused):
+    import json
+
+    from ncreel.configcheck import check_run_named
+    from ncreel.errors import NcreelError
+
+    paths = []
+    for i, doc in enumerate(files):
+        paths.append(tmp_path / f"run{i}.yaml")
+        paths[-1].write_text(json.dumps(doc))  # JSON is YAML
+    if refused:
+        with pytest.raises(NcreelError, match=r"^run file .*run0\.yaml sets input/variable "
+                           r"but no run: .*results/demo/.*add a line `run: NAME`"):
+            check_run_named(paths, overrides)
+    else:
+        check_run_named(paths, overrides)
+
+
+def test_snakemake_stops_a_run_file_without_run_before_writing_anything(tmp_path):
+    """config/config.yaml (the demo's) is read first: a user's run file that forgot `run:`
+    would have written results/demo/ over the demo's results."""
+    from workflow_run import make_workdir, snakemake
+
+    work = make_workdir(tmp_path)
+    (work / "my_run.yaml").write_text("input: tas_day_*.nc\nvariable: tas\n")
+    proc = snakemake(work, "-n", "--configfile", "my_run.yaml", check=False)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("ncreel: error:")]
+    assert proc.returncode != 0 and lines == [
+        f"ncreel: error: run file {work / 'my_run.yaml'} sets input/variable but no run: it "
+        "would run as "
+        "the demo (results/demo/, table ncreel_demo) and replace the demo's results; add a "
+        "line `run: NAME` (outputs then go to results/NAME/)"], proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    assert not (work / "results").exists()

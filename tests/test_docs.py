@@ -116,3 +116,37 @@ def test_optional_pages_join_the_site_once_they_exist(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert 'href="install/"' in (site / "index.html").read_text()  # in the navigation
     assert 'href="../../install/"' in (site / "clusters" / "derecho" / "index.html").read_text()
+
+
+def _snakemake_commands(text: str) -> list[str]:
+    """`snakemake ...` command lines in a page: in code blocks (joined over trailing
+    backslashes) and in inline code that names a run file (an option alone, such as
+    `snakemake --directory`, is not a command)."""
+    found, block = [], False
+    lines = iter(text.splitlines())
+    for line in lines:
+        if line.lstrip().startswith("```"):
+            block = not block
+            continue
+        if block:
+            cmd = line.strip().removeprefix("$ ")
+            while cmd.endswith("\\"):
+                cmd = cmd[:-1] + next(lines, "").strip()
+            if cmd.startswith("snakemake "):
+                found.append(cmd)
+        else:
+            found += [c for c in re.findall(r"`([^`]+)`", line)
+                      if c.startswith("snakemake ") and "--configfile" in c]
+    return found
+
+
+def test_every_documented_local_snakemake_run_gives_cores():
+    """Snakemake stops a local run without --cores ("cores have to be specified"): a
+    command in the documents that runs jobs here names them, or is a dry run, a report or
+    picture, or runs under a profile or executor."""
+    no_cores_needed = ("-n", "--cores", "--profile", "--executor", "--report", "--rulegraph",
+                       "--dag", "--lint", "--unlock", "--help", "--version")
+    missing = [f"{page.relative_to(ROOT)}: {cmd}" for page in USER_DOCS
+               for cmd in _snakemake_commands(page.read_text(encoding="utf-8"))
+               if not any(opt in cmd.split() for opt in no_cores_needed)]
+    assert not missing, "\n".join(missing)

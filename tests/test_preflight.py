@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from grid_files import write_rotated_pole
@@ -27,13 +29,28 @@ def test_demo_sample(sample_nc, tmp_path):
     assert "frames: first '1860', last '2099'" in out  # annual means
     assert ("cells: 1,813; steps: 240; at most 435,120 rows (one per cell and step that is "
             "not missing)") in out
-    # The estimate from the middle step against the demo's real COPY file (34.5 MB).
+    # The estimate from the middle step against the demo's real COPY file (37.8 MB).
     mb = float(next(ln for ln in out if ln.startswith("COPY file")).split("about ")[1]
                .split(" MB")[0])
     assert 30 < mb < 40
     with Image.open(png) as im:
         assert im.size == (960, 540)
     assert out[-1] == "note: detection was sure of everything above"
+
+
+def test_the_example_on_the_running_page_is_what_inspect_prints(sample_nc, tmp_path):
+    """docs/running.md shows `ncreel inspect` on the demo input: the same lines, run from a
+    directory holding resources/A1B_north_america.nc as the page does."""
+    page = (Path(__file__).resolve().parents[1] / "docs" / "running.md").read_text()
+    block = page.split("$ ncreel inspect resources/A1B_north_america.nc air_temperature\n")[1]
+    shown = block.split("\n```")[0].splitlines()
+    (tmp_path / "resources").mkdir()
+    shutil.copy(sample_nc, tmp_path / "resources" / "A1B_north_america.nc")
+    proc = subprocess.run([sys.executable, "-m", "ncreel", "inspect",
+                           "resources/A1B_north_america.nc", "air_temperature"],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == shown
 
 
 def test_without_a_variable_lists_them(sample_nc):

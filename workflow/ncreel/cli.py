@@ -262,12 +262,22 @@ def main(argv: list[str] | None = None) -> int:
     if run is None and args.configfile:
         import yaml
 
+        from ncreel.configcheck import check_run_named
+        from ncreel.errors import NcreelError
+
         try:
             run = (yaml.safe_load(Path(args.configfile).read_text()) or {}).get("run")
         except (OSError, yaml.YAMLError, AttributeError) as err:
             print(f"ncreel: error: --configfile {args.configfile}: cannot read its 'run' "
                   f"({err})", file=sys.stderr)
             return 2
+        if run is None:  # as snakemake --configfile: refused, or the demo's run
+            try:
+                check_run_named([args.configfile])
+            except NcreelError as err:
+                print(f"ncreel: error: {err}", file=sys.stderr)
+                return 2
+            run = "demo"
     if run is None:
         from ncreel.lastrun import LAST, RECORD_DIR, read_record
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ncreel.errors import NcreelError
@@ -483,3 +483,52 @@ def report_before_results(argv: list[str], outputs: list[str]) -> str | None:
     if not reporting_only(argv):
         return None
     return next((o for o in outputs if not Path(o).exists()), None)
+
+
+#: Keys that make a run file describe a run of its own (config/config.yaml sets them, and
+#: ``run: demo``, for the demo).
+OWN_RUN_KEYS = ("input", "variable")
+
+
+def check_run_named(configfiles: Sequence, overrides: Mapping | None = None) -> None:
+    """Stop a run file that names its own input or variable but no ``run``.
+
+    ``config/config.yaml`` (the demo's) is read first, so such a file would run as
+    ``run: demo``: into ``results/demo/`` and the table ``ncreel_demo``, replacing the
+    demo's results with another data set's, without a word.
+
+    Parameters
+    ----------
+    configfiles : sequence of path
+        The command's ``--configfile`` files (YAML or JSON), in order.
+    overrides : mapping, optional
+        The command's ``--config`` values; a ``run`` among them names the run too. Values
+        given only with ``--config`` (no run file) are not checked.
+
+    Raises
+    ------
+    NcreelError
+        When a run file sets ``input`` or ``variable`` and neither a run file nor
+        ``--config`` sets ``run``; the message names the file and the key to add.
+    """
+    import yaml
+
+    if "run" in (overrides or {}):
+        return
+    own = []
+    for path in configfiles:
+        try:
+            doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            continue  # Snakemake itself reports a run file it cannot read
+        if not isinstance(doc, Mapping):
+            continue
+        if "run" in doc:
+            return
+        if any(key in doc for key in OWN_RUN_KEYS):
+            own.append(str(path))
+    if own:
+        raise NcreelError(
+            f"run file {own[0]} sets input/variable but no run: it would run as the demo "
+            "(results/demo/, table ncreel_demo) and replace the demo's results; add a line "
+            "`run: NAME` (outputs then go to results/NAME/)")

@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
 
 from ncreel import resources as res
 from ncreel.cells.soil import needs_prepass
-from ncreel.configcheck import report_before_results, reporting_only
+from ncreel.configcheck import check_run_named, report_before_results, reporting_only
 from ncreel.errors import NcreelError
 from ncreel.incomplete import interrupted_outputs
 from ncreel.jobrecord import attempts_path, read_attempts
@@ -105,6 +105,16 @@ def rule_runtime(rule_name):
 # The whole config pipeline and the input's header: one call (ncreel.runconfig), then the
 # run's side effects (input links, the config file jobs read, the run lock, a killed
 # run's stale lock) in the main process only.
+# A run file without `run:` would run as config/config.yaml's `run: demo` and replace the
+# demo's results: stop before anything is read.
+if workflow.is_main_process:
+    try:
+        check_run_named(
+            workflow.config_settings.configfiles or [],
+            workflow.config_settings.config,
+        )
+    except NcreelError as err:
+        fail(err)
 try:
     RUN_CONFIG = load_config(
         config,
