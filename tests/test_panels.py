@@ -352,3 +352,16 @@ def test_the_background_rectangles_cover_the_frame_but_the_maps_once():
         inside[rows, cols] = True
     assert (count[inside] == 0).all() and (count[~inside] == 1).all()
     assert outside_boxes((w, h), [(slice(0, h), slice(0, w))]) == []
+
+
+@pytest.mark.parametrize("n, size, want", [
+    (2, (1920, 1080), (1, 2)), (3, (1920, 1080), (2, 2)), (4, (1920, 1080), (2, 2)),
+    (6, (1920, 1080), (2, 3)), (3, (1280, 360), (1, 3)), (4, (1280, 360), (1, 4)),
+    (2, (1080, 1080), (2, 1)), (5, None, (2, 3)),
+])
+def test_default_grid_gives_the_maps_the_most_room(n, size, want):
+    # Three panels on a 1280 x 360 frame were a 2 x 2 grid of small maps and a blank slot.
+    from ncreel.render.panels import grid_size
+
+    assert grid_size(n, None, size) == want
+    assert grid_size(n, 2, size) == (-(-n // 2), 2)  # columns asked for are kept

@@ -121,7 +121,7 @@ def plan_panels(panels: Sequence[Mapping] | None, *, config: Mapping, selection,
     from ncreel.source import resolve_paths
 
     n = len(panels)
-    rows, cols = grid_size(n, columns)
+    rows, cols = grid_size(n, columns, (width, height))
     if n > MAX_PANELS or width // cols < 64 or height // rows < 48:
         raise NcreelError(f"config key 'panels': {n} panels in {rows} x {cols} do not fit a "
                           f"{width} x {height} frame (at most {MAX_PANELS} panels, each at "

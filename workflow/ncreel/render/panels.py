@@ -88,7 +88,15 @@ class Panel:
     overlays: Sequence = field(default_factory=tuple)
 
 
-def grid_size(n: int, columns: int | None = None) -> tuple[int, int]:
+#: Width / height assumed of a panel's map when the grid is chosen (a global latitude /
+#: longitude map), and the share of a panel's height left to the map (the rest: its title
+#: and colour bar).
+PANEL_MAP_ASPECT = 2.0
+PANEL_MAP_SHARE = 0.7
+
+
+def grid_size(n: int, columns: int | None = None,
+              size: tuple[int, int] | None = None) -> tuple[int, int]:
     """Rows and columns of a layout of `n` panels.
 
     Parameters
@@ -96,16 +104,33 @@ def grid_size(n: int, columns: int | None = None) -> tuple[int, int]:
     n : int
         Number of panels (at least 1).
     columns : int, optional
-        Columns asked for; None: ``ceil(sqrt(n))`` (2 x 2 for four panels, 1 x 2 for two,
-        2 x 2 for three).
+        Columns asked for. None: the grid in which each map is largest in a frame of
+        `size`, taking maps as :data:`PANEL_MAP_ASPECT` times as wide as tall over
+        :data:`PANEL_MAP_SHARE` of a panel's height (at 16:9, 1 x 2 for two panels, 2 x 2
+        for three or four, 2 x 3 for five or six; on a frame three times as wide as tall,
+        one row of three); the squarest grid, ``ceil(sqrt(n))`` columns, on a tie or
+        without `size`.
+    size : (int, int), optional
+        Frame width and height in pixels.
 
     Returns
     -------
     (int, int)
         ``(rows, columns)`` with ``rows * columns >= n``.
     """
-    cols = int(columns) if columns else math.ceil(math.sqrt(n))
-    cols = max(1, min(cols, n))
+    n = max(1, int(n))
+    if columns:
+        cols = max(1, min(int(columns), n))
+        return -(-n // cols), cols
+    cols = math.ceil(math.sqrt(n))
+    if size is not None:
+        def map_width(c: int) -> float:
+            rows = -(-n // c)
+            return min(size[0] / c, size[1] / rows * PANEL_MAP_SHARE * PANEL_MAP_ASPECT)
+
+        # Largest maps first; among equal ones the squarest grid (the default before).
+        cols = max(range(1, n + 1),
+                   key=lambda c: (round(map_width(c), 6), -abs(c - cols)))
     return -(-n // cols), cols
 
 
@@ -166,7 +191,7 @@ class PanelRenderer:
         self.panels = panels
         self.width, self.height, self.dpi = int(width), int(height), float(dpi)
         self.blit = bool(blit)
-        self.rows, self.columns = grid_size(len(panels), columns)
+        self.rows, self.columns = grid_size(len(panels), columns, (width, height))
         self.fig = Figure(figsize=(self.width / self.dpi, self.height / self.dpi),
                           dpi=self.dpi, layout="constrained")
         self.canvas = FigureCanvasAgg(self.fig)
