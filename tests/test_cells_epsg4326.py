@@ -3,6 +3,8 @@ turns, split at the antimeridian into valid MultiPolygons, neighbours sharing co
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import shapely
@@ -210,3 +212,32 @@ def test_healpix_faces_on_the_poles_and_the_antimeridian_are_valid(tmp_path):
     _check_epsg4326(geoms)
     assert sum(len(g.geoms) > 1 for g in geoms) >= 8
     assert sum(g.area for g in geoms) == pytest.approx(360 * 180)  # they tile the globe
+
+
+ATLANTIC = (Path(__import__("iris_sample_data").__file__).parent / "sample_data"
+            / "atlantic_profiles.nc")
+
+
+def test_a_box_stored_across_the_0_360_seam_reads_west_to_east_in_one_piece():
+    # iris' atlantic_profiles.nc stores lon 0.5, 325.5 ... 355.5: a 40 x 10 degree box.
+    # Before, its first cell's polygon spanned 325 degrees (edges between 0.5 and 325.5)
+    # and the map was a world-wide strip with the box in it.
+    import xarray as xr
+    from ncreel.render.maps import central_longitude
+
+    with open_series(str(ATLANTIC), "theta", time_dim="depth") as s:
+        lat, lon = s.cell_coordinates()
+        assert lon[0].tolist() == [325.5, 330.5, 335.5, 340.5, 345.5, 350.5, 355.5, 0.5]
+        cont = s.cell_coordinates(continuous=True)[1][0]
+        assert cont.tolist() == [325.5, 330.5, 335.5, 340.5, 345.5, 350.5, 355.5, 360.5]
+        assert central_longitude(cont) == pytest.approx(-17.0)
+        # Each column holds the data of the longitude it is said to have.
+        field = s.read(0, 1)[0]
+        with xr.open_dataset(ATLANTIC) as ds:
+            want = ds["theta"].isel(depth=0).sel(lon=lon[0]).values
+        np.testing.assert_array_equal(np.isnan(field), np.isnan(want))
+        np.testing.assert_array_equal(field[np.isfinite(field)], want[np.isfinite(want)])
+        polygons = CellGeometry.from_series(s).polygons(np.arange(8))
+    bounds = [shapely.from_wkt(t.split(";", 1)[1]).bounds for t in polygons]
+    assert [b[2] - b[0] for b in bounds] == [5.0] * 8
+    assert (bounds[0][0], bounds[-1][2]) == (-37.0, 3.0)

@@ -346,6 +346,22 @@ def _check_constant(ds: xr.Dataset, name: str, tdim: str, where: str) -> None:
                           "grid); ncreel needs a grid fixed in time, split the file per grid")
 
 
+def _across_seam(lon: np.ndarray, order: np.ndarray | None) -> np.ndarray | None:
+    # Increasing longitudes of a box stored across the 0/360 seam (0.5, 325.5 ... 355.5):
+    # the columns start after the widest gap between neighbours, so that the box reads
+    # west to east (325.5 ... 355.5, 0.5) and is drawn as one piece. Global grids and
+    # boxes stored in one piece have no gap wider than the one round the seam: unchanged.
+    order = np.arange(lon.size) if order is None else order
+    v = np.asarray(lon, np.float64)[order]
+    if v.size < 2 or not np.all(np.diff(v) > 0) or v[-1] - v[0] >= 360:
+        return None if np.array_equal(order, np.arange(lon.size)) else order
+    gaps = np.diff(v)
+    k = int(np.argmax(gaps))
+    if gaps[k] > v[0] + 360.0 - v[-1] + 1e-6:
+        order = np.roll(order, -(k + 1))
+    return None if np.array_equal(order, np.arange(lon.size)) else order
+
+
 def _orientation(ds: xr.Dataset, lat_name: str, lon_name: str, y_dim: str, x_dim: str,
                  tdim: str) -> tuple[np.ndarray | None, np.ndarray | None]:
     """Row and column order that puts south at the bottom and longitudes increasing."""
@@ -364,6 +380,7 @@ def _orientation(ds: xr.Dataset, lat_name: str, lon_name: str, y_dim: str, x_dim
                     y_index = order
                 else:
                     x_index = order
+        x_index = _across_seam(lon[0, :], x_index)
         return y_index, x_index
     if np.nanmean(np.diff(lat, axis=0)) < 0:
         y_index = np.arange(lat.shape[0])[::-1].copy()

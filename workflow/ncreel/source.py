@@ -382,6 +382,13 @@ class Series:
                                                 self.time_dim))
         if continuous and ds[self.lon_name].ndim - (self.time_dim in ds[self.lon_name].dims) == 2:
             lon = unwrap_rows(lon)
+        elif continuous:
+            # 1-D longitudes of a box stored across the file's 0/360 seam (0.5, 325.5 ...
+            # 355.5): continuous, so the map shows the box and not a world-wide strip;
+            # kept as stored when that is not narrower (global grids, in any order).
+            run = unwrap_rows(lon)
+            if np.nanmax(run) - np.nanmin(run) < np.nanmax(lon) - np.nanmin(lon) - 1e-9:
+                lon = run
         return lat, lon
 
     def grid_xy(self) -> tuple[np.ndarray, np.ndarray] | tuple[None, None]:

@@ -474,7 +474,10 @@ class CellGeometry:
         _, lon_cont = series.cell_coordinates(continuous=True)
         if np.all(lat == lat[:, :1]) and np.all(lon == lon[:1, :]):
             y_lo, y_hi = series.coordinate_bounds("lat") or _edges(None, "", lat[:, 0])
-            x_lo, x_hi = series.coordinate_bounds("lon") or _edges(None, "", lon[0, :])
+            # Edges between continuous centres: a box stored across 0/360 (355.5, 0.5)
+            # has neighbours 5 degrees apart, not 355.
+            x_lo, x_hi = (series.coordinate_bounds("lon")
+                          or _edges(None, "", lon_cont[0, :]))
             return cls._rectilinear(x_lo, x_hi, y_lo, y_hi, lon[0], nx)
         la, lo = corners_2d(lat), corners_2d(lon_cont)
         return cls._curvilinear(tuple(lo[c] for c in _CUT), tuple(la[c] for c in _CUT),
