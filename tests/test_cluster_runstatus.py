@@ -135,3 +135,27 @@ def _status_cli(work):
     return subprocess.run([sys.executable, "-m", "ncreel.cluster.runstatus", "--run", "r"],
                           cwd=work, check=True, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(ROOT / "workflow")}).stdout
+
+
+def test_run_job_ids_are_the_runs_own_queued_and_started_jobs(tmp_path):
+    """A queued job's id is in its outputs' incomplete marker; a started one's in its
+    attempts record (its own Snakemake rewrote the marker without it). Another run's
+    jobs and finished attempts are not the run's."""
+    from ncreel.cluster.runstatus import run_job_ids
+    from ncreel.incomplete import marker_path
+
+    for output, jobid in (("results/b/segments/00000.mp4", "11"),
+                          ("results/a/segments/00000.mp4", "12"),
+                          ("results/b/segments/00001.mp4", None)):
+        marker = marker_path(tmp_path, output)
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(json.dumps({"external_jobid": jobid} if jobid else {}))
+    shard = tmp_path / "logs/b/process_shard"
+    shard.mkdir(parents=True)
+    start = {"event": "start", "attempt": 1, "pid": 1, "host": "n1", "scheduler": "slurm"}
+    (shard / "00001.log.attempts.jsonl").write_text(json.dumps({**start, "jobid": "13"}))
+    (shard / "00002.log.attempts.jsonl").write_text(
+        json.dumps({**start, "jobid": "14"}) + "\n"
+        + json.dumps({"event": "end", "attempt": 1, "pid": 1, "host": "n1", "ok": True}))
+    assert run_job_ids(tmp_path, "b") == {"11", "13"}
+    assert run_job_ids(tmp_path, "a") == {"12"}

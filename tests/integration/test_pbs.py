@@ -842,3 +842,49 @@ def test_a_walltime_kill_is_resubmitted_with_a_longer_walltime(pbs, tmp_path):
     assert got == [(-29, 93, "00:01:00"), (0, 92, "00:02:00")], got
     assert "JOB_EXEC_KILL_WALLTIME" in log and "deleted with qdel" not in log
     assert (tmp_path / "a.txt").read_text() == "2\n"
+
+
+def test_resume_beside_a_live_run_deletes_only_the_killed_runs_jobs(pbs, tmp_path_factory,
+                                                                      sample_nc):
+    """PBS twin of test_slurm's: run ``demo`` was killed with a job held in PBS; run
+    ``other`` is live in the same directory (its Snakemake on another host, seen here by
+    its run lock only) with its own job. The same command as ``demo``'s (a dry run reads
+    the workflow the same way) deletes ``demo``'s job only; before, both were deleted."""
+    from ncreel.cluster import pbs as ncpbs
+    from ncreel.incomplete import marker_path
+    from test_cluster_runlock import dead_pid, hold_elsewhere
+
+    work = workdir(tmp_path_factory, sample_nc, "pbs_beside")
+    (work / ".snakemake").mkdir()
+    (work / "logs").mkdir()
+    ids = {}
+    for run in ("demo", "other"):
+        script = _jobscript(work / ".snakemake" / f"snakejob.{run}.sh", "sleep 300", run)
+        cmd = ncpbs.build_qsub(ncpbs.read_properties(script), str(script), queue="share",
+                               account=ACCOUNT, log_dir=str(work / "logs"))
+        ids[run] = subprocess.run([cmd[0], "-h", *cmd[1:]], cwd=work, env=pbs_env(),
+                                  capture_output=True, text=True, check=True).stdout.strip()
+    try:
+        locks = work / ".snakemake/locks"
+        locks.mkdir()
+        for i, run in enumerate(("demo", "other")):
+            (locks / f"{i}.output.lock").write_text(f"results/{run}/segments/00000.mp4\n")
+        (work / ".snakemake/ncreel-run.json").write_text(
+            json.dumps({"host": os.uname().nodename, "pid": dead_pid()}))
+        marker = marker_path(work, "results/demo/segments/00000.mp4")
+        marker.parent.mkdir(parents=True)
+        marker.write_text(json.dumps({"external_jobid": ids["demo"]}))
+        with hold_elsewhere(work / "results/other/.ncreel-run.lock") as other:
+            try:
+                out = snakemake(work, "-n", "--profile", "profiles/cheyenne",
+                                PBS_ACCOUNT=ACCOUNT)
+            finally:
+                other.kill()
+        assert f"ncreel: deleted PBS job {ids['demo']} of the killed run" in out, out[-3000:]
+        assert f"PBS job {ids['other']}" not in out
+        left = qstat_jobs(*ids.values())
+        assert left[ids["other"]]["job_state"] == "H", left
+        assert left[ids["demo"]]["job_state"] == "F", left
+        assert sorted(p.name for p in locks.iterdir()) == ["1.output.lock"]
+    finally:
+        subprocess.run([QDEL, *ids.values()], check=False, capture_output=True)

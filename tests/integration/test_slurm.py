@@ -349,3 +349,59 @@ def test_shell_metacharacters_reach_slurm_jobs_unchanged(slurm, tmp_path_factory
     check_odd_run(work, values)
     # (The plugin removes the logs of successful jobs; it names each where Slurm wrote it.)
     assert len(re.findall(rf"\(log: {re.escape(str(work / logdir))}/rule_\w+/", log)) == 4
+
+
+def test_resume_beside_a_live_run_cancels_only_the_killed_runs_jobs(slurm, tmp_path_factory,
+                                                                      sample_nc):
+    """Run ``demo`` was killed (SIGKILL) with a shard job queued in Slurm; run ``other`` is
+    live in the same directory, its Snakemake on another host (seen here only by its run
+    lock, held by flock), with a job of its own in Slurm. The same command as ``demo``'s
+    (a dry run reads the workflow the same way) cancels ``demo``'s job only and removes
+    only ``demo``'s Snakemake lock files. Before, it cancelled ``other``'s job too."""
+    from ncreel.incomplete import marker_path
+    from test_cluster_runlock import dead_pid, hold_elsewhere
+
+    work = workdir(tmp_path_factory, sample_nc, "slurm_beside")
+
+    def submit(run):
+        out = subprocess.run(
+            ["sbatch", "--parsable", "--chdir", str(work), "-o", "/dev/null", "-t", "5",
+             "--mem", "50", "--job-name", f"uuid-of-{run}",
+             "--comment", "rule_process_shard_wildcards_shard=00000", "--wrap", "sleep 300"],
+            capture_output=True, text=True, check=True, env=env(**SLURM_ENV)).stdout
+        return out.strip().split(";")[0]
+
+    def in_queue():
+        return set(subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True,
+                                  text=True, check=True).stdout.split())
+
+    ids = {run: submit(run) for run in ("demo", "other")}
+    try:
+        # What the killed run left: its lock files, its record, the job id in the marker
+        # of the output its queued job makes; the live run's lock files.
+        locks = work / ".snakemake/locks"
+        locks.mkdir(parents=True)
+        for i, run in enumerate(("demo", "other")):
+            (locks / f"{i}.output.lock").write_text(f"results/{run}/segments/00000.mp4\n")
+        (work / ".snakemake/ncreel-run.json").write_text(
+            json.dumps({"host": os.uname().nodename, "pid": dead_pid()}))
+        marker = marker_path(work, "results/demo/segments/00000.mp4")
+        marker.parent.mkdir(parents=True)
+        marker.write_text(json.dumps({"external_jobid": ids["demo"]}))
+        with hold_elsewhere(work / "results/other/.ncreel-run.lock") as other:
+            try:
+                proc = subprocess.run(
+                    [sys.executable, "-m", "snakemake", "-n", "--profile", "profiles/slurm"],
+                    cwd=work, capture_output=True, text=True, env=env(**SLURM_ENV),
+                    timeout=300)
+            finally:
+                other.kill()
+        out = proc.stdout + proc.stderr
+        (work / "snakemake.out").write_text(out)
+        assert f"ncreel: cancelled Slurm job {ids['demo']} of the killed run" in out, out[-3000:]
+        assert f"Slurm job {ids['other']}" not in out
+        assert ids["other"] in in_queue()
+        assert ids["demo"] not in in_queue()
+        assert sorted(p.name for p in locks.iterdir()) == ["1.output.lock"]
+    finally:
+        subprocess.run(["scancel", *ids.values()], check=False)

@@ -11,6 +11,8 @@ from ncreel.cluster.pbs import (
     project_account,
     queue_problem,
 )
+from ncreel.cluster.runlock import CLEARED_ALL
+from ncreel.cluster.runstatus import run_job_ids
 from ncreel.cluster.schedulers import job_scheduler
 from ncreel.cluster.slurm import (
     cancel_orphan_slurm_jobs,
@@ -22,10 +24,12 @@ from ncreel.jobtext import envvar_problem, shell_unsafe
 
 if STALE_LOCK_CLEARED:
     # The killed run's scheduler jobs still queued or running would redo work this run
-    # redoes (each canceller looks only at jobs that run recorded).
-    for _id in cancel_orphan_slurm_jobs("."):
+    # redoes (each canceller looks only at jobs that run recorded). With another run live
+    # in this directory, only the jobs recorded for this run's outputs are its.
+    _only = None if STALE_LOCK_CLEARED == CLEARED_ALL else run_job_ids(".", RUN)
+    for _id in cancel_orphan_slurm_jobs(".", only=_only):
         print(f"ncreel: cancelled Slurm job {_id} of the killed run", file=sys.stderr)
-    for _id in cancel_orphan_pbs_jobs("."):
+    for _id in cancel_orphan_pbs_jobs(".", only=_only):
         print(f"ncreel: deleted PBS job {_id} of the killed run", file=sys.stderr)
 
 

@@ -30,6 +30,10 @@ from ncreel.errors import NcreelError
 log = logging.getLogger(__name__)
 
 RECORD = "ncreel-run.json"
+#: What :func:`clear_stale_lock` removed: nothing, every lock file (no other run is live
+#: here: every scheduler job of this directory is the killed run's), or only the lock
+#: files naming this run's paths (another run is live here: its jobs are not touched).
+CLEARED_NONE, CLEARED_ALL, CLEARED_RUN = "", "all", "run"
 #: Open lock files of this process, by path: kept open, so their flock stays held.
 _HELD: dict[str, int] = {}
 
@@ -115,18 +119,68 @@ def _ancestors() -> set[int]:
     return pids
 
 
-def clear_stale_lock(workdir: str | os.PathLike = ".") -> bool:
+def live_runs(workdir: str | os.PathLike = ".") -> dict[str, int]:
+    """Return the runs in `workdir` whose run lock a live process other than this holds.
+
+    The run lock is an ``flock`` (:func:`hold_run_lock`), which a shared file system that
+    supports it (GPFS, NFSv4, Lustre's ``flock`` mount) shows to every host: a run whose
+    Snakemake works on another host (a controller batch job beside a login-node run) is
+    found, where :func:`_other_snakemake_here` sees only this host's processes.
+
+    Parameters
+    ----------
+    workdir : path
+        The Snakemake working directory (holds ``results/<run>/.ncreel-run.lock``).
+
+    Returns
+    -------
+    dict of str to int
+        Run name to the holder's pid (0 if unreadable).
+    """
+    found = {}
+    for lock in sorted(Path(workdir, "results").glob("*/.ncreel-run.lock")):
+        if os.path.abspath(lock) in _HELD:
+            continue  # this process's own run
+        try:
+            holder = run_lock_holder(lock)
+        except OSError:
+            continue  # no flock here: nobody can tell
+        if holder is not None:
+            found[lock.parent.name] = holder
+    return found
+
+
+def _names_run_paths(lock_file: Path, run_dirs: tuple[str, ...]) -> bool:
+    try:
+        keys = [k.strip() for k in lock_file.read_text().splitlines() if k.strip()]
+    except OSError:
+        return False
+    return any(os.path.normpath(k) == d or os.path.normpath(k).startswith(d + os.sep)
+               for k in keys for d in run_dirs)
+
+
+def clear_stale_lock(workdir: str | os.PathLike = ".", run_dirs=()) -> str:
     """Remove Snakemake's lock files left by a killed run in `workdir`, then record this run.
+
+    When another run is live in `workdir` (a Snakemake on this host, or a run lock held
+    from any host, :func:`live_runs`), its lock files stay: only those naming a path under
+    `run_dirs` are removed. The caller must hold the run lock of the run owning
+    `run_dirs` (:func:`hold_run_lock`), so no live process writes there.
 
     Parameters
     ----------
     workdir : path
         The Snakemake working directory (holds ``.snakemake/``).
+    run_dirs : sequence of str
+        This run's directories as Snakemake names its paths (``results/<run>``,
+        ``logs/<run>``, relative to `workdir`).
 
     Returns
     -------
-    bool
-        True if stale lock files were removed.
+    str
+        :data:`CLEARED_ALL` (every lock file: no other run is live, so every scheduler
+        job of `workdir` is the killed run's), :data:`CLEARED_RUN` (only this run's lock
+        files: leave the other runs' jobs alone) or :data:`CLEARED_NONE` (false).
 
     Raises
     ------
@@ -146,24 +200,38 @@ def clear_stale_lock(workdir: str | os.PathLike = ".") -> bool:
             previous = json.loads(record.read_text())
         except (OSError, ValueError):
             previous = {}
-    removed = False
+    removed = CLEARED_NONE
     lock_files = list(locks.glob("*.lock")) if locks.is_dir() else []
     prev_pid = int(previous.get("pid", 0) or 0)
     prev_alive = previous.get("host") == host and prev_pid and _alive(prev_pid)
+    run_dirs = tuple(os.path.normpath(d) for d in run_dirs)
     if lock_files and previous.get("host", host) == host and not prev_alive:
         others = _other_snakemake_here(workdir, _ancestors())
-        orphans = [] if others else _job_processes_here(workdir, _ancestors())
+        elsewhere = live_runs(workdir)
+        orphans = _job_processes_here(workdir, _ancestors())
         if orphans:
             pids = ", ".join(map(str, sorted(orphans)[:5]))
             raise NcreelError(f"a job of the killed run (pid {prev_pid or 'unknown'}) is still "
                               f"running in {workdir} (pid {pids}): wait for it to end, or "
                               f"stop it (kill {pids}), then run the same command again")
-        if not others:
+        if not others and not elsewhere:
             for f in lock_files:
                 f.unlink(missing_ok=True)
-            removed = True
+            removed = CLEARED_ALL
             log.warning("removed the stale Snakemake lock of a killed run (pid %s) in %s",
                         prev_pid or "unknown", workdir)
+        elif run_dirs:
+            # The live runs' lock files name only their own paths; those naming ours are
+            # the killed run's (this process holds our run lock).
+            mine = [f for f in lock_files if _names_run_paths(f, run_dirs)]
+            for f in mine:
+                f.unlink(missing_ok=True)
+            if mine:
+                removed = CLEARED_RUN
+                log.warning("removed the stale Snakemake lock of a killed run (pid %s) in "
+                            "%s; kept those of the runs still live here (%s)",
+                            prev_pid or "unknown", workdir,
+                            ", ".join(sorted(elsewhere)) or f"pid {others[0]}")
     if not prev_alive:
         meta.mkdir(parents=True, exist_ok=True)
         tmp = record.with_suffix(".tmp")

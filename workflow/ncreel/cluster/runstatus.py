@@ -35,7 +35,7 @@ from pathlib import Path
 
 from ncreel.cluster.runlock import run_lock_holder
 from ncreel.errors import NcreelError
-from ncreel.incomplete import marker_path
+from ncreel.incomplete import marked_incomplete, marker_path
 from ncreel.jobrecord import attempt_count, attempts_path, read_attempts
 from ncreel.settings import Calibration
 from ncreel.shardplan import plan_shards
@@ -103,6 +103,39 @@ def run_holder(workdir: str | os.PathLike = ".", run: str = "demo") -> int | Non
         return run_lock_holder(work / "results" / run / ".ncreel-run.lock")
     except OSError:
         return 0 if any((work / ".snakemake" / "locks").glob("*.lock")) else None
+
+
+def run_job_ids(workdir: str | os.PathLike = ".", run: str = "demo") -> frozenset[str]:
+    """Scheduler job ids recorded for `run`'s jobs in `workdir`: queued or running ones.
+
+    A submitted job's id is in Snakemake's incomplete marker of each of its outputs
+    (written when it is submitted), and a started job's in its attempts record
+    (:mod:`ncreel.jobrecord`; the job's own Snakemake rewrites the marker without it).
+
+    Parameters
+    ----------
+    workdir : path
+        The Snakemake working directory.
+    run : str
+        The run's name: its outputs are under ``results/<run>/``, its logs ``logs/<run>/``.
+
+    Returns
+    -------
+    frozenset of str
+        Job ids as the scheduler gave them (``123``, ``123.server``, ``123[4].server``).
+    """
+    work = Path(workdir)
+    ids = set()
+    for output in marked_incomplete(work):
+        if output.startswith((f"results/{run}/", f"logs/{run}/")):
+            marker = _incomplete_marker(work, output) or {}
+            if marker.get("external_jobid"):
+                ids.add(str(marker["external_jobid"]))
+    for record in (work / "logs" / run).rglob("*.attempts.jsonl"):
+        last = (read_attempts(record) or [{}])[-1]
+        if last.get("status") == "running" and last.get("jobid"):
+            ids.add(str(last["jobid"]))
+    return frozenset(ids)
 
 
 def shard_status(workdir: str | os.PathLike = ".", run: str = "demo", *,

@@ -46,7 +46,7 @@ def slurm_env_problem(env=None, run=_out) -> str | None:
     return "; ".join(problems) or None
 
 
-def cancel_orphan_slurm_jobs(workdir=".", run=_out, cancel=None) -> list[str]:
+def cancel_orphan_slurm_jobs(workdir=".", run=_out, cancel=None, only=None) -> list[str]:
     """Cancel Slurm jobs that a killed Snakemake run submitted from `workdir`.
 
     Call only when that run is known to be dead (:func:`ncreel.cluster.runlock.clear_stale_lock`
@@ -55,6 +55,12 @@ def cancel_orphan_slurm_jobs(workdir=".", run=_out, cancel=None) -> list[str]:
     files. Jobs are recognised by their working directory and the ``rule_...`` comment the
     Slurm executor plugin gives every job; nothing else is touched. PBS:
     :func:`ncreel.cluster.pbs.cancel_orphan_pbs_jobs`.
+
+    Parameters
+    ----------
+    only : collection of str, optional
+        Cancel only these job ids (the killed run's, when another run is live in
+        `workdir`: :func:`ncreel.cluster.runstatus.run_job_ids`); default every match.
 
     Returns
     -------
@@ -69,7 +75,8 @@ def cancel_orphan_slurm_jobs(workdir=".", run=_out, cancel=None) -> list[str]:
     for line in out.splitlines():
         jobid, _, rest = line.partition("|")
         wd, _, comment = rest.partition("|")
-        if wd and os.path.realpath(wd) == here and comment.startswith("rule_"):
+        if (wd and os.path.realpath(wd) == here and comment.startswith("rule_")
+                and (only is None or jobid.strip() in only)):
             ids.append(jobid.strip())
     if ids:
         (cancel or (lambda i: run(["scancel", *i])))(ids)
