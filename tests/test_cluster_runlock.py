@@ -144,6 +144,32 @@ def test_killed_run_beside_a_live_run_clears_only_its_own_lock(tmp_path, monkeyp
     assert not list(locks.iterdir())
 
 
+def test_killed_run_beside_the_recorded_live_run_clears_only_its_own_lock(tmp_path,
+                                                                         monkeypatch):
+    """Run a started first (the record names it) and is live on this host; run b beside
+    it was killed with SIGKILL. b's same command removes b's lock files only; before, it
+    removed none, and Snakemake refused b with "Directory cannot be locked" until
+    ``--unlock``, which removes a's too."""
+    from ncreel.cluster.runlock import CLEARED_RUN, hold_run_lock
+
+    with subprocess.Popen(["sleep", "30"]) as a:  # the recorded run's Snakemake
+        locks = make_lock(tmp_path, a.pid)
+        (locks / "0.input.lock").write_text("resources/in.nc\nresults/a/stats.json\n")
+        (locks / "0.output.lock").write_text("results/a/stats.json\n")
+        (locks / "1.input.lock").write_text("resources/in.nc\nresults/b/stats.json\n")
+        (locks / "1.output.lock").write_text("results/b/stats.json\nlogs/b/stats.log\n")
+        monkeypatch.chdir(tmp_path)
+        hold_run_lock("results/b/.ncreel-run.lock", "b")
+        assert clear_stale_lock(tmp_path, run_dirs=("results/b", "logs/b")) == CLEARED_RUN
+        assert sorted(p.name for p in locks.iterdir()) == ["0.input.lock", "0.output.lock"]
+        assert json.loads((tmp_path / ".snakemake" / RECORD).read_text())["pid"] == a.pid
+        # Without this run's directories (no run lock held) nothing is touched.
+        (locks / "1.output.lock").write_text("results/b/stats.json\n")
+        assert not clear_stale_lock(tmp_path)
+        assert len(list(locks.iterdir())) == 3
+        a.kill()
+
+
 def test_run_lock_is_exclusive_and_released_by_sigkill(tmp_path):
     from ncreel.cluster.runlock import hold_run_lock
     from ncreel.errors import NcreelError

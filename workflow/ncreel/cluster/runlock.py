@@ -205,16 +205,19 @@ def clear_stale_lock(workdir: str | os.PathLike = ".", run_dirs=()) -> str:
     prev_pid = int(previous.get("pid", 0) or 0)
     prev_alive = previous.get("host") == host and prev_pid and _alive(prev_pid)
     run_dirs = tuple(os.path.normpath(d) for d in run_dirs)
-    if lock_files and previous.get("host", host) == host and not prev_alive:
+    # The record names the first of the runs live here; a run killed beside it left lock
+    # files too, which only their paths tell apart.
+    if lock_files and previous.get("host", host) == host and (run_dirs or not prev_alive):
         others = _other_snakemake_here(workdir, _ancestors())
         elsewhere = live_runs(workdir)
         orphans = _job_processes_here(workdir, _ancestors())
         if orphans:
             pids = ", ".join(map(str, sorted(orphans)[:5]))
-            raise NcreelError(f"a job of the killed run (pid {prev_pid or 'unknown'}) is still "
+            killed = "unknown" if prev_alive else prev_pid or "unknown"
+            raise NcreelError(f"a job of the killed run (pid {killed}) is still "
                               f"running in {workdir} (pid {pids}): wait for it to end, or "
                               f"stop it (kill {pids}), then run the same command again")
-        if not others and not elsewhere:
+        if not others and not elsewhere and not prev_alive:
             for f in lock_files:
                 f.unlink(missing_ok=True)
             removed = CLEARED_ALL
@@ -230,8 +233,9 @@ def clear_stale_lock(workdir: str | os.PathLike = ".", run_dirs=()) -> str:
                 removed = CLEARED_RUN
                 log.warning("removed the stale Snakemake lock of a killed run (pid %s) in "
                             "%s; kept those of the runs still live here (%s)",
-                            prev_pid or "unknown", workdir,
-                            ", ".join(sorted(elsewhere)) or f"pid {others[0]}")
+                            "unknown" if prev_alive else prev_pid or "unknown", workdir,
+                            ", ".join(sorted(elsewhere))
+                            or f"pid {(others or [prev_pid])[0]}")
     if not prev_alive:
         meta.mkdir(parents=True, exist_ok=True)
         tmp = record.with_suffix(".tmp")
