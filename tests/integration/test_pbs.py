@@ -712,7 +712,7 @@ def _job_ancestors(pid: int) -> list[int]:
 
 
 @contextlib.contextmanager
-def shard_started(work: Path, record: Path, out: Path, *extra: str):
+def shard_started(work: Path, record: Path, out: Path, *extra: str, **envs):
     """Run the demo's table through ``--profile profiles/cheyenne`` (2 shards, output to
     `out`) until the shard whose attempts file is `record` has started its script.
 
@@ -722,8 +722,8 @@ def shard_started(work: Path, record: Path, out: Path, *extra: str):
             [sys.executable, "-m", "snakemake", *FAST, "--profile", "profiles/cheyenne",
              *extra, "--config", *SMALL, "frames_per_shard=120", "--",
              "results/demo/cells.copy"],
-            cwd=work, stdout=fh, stderr=subprocess.STDOUT, env=pbs_env(PBS_ACCOUNT=ACCOUNT),
-            start_new_session=True) as proc:
+            cwd=work, stdout=fh, stderr=subprocess.STDOUT,
+            env=pbs_env(PBS_ACCOUNT=ACCOUNT, **envs), start_new_session=True) as proc:
         deadline = time.time() + 300
         while not (record.exists() and record.read_text().strip()):
             assert proc.poll() is None and time.time() < deadline, out.read_text()[-3000:]
@@ -782,14 +782,23 @@ def test_a_shard_deleted_with_qdel_is_not_resubmitted(pbs, tmp_path_factory, sam
     profiles/cheyenne`` (``retries: 2``): the executor says in one line that the job was
     deleted with qdel and by whom (not "failed"), refuses Snakemake's next attempt in one
     line without ``qsub``, and the run ends non-zero. The shard was submitted exactly once;
-    PBS ended it in substate 91 (terminated); its attempts record holds attempt 1 only."""
+    PBS ended it in substate 91 (terminated); its attempts record holds attempt 1 only.
+
+    The user's ``PGPASSWORD`` is in no job's ``Variable_List``, which ``qstat -f`` shows
+    to every user (``query_other_jobs``): it reaches jobs in a private file."""
+    from ncreel.cluster.secrets import PASSFILE
     from ncreel.jobrecord import read_attempts
 
     work = workdir(tmp_path_factory, sample_nc, "pbs_qdel")
     record = work / "logs/demo/process_shard/00000.log.attempts.jsonl"
     out = work / "snakemake.out"
-    with shard_started(work, record, out) as (proc, start):
+    password = "pw-only-for-this-test"
+    with shard_started(work, record, out, PGPASSWORD=password) as (proc, start):
         jobid = start["jobid"]
+        shown = subprocess.run(["runuser", "-u", "nobody", "--", QSTAT, "-f", jobid],
+                               capture_output=True, text=True, timeout=60).stdout
+        assert "Variable_List" in shown and password not in shown.replace("\n\t", "")
+        assert f"PGPASSFILE={work / PASSFILE}" in shown.replace("\n\t", ""), shown
         subprocess.run([QDEL, jobid], check=True, env=pbs_env(), timeout=60)
         assert proc.wait(timeout=400) != 0, out.read_text()[-3000:]
     log = out.read_text()
@@ -809,6 +818,9 @@ def test_a_shard_deleted_with_qdel_is_not_resubmitted(pbs, tmp_path_factory, sam
     assert rec["substate"] == 91, rec.get("comment")  # JOB_SUBSTATE_TERMINATED
     assert [a["attempt"] for a in read_attempts(record)] == [1]
     assert not (work / "results/demo/cells.copy").exists()
+    assert (work / PASSFILE).read_text() == f"*:*:*:*:{password}\n"
+    assert "ncreel: note: PGPASSWORD reaches the jobs in .snakemake/ncreel/pgpass" in log
+    assert password not in log
 
 
 WALLTIME_SNAKEFILE = """

@@ -14,6 +14,7 @@ from ncreel.cluster.pbs import (
 from ncreel.cluster.runlock import CLEARED_ALL
 from ncreel.cluster.runstatus import run_job_ids
 from ncreel.cluster.schedulers import job_scheduler
+from ncreel.cluster.secrets import password_to_private_file
 from ncreel.cluster.slurm import (
     cancel_orphan_slurm_jobs,
     see_cancelled_jobs,
@@ -43,6 +44,13 @@ onstart:
     except NcreelError as err:
         fail(err)
     _settings = workflow.executor_settings
+    if _remote:  # before the first submission: qsub -V copies the environment
+        try:
+            _note = password_to_private_file()
+        except NcreelError as err:
+            fail(err)
+        if _note:
+            print(f"ncreel: note: {_note}", file=sys.stderr)
     # Paths Snakemake writes into every scheduler job's shell command line (values and
     # inputs reach jobs by file and plain-named links instead: common.smk).
     _unsafe = _remote and shell_unsafe(
