@@ -900,3 +900,42 @@ def test_resume_beside_a_live_run_deletes_only_the_killed_runs_jobs(pbs, tmp_pat
         assert sorted(p.name for p in locks.iterdir()) == ["1.output.lock"]
     finally:
         subprocess.run([QDEL, *ids.values()], check=False, capture_output=True)
+
+
+def test_resubmitted_controller_on_another_node_resumes_once_the_old_one_ended(
+        pbs, tmp_path_factory, sample_nc):
+    """The controller batch job (profiles/*/controller.pbs) deleted with ``qdel`` or at its
+    walltime: PBS sends SIGTERM, Snakemake waits for its running jobs, and PBS kills it
+    with SIGKILL (``kill_delay``), leaving Snakemake's lock. The next controller job runs
+    on another node, where the lock "from another host" was kept and Snakemake refused
+    the run ("Directory cannot be locked"). The record now holds the controller's own PBS
+    job id: while that job is live the lock is kept; once PBS says it ended, it goes."""
+    from ncreel.cluster import pbs as ncpbs
+
+    work = workdir(tmp_path_factory, sample_nc, "pbs_controller")
+    (work / ".snakemake").mkdir()
+    (work / "logs").mkdir()
+    script = _jobscript(work / ".snakemake" / "controller.sh", "sleep 300", "controller")
+    cmd = ncpbs.build_qsub(ncpbs.read_properties(script), str(script), queue="share",
+                           account=ACCOUNT, log_dir=str(work / "logs"))
+    controller = subprocess.run([cmd[0], "-h", *cmd[1:]], cwd=work, env=pbs_env(),
+                                capture_output=True, text=True, check=True).stdout.strip()
+    locks = work / ".snakemake/locks"
+    locks.mkdir()
+    (locks / "0.output.lock").write_text("results/demo/stats.json\n")
+    record = work / ".snakemake/ncreel-run.json"
+    old = {"host": "compute-node-7", "pid": 4242, "scheduler": "pbs", "jobid": controller}
+    record.write_text(json.dumps(old))
+    try:
+        out = snakemake(work, "-n", "--profile", "profiles/cheyenne", PBS_ACCOUNT=ACCOUNT)
+        assert "removed the stale lock" not in out and list(locks.iterdir())  # still live
+        # ... and its record too: a command on this host left its own ended pid there,
+        # which the next command here took for the killed run's.
+        assert json.loads(record.read_text()) == old
+        subprocess.run([QDEL, controller], check=True, env=pbs_env(), timeout=60)
+        wait_finished(controller)
+        out = snakemake(work, "-n", "--profile", "profiles/cheyenne", PBS_ACCOUNT=ACCOUNT)
+        assert "ncreel: removed the stale lock of a killed run; resuming" in out, out[-3000:]
+        assert not list(locks.iterdir())
+    finally:
+        subprocess.run([QDEL, controller], capture_output=True, env=pbs_env())

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from ncreel.errors import NcreelError
+from ncreel.jobrecord import scheduler_job_id
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +160,7 @@ def _names_run_paths(lock_file: Path, run_dirs: tuple[str, ...]) -> bool:
                for k in keys for d in run_dirs)
 
 
-def clear_stale_lock(workdir: str | os.PathLike = ".", run_dirs=()) -> str:
+def clear_stale_lock(workdir: str | os.PathLike = ".", run_dirs=(), job_ended=None) -> str:
     """Remove Snakemake's lock files left by a killed run in `workdir`, then record this run.
 
     When another run is live in `workdir` (a Snakemake on this host, or a run lock held
@@ -174,6 +175,12 @@ def clear_stale_lock(workdir: str | os.PathLike = ".", run_dirs=()) -> str:
     run_dirs : sequence of str
         This run's directories as Snakemake names its paths (``results/<run>``,
         ``logs/<run>``, relative to `workdir`).
+    job_ended : callable, optional
+        ``(scheduler, jobid) -> bool``: whether a batch job has ended for sure (default
+        :func:`ncreel.cluster.schedulers.batch_job_ended`). A run recorded on another host
+        is dead when it ran inside a batch job that has ended (a controller job deleted
+        with ``qdel`` or ended by its walltime is killed with SIGKILL after a few seconds,
+        and the next one runs on another node).
 
     Returns
     -------
@@ -205,9 +212,14 @@ def clear_stale_lock(workdir: str | os.PathLike = ".", run_dirs=()) -> str:
     prev_pid = int(previous.get("pid", 0) or 0)
     prev_alive = previous.get("host") == host and prev_pid and _alive(prev_pid)
     run_dirs = tuple(os.path.normpath(d) for d in run_dirs)
+    known = previous.get("host", host) == host
+    if lock_files and not known and previous.get("jobid"):
+        if job_ended is None:
+            from ncreel.cluster.schedulers import batch_job_ended as job_ended
+        known = job_ended(previous.get("scheduler"), str(previous["jobid"]))
     # The record names the first of the runs live here; a run killed beside it left lock
     # files too, which only their paths tell apart.
-    if lock_files and previous.get("host", host) == host and (run_dirs or not prev_alive):
+    if lock_files and known and (run_dirs or not prev_alive):
         others = _other_snakemake_here(workdir, _ancestors())
         elsewhere = live_runs(workdir)
         orphans = _job_processes_here(workdir, _ancestors())
@@ -236,10 +248,15 @@ def clear_stale_lock(workdir: str | os.PathLike = ".", run_dirs=()) -> str:
                             "unknown" if prev_alive else prev_pid or "unknown", workdir,
                             ", ".join(sorted(elsewhere))
                             or f"pid {(others or [prev_pid])[0]}")
-    if not prev_alive:
+    # A record of a run not known dead stays: overwritten by a command that ran beside it
+    # on another host, it would name that command's ended process, and the next run here
+    # would take the live run's lock for stale.
+    if not lock_files or (known and not prev_alive):
         meta.mkdir(parents=True, exist_ok=True)
         tmp = record.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"host": host, "pid": os.getpid()}))
+        scheduler, jobid = scheduler_job_id()  # a controller batch job's own id
+        tmp.write_text(json.dumps({"host": host, "pid": os.getpid(),
+                                   "scheduler": scheduler, "jobid": jobid}))
         os.replace(tmp, record)
     return removed
 
