@@ -208,6 +208,7 @@ def test_queued_sub_jobs_of_a_deleted_array_are_deleted_not_failed(tmp_path):
     and later its ``Exit_status`` (1): the executor took them for failed and Snakemake's
     ``retries`` resubmitted them as a new array (seen through ``--profile cheyenne``).
     They are deleted, like the running ones; a sub-job that ran keeps its own verdict."""
+    from ncreel.cluster.runstatus import scheduler_state
     from snakemake_executor_plugin_pbs_pro.job_status_query import statuses
     from snakemake_executor_plugin_pbs_pro.state import marker_path
 
@@ -227,6 +228,10 @@ def test_queued_sub_jobs_of_a_deleted_array_are_deleted_not_failed(tmp_path):
         before = {j: r.get("job_state") for j, r in qstat_text(array).items() if j in subs}
         queued = [j for j in subs if before.get(j) == "Q"]
         assert queued, before  # 10 one-core sub-jobs on one small node
+        # ncreel status says which are queued (it said "running" for all).
+        running = next(j for j in subs if before.get(j) == "R")
+        assert scheduler_state("pbs", queued[0]) == "queued"
+        assert scheduler_state("pbs", running) == "running"
         # A sub-job that ran and recorded its status through its wrapper keeps it.
         marker = marker_path(queued[-1], state_dir)
         marker.parent.mkdir(parents=True, exist_ok=True)

@@ -62,13 +62,20 @@ def _pid_alive(pid) -> bool:
     return True
 
 
+#: PBS ``job_state`` letters of a job not yet ended, as ``ncreel status`` says them.
+PBS_STATES = {"Q": "queued", "H": "held", "W": "waiting", "T": "in transit",
+              "R": "running", "B": "running", "E": "exiting", "S": "suspended",
+              "U": "suspended", "M": "moved"}
+
+
 def scheduler_state(scheduler: str | None, jobid: str) -> str | None:
     """Ask the scheduler whether `jobid` is still queued/running.
 
     Returns
     -------
     str or None
-        The scheduler's state (e.g. ``PENDING``, ``RUNNING``, ``running``) while the job
+        The scheduler's state (Slurm's ``PENDING``, ``RUNNING``; PBS's ``queued``,
+        ``held``, ``running``...: :data:`PBS_STATES`) while the job
         exists and has not ended; None when it has ended or is unknown, or the scheduler's
         commands are not available.
     """
@@ -78,9 +85,15 @@ def scheduler_state(scheduler: str | None, jobid: str) -> str | None:
         qstat = shutil.which("qstat", path="/opt/pbs/bin:" + os.environ.get("PATH", ""))
         if not qstat:
             return None
-        verdict = pbs.status(jobid, qstat=qstat, attempts=1, delay=0,
-                             log=lambda msg: None)
-        return "running" if verdict == "running" else None
+        try:
+            _, rec = pbs.query(jobid, qstat=qstat, attempts=1, delay=0)
+        except pbs.QstatUnusable:
+            return None
+        except pbs.QstatError:  # cannot tell: running unless it recorded its ending
+            return None if pbs.read_marker(jobid) is not None else "running"
+        if rec is None or pbs.classify(rec) != "running":
+            return None
+        return PBS_STATES.get(str(rec.get("job_state", "")).strip()[:1].upper(), "running")
     if shutil.which("squeue"):
         out = subprocess.run(["squeue", "-h", "-j", str(jobid), "-o", "%T"],
                              capture_output=True, text=True, timeout=60).stdout.strip()
