@@ -405,3 +405,21 @@ def test_resume_beside_a_live_run_cancels_only_the_killed_runs_jobs(slurm, tmp_p
         assert sorted(p.name for p in locks.iterdir()) == ["1.output.lock"]
     finally:
         subprocess.run(["scancel", *ids.values()], check=False)
+
+
+def test_unknown_partition_stops_before_any_job(slurm, tmp_path_factory, sample_nc):
+    """A partition the cluster does not have (here holding shell text) is one line before
+    any job; before, every job's sbatch failed, and again for each retry."""
+    work = workdir(tmp_path_factory, sample_nc, "slurm_partition")
+    marker = work / "ran"
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", *FAST_POLL, "--profile", "profiles/slurm",
+         "--", "results/demo/stats.json"], cwd=work, capture_output=True, text=True,
+        env=env(SBATCH_ACCOUNT=ACCOUNT, SBATCH_PARTITION=f"nosuch$(touch {marker})"),
+        timeout=300)
+    out = proc.stdout + proc.stderr
+    lines = [ln for ln in out.splitlines() if ln.startswith("ncreel: error:")]
+    assert proc.returncode != 0 and len(lines) == 1, out[-3000:]
+    assert lines[0].startswith(f"ncreel: error: SBATCH_PARTITION names 'nosuch$(touch {marker})'"
+                               ", which is not a partition of this cluster"), lines
+    assert "sbatch" not in out and "Submitted" not in out and not marker.exists()

@@ -37,12 +37,21 @@ def slurm_env_problem(env=None, run=_out) -> str | None:
             problems.append("SBATCH_ACCOUNT is unset and you have no default Slurm account: "
                             "export SBATCH_ACCOUNT=<account> (`sacctmgr show assoc "
                             f"user={user} format=account` lists yours)")
-    if not env.get("SBATCH_PARTITION"):
-        parts = run(["sinfo", "-h", "-o", "%P"])
+    parts = run(["sinfo", "-h", "-o", "%P"])
+    names = sorted({p.strip().rstrip("*") for p in (parts or "").split() if p.strip()})
+    wanted = env.get("SBATCH_PARTITION")
+    if not wanted:
         if parts is not None and "*" not in parts:
-            names = ", ".join(sorted({p.strip() for p in parts.split() if p.strip()}))
             problems.append("SBATCH_PARTITION is unset and the cluster has no default "
-                            f"partition: export SBATCH_PARTITION=<one of: {names}>")
+                            f"partition: export SBATCH_PARTITION=<one of: {', '.join(names)}>")
+    elif names:
+        # sbatch takes a comma-separated list; an unknown name failed every job's sbatch,
+        # and each of its retries, instead of stopping the run once.
+        unknown = [p for p in wanted.split(",") if p.strip() not in names]
+        if unknown:
+            problems.append(f"SBATCH_PARTITION names {unknown[0]!r}, which is not a partition "
+                            f"of this cluster: export SBATCH_PARTITION=<one of: "
+                            f"{', '.join(names)}>")
     return "; ".join(problems) or None
 
 
