@@ -37,9 +37,10 @@ def slurm_env_problem(env=None, run=_out) -> str | None:
             problems.append("SBATCH_ACCOUNT is unset and you have no default Slurm account: "
                             "export SBATCH_ACCOUNT=<account> (`sacctmgr show assoc "
                             f"user={user} format=account` lists yours)")
-    parts = run(["sinfo", "-h", "-o", "%P"])
-    names = sorted({p.strip().rstrip("*") for p in (parts or "").split() if p.strip()})
     wanted = env.get("SBATCH_PARTITION")
+    # --all: a hidden partition (Hidden=YES) still takes the jobs of those allowed in it.
+    parts = run(["sinfo", "-h", "-o", "%P", *(["--all"] if wanted else [])])
+    names = sorted({p.strip().rstrip("*") for p in (parts or "").split() if p.strip()})
     if not wanted:
         if parts is not None and "*" not in parts:
             problems.append("SBATCH_PARTITION is unset and the cluster has no default "
