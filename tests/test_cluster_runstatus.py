@@ -159,3 +159,18 @@ def test_run_job_ids_are_the_runs_own_queued_and_started_jobs(tmp_path):
         + json.dumps({"event": "end", "attempt": 1, "pid": 1, "host": "n1", "ok": True}))
     assert run_job_ids(tmp_path, "b") == {"11", "13"}
     assert run_job_ids(tmp_path, "a") == {"12"}
+
+
+def test_a_failed_shard_says_why(tmp_path):
+    """A shard deleted with qdel or scancel reads as stopped by its signal, not a crash."""
+    make_run(tmp_path, end_ok=False)
+    (tmp_path / ".snakemake/incomplete").joinpath(
+        urlsafe_b64encode(b"results/r/segments/00000.mp4").decode()).unlink()
+    (tmp_path / "results/r/segments/00000.mp4").unlink()
+    rec = tmp_path / "logs/r/process_shard/00000.log.attempts.jsonl"
+    with rec.open("a") as fh:
+        fh.write(json.dumps({"event": "end", "pid": 2 ** 22 + 7, "attempt": 1, "ok": False,
+                             "end": 2.0, "reason": "interrupted", "signal": "SIGTERM"}) + "\n")
+    [row] = shard_status(tmp_path, "r")
+    assert (row["state"], row["detail"]) == ("failed",
+                                             "attempt 1 failed: interrupted by SIGTERM")

@@ -223,6 +223,9 @@ def shard_status(workdir: str | os.PathLike = ".", run: str = "demo", *,
                 detail = "its run stopped before it finished: the same command resumes it"
         elif last.get("status") in ("failed", "killed"):
             state, detail = "failed", f"attempt {last.get('attempt')} {last['status']}"
+            if last.get("reason"):  # why: a qdel/scancel is not a crash (jobrecord)
+                detail += f": {last['reason']}" + (f" by {last['signal']}"
+                                                   if last.get("signal") else "")
         if state == "done" and last.get("status") != "ok":
             detail = "no attempts record"
         rows.append({"shard": shard.name, "frames": shard.n_frames, "state": state,
