@@ -423,3 +423,45 @@ def test_unknown_partition_stops_before_any_job(slurm, tmp_path_factory, sample_
     assert lines[0].startswith(f"ncreel: error: SBATCH_PARTITION names 'nosuch$(touch {marker})'"
                                ", which is not a partition of this cluster"), lines
     assert "sbatch" not in out and "Submitted" not in out and not marker.exists()
+
+
+def test_resubmitted_controller_on_another_node_resumes_once_the_old_one_ended(
+        slurm, tmp_path_factory, sample_nc):
+    """Slurm twin of test_pbs's: ``scancel`` of the controller job (or its time limit)
+    sends SIGTERM, Snakemake waits for its running jobs and Slurm kills it (``KillWait``),
+    leaving Snakemake's lock; the next controller job, on another node, removes it once
+    ``sacct`` says the old controller's job ended, not while it runs."""
+    work = workdir(tmp_path_factory, sample_nc, "slurm_controller")
+    controller = subprocess.run(
+        ["sbatch", "--parsable", "--hold", "--chdir", str(work), "-o", "/dev/null", "-t", "5",
+         "--mem", "50", "--wrap", "sleep 300"], capture_output=True, text=True, check=True,
+        env=env(**SLURM_ENV)).stdout.strip().split(";")[0]
+    locks = work / ".snakemake/locks"
+    locks.mkdir(parents=True)
+    (locks / "0.output.lock").write_text("results/demo/stats.json\n")
+    record = work / ".snakemake/ncreel-run.json"
+    old = {"host": "compute-node-7", "pid": 4242, "scheduler": "slurm", "jobid": controller}
+    record.write_text(json.dumps(old))
+
+    def dry_run():
+        return subprocess.run([sys.executable, "-m", "snakemake", "-n", "--profile",
+                               "profiles/slurm"], cwd=work, capture_output=True, text=True,
+                              env=env(**SLURM_ENV), timeout=300)
+
+    try:
+        out = dry_run()
+        assert "removed the stale lock" not in out.stderr and list(locks.iterdir())
+        assert json.loads(record.read_text()) == old
+        subprocess.run(["scancel", controller], check=True)
+        deadline = time.time() + 60
+        while "CANCELLED" not in subprocess.run(
+                ["sacct", "-n", "-X", "-P", "-j", controller, "-o", "State"],
+                capture_output=True, text=True).stdout:
+            assert time.time() < deadline
+            time.sleep(1)
+        out = dry_run()
+        assert "ncreel: removed the stale lock of a killed run; resuming" in out.stderr, \
+            out.stderr[-3000:]
+        assert not list(locks.iterdir())
+    finally:
+        subprocess.run(["scancel", controller], capture_output=True)
