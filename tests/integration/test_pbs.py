@@ -786,7 +786,7 @@ def test_a_shard_deleted_with_qdel_is_not_resubmitted(pbs, tmp_path_factory, sam
 
     The user's ``PGPASSWORD`` is in no job's ``Variable_List``, which ``qstat -f`` shows
     to every user (``query_other_jobs``): it reaches jobs in a private file."""
-    from ncreel.cluster.secrets import PASSFILE
+    from ncreel.cluster.secrets import passfile
     from ncreel.jobrecord import read_attempts
 
     work = workdir(tmp_path_factory, sample_nc, "pbs_qdel")
@@ -798,7 +798,7 @@ def test_a_shard_deleted_with_qdel_is_not_resubmitted(pbs, tmp_path_factory, sam
         shown = subprocess.run(["runuser", "-u", "nobody", "--", QSTAT, "-f", jobid],
                                capture_output=True, text=True, timeout=60).stdout
         assert "Variable_List" in shown and password not in shown.replace("\n\t", "")
-        assert f"PGPASSFILE={work / PASSFILE}" in shown.replace("\n\t", ""), shown
+        assert f"PGPASSFILE={work / passfile('demo')}" in shown.replace("\n\t", ""), shown
         subprocess.run([QDEL, jobid], check=True, env=pbs_env(), timeout=60)
         assert proc.wait(timeout=400) != 0, out.read_text()[-3000:]
     log = out.read_text()
@@ -818,8 +818,8 @@ def test_a_shard_deleted_with_qdel_is_not_resubmitted(pbs, tmp_path_factory, sam
     assert rec["substate"] == 91, rec.get("comment")  # JOB_SUBSTATE_TERMINATED
     assert [a["attempt"] for a in read_attempts(record)] == [1]
     assert not (work / "results/demo/cells.copy").exists()
-    assert (work / PASSFILE).read_text() == f"*:*:*:*:{password}\n"
-    assert "ncreel: note: PGPASSWORD reaches the jobs in .snakemake/ncreel/pgpass" in log
+    assert (work / passfile("demo")).read_text() == f"*:*:*:*:{password}\n"
+    assert "ncreel: note: PGPASSWORD reaches the jobs in .snakemake/ncreel/pgpass-demo " in log
     assert password not in log
 
 

@@ -46,7 +46,7 @@ onstart:
     _settings = workflow.executor_settings
     if _remote:  # before the first submission: qsub -V copies the environment
         try:
-            _note = password_to_private_file()
+            _note = password_to_private_file(run=RUN)
         except NcreelError as err:
             fail(err)
         if _note:

@@ -21,6 +21,14 @@ PASSWORD_ENV, PASSFILE_ENV = "PGPASSWORD", "PGPASSFILE"
 PASSFILE = Path(".snakemake") / "ncreel" / "pgpass"
 
 
+def passfile(run: str) -> Path:
+    """Return the password file of run `run`, relative to the working directory.
+
+    One per run: runs of one working directory may run at once with different passwords.
+    """
+    return PASSFILE.with_name(f"pgpass-{run}")
+
+
 def pgpass_line(password: str) -> str:
     """One ``~/.pgpass`` line giving `password` for every host, port, database and user.
 
@@ -30,11 +38,11 @@ def pgpass_line(password: str) -> str:
     return "*:*:*:*:" + password.replace("\\", "\\\\").replace(":", "\\:") + "\n"
 
 
-def password_to_private_file(env: dict | None = None,
-                             workdir: str | os.PathLike = ".") -> str | None:
+def password_to_private_file(env: dict | None = None, workdir: str | os.PathLike = ".",
+                             run: str = "demo") -> str | None:
     """Move ``PGPASSWORD`` from `env` into a private password file named by ``PGPASSFILE``.
 
-    The file (``.snakemake/ncreel/pgpass`` in `workdir`, mode 600, as libpq requires) is
+    The file (``.snakemake/ncreel/pgpass-<run>`` in `workdir`, mode 600, as libpq requires) is
     rewritten on every call; jobs inherit ``PGPASSFILE`` (its absolute path) instead of
     the password. Call in Snakemake's main process before the first job is submitted to
     a scheduler.
@@ -45,6 +53,8 @@ def password_to_private_file(env: dict | None = None,
         The environment to change (default ``os.environ``).
     workdir : path
         Snakemake's working directory.
+    run : str
+        The run's name (config key ``run``): the file is the run's own (:func:`passfile`).
 
     Returns
     -------
@@ -65,7 +75,7 @@ def password_to_private_file(env: dict | None = None,
         raise NcreelError(f"{PASSWORD_ENV} holds a line break: a password file cannot hold "
                           "it, and the scheduler would show it to every user; put the "
                           "password in ~/.pgpass or a service file instead")
-    path = Path(workdir, PASSFILE).resolve()
+    path = Path(workdir, passfile(run)).resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
@@ -75,6 +85,6 @@ def password_to_private_file(env: dict | None = None,
         os.close(fd)
     env[PASSFILE_ENV] = str(path)
     del env[PASSWORD_ENV]
-    return (f"{PASSWORD_ENV} reaches the jobs in {PASSFILE} (mode 600, through "
+    return (f"{PASSWORD_ENV} reaches the jobs in {passfile(run)} (mode 600, through "
             f"{PASSFILE_ENV}), not in their environment, which the scheduler shows to other "
             "users (qstat -f)")
