@@ -223,9 +223,9 @@ def clear_stale_lock(workdir: str | os.PathLike = ".", run_dirs=(), job_ended=No
         others = _other_snakemake_here(workdir, _ancestors())
         elsewhere = live_runs(workdir)
         orphans = _job_processes_here(workdir, _ancestors())
+        killed = "unknown" if prev_alive else prev_pid or "unknown"  # the record's run lives
         if orphans:
             pids = ", ".join(map(str, sorted(orphans)[:5]))
-            killed = "unknown" if prev_alive else prev_pid or "unknown"
             raise NcreelError(f"a job of the killed run (pid {killed}) is still "
                               f"running in {workdir} (pid {pids}): wait for it to end, or "
                               f"stop it (kill {pids}), then run the same command again")
@@ -234,7 +234,7 @@ def clear_stale_lock(workdir: str | os.PathLike = ".", run_dirs=(), job_ended=No
                 f.unlink(missing_ok=True)
             removed = CLEARED_ALL
             log.warning("removed the stale Snakemake lock of a killed run (pid %s) in %s",
-                        prev_pid or "unknown", workdir)
+                        killed, workdir)
         elif run_dirs:
             # The live runs' lock files name only their own paths; those naming ours are
             # the killed run's (this process holds our run lock).
@@ -244,8 +244,7 @@ def clear_stale_lock(workdir: str | os.PathLike = ".", run_dirs=(), job_ended=No
             if mine:
                 removed = CLEARED_RUN
                 log.warning("removed the stale Snakemake lock of a killed run (pid %s) in "
-                            "%s; kept those of the runs still live here (%s)",
-                            "unknown" if prev_alive else prev_pid or "unknown", workdir,
+                            "%s; kept those of the runs still live here (%s)", killed, workdir,
                             ", ".join(sorted(elsewhere))
                             or f"pid {(others or [prev_pid])[0]}")
     # A record of a run not known dead stays: overwritten by a command that ran beside it
