@@ -371,6 +371,13 @@ def test_orphan_cancel_only_touches_this_workdirs_snakemake_jobs(tmp_path):
     ids = pbs.cancel_orphan_pbs_jobs(tmp_path, run=run, cancel=cancelled.extend, poll=0)
     assert ids == cancelled == ["41.vm", "42[].vm"]
     assert calls == [["qstat", "-f", "-F", "json"]] * 2
+    # Only the killed run's recorded jobs (another run is live here): a sub-job's id
+    # selects its whole array.
+    calls.clear()
+    cancelled.clear()
+    ids = pbs.cancel_orphan_pbs_jobs(tmp_path, run=run, cancel=cancelled.extend, poll=0,
+                                     only={"42[3].vm", "44.vm"})
+    assert ids == cancelled == ["42[].vm"]
 
 
 def test_the_old_queue_variable_is_refused_not_ignored():

@@ -101,6 +101,75 @@ def test_lock_from_another_host_is_kept(tmp_path):
     assert list(locks.iterdir())
 
 
+HOLD_RUN_LOCK = ("import sys, time; sys.path.insert(0, sys.argv[2]); "
+                 "from ncreel.cluster.runlock import hold_run_lock; "
+                 "hold_run_lock(sys.argv[1], 'r'); print('held', flush=True); time.sleep(60)")
+
+
+def hold_elsewhere(lock: Path) -> subprocess.Popen:
+    """A process holding `lock` as a run's Snakemake on another host would: by flock only
+    (not a snakemake process of this host), so only the shared lock shows the run live."""
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_RUN_LOCK, str(lock), str(WORKFLOW)],
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def test_killed_run_beside_a_live_run_clears_only_its_own_lock(tmp_path, monkeypatch):
+    """Run b was killed; run a is live in the same directory (its Snakemake on another
+    host). Resuming b removes b's Snakemake lock files and keeps a's: before, every lock
+    file went, and the resume cancelled a's scheduler jobs as the killed run's."""
+    from ncreel.cluster.runlock import CLEARED_RUN, hold_run_lock, live_runs
+
+    locks = make_lock(tmp_path, dead_pid())
+    (locks / "0.input.lock").unlink()
+    (locks / "0.output.lock").write_text("results/b/stats.json\nlogs/b/stats.log\n")
+    (locks / "0.input.lock").write_text("resources/in.nc\nresults/b/stats.json\n")
+    (locks / "1.output.lock").write_text("results/a/stats.json\nlogs/a/stats.log\n")
+    (locks / "1.input.lock").write_text("resources/in.nc\nresults/a/stats.json\n")
+    with hold_elsewhere(tmp_path / "results/a/.ncreel-run.lock") as a:
+        try:
+            monkeypatch.chdir(tmp_path)
+            hold_run_lock("results/b/.ncreel-run.lock", "b")
+            assert live_runs(tmp_path) == {"a": a.pid}  # not b, which this process holds
+            assert clear_stale_lock(tmp_path, run_dirs=("results/b", "logs/b")) == CLEARED_RUN
+            assert sorted(p.name for p in locks.iterdir()) == ["1.input.lock", "1.output.lock"]
+        finally:
+            a.kill()
+    # a gone: a later killed run's lock is cleared whole again.
+    (locks / "2.output.lock").write_text("results/c/x\n")
+    (tmp_path / ".snakemake" / RECORD).write_text(
+        json.dumps({"host": socket.gethostname(), "pid": dead_pid()}))
+    assert clear_stale_lock(tmp_path, run_dirs=("results/b", "logs/b")) == "all"
+    assert not list(locks.iterdir())
+
+
+def test_killed_run_beside_the_recorded_live_run_clears_only_its_own_lock(tmp_path,
+                                                                         monkeypatch):
+    """Run a started first (the record names it) and is live on this host; run b beside
+    it was killed with SIGKILL. b's same command removes b's lock files only; before, it
+    removed none, and Snakemake refused b with "Directory cannot be locked" until
+    ``--unlock``, which removes a's too."""
+    from ncreel.cluster.runlock import CLEARED_RUN, hold_run_lock
+
+    with subprocess.Popen(["sleep", "30"]) as a:  # the recorded run's Snakemake
+        locks = make_lock(tmp_path, a.pid)
+        (locks / "0.input.lock").write_text("resources/in.nc\nresults/a/stats.json\n")
+        (locks / "0.output.lock").write_text("results/a/stats.json\n")
+        (locks / "1.input.lock").write_text("resources/in.nc\nresults/b/stats.json\n")
+        (locks / "1.output.lock").write_text("results/b/stats.json\nlogs/b/stats.log\n")
+        monkeypatch.chdir(tmp_path)
+        hold_run_lock("results/b/.ncreel-run.lock", "b")
+        assert clear_stale_lock(tmp_path, run_dirs=("results/b", "logs/b")) == CLEARED_RUN
+        assert sorted(p.name for p in locks.iterdir()) == ["0.input.lock", "0.output.lock"]
+        assert json.loads((tmp_path / ".snakemake" / RECORD).read_text())["pid"] == a.pid
+        # Without this run's directories (no run lock held) nothing is touched.
+        (locks / "1.output.lock").write_text("results/b/stats.json\n")
+        assert not clear_stale_lock(tmp_path)
+        assert len(list(locks.iterdir())) == 3
+        a.kill()
+
+
 def test_run_lock_is_exclusive_and_released_by_sigkill(tmp_path):
     from ncreel.cluster.runlock import hold_run_lock
     from ncreel.errors import NcreelError

@@ -135,3 +135,42 @@ def _status_cli(work):
     return subprocess.run([sys.executable, "-m", "ncreel.cluster.runstatus", "--run", "r"],
                           cwd=work, check=True, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(ROOT / "workflow")}).stdout
+
+
+def test_run_job_ids_are_the_runs_own_queued_and_started_jobs(tmp_path):
+    """A queued job's id is in its outputs' incomplete marker; a started one's in its
+    attempts record (its own Snakemake rewrote the marker without it). Another run's
+    jobs and finished attempts are not the run's."""
+    from ncreel.cluster.runstatus import run_job_ids
+    from ncreel.incomplete import marker_path
+
+    for output, jobid in (("results/b/segments/00000.mp4", "11"),
+                          ("results/a/segments/00000.mp4", "12"),
+                          ("results/b/segments/00001.mp4", None)):
+        marker = marker_path(tmp_path, output)
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(json.dumps({"external_jobid": jobid} if jobid else {}))
+    shard = tmp_path / "logs/b/process_shard"
+    shard.mkdir(parents=True)
+    start = {"event": "start", "attempt": 1, "pid": 1, "host": "n1", "scheduler": "slurm"}
+    (shard / "00001.log.attempts.jsonl").write_text(json.dumps({**start, "jobid": "13"}))
+    (shard / "00002.log.attempts.jsonl").write_text(
+        json.dumps({**start, "jobid": "14"}) + "\n"
+        + json.dumps({"event": "end", "attempt": 1, "pid": 1, "host": "n1", "ok": True}))
+    assert run_job_ids(tmp_path, "b") == {"11", "13"}
+    assert run_job_ids(tmp_path, "a") == {"12"}
+
+
+def test_a_failed_shard_says_why(tmp_path):
+    """A shard deleted with qdel or scancel reads as stopped by its signal, not a crash."""
+    make_run(tmp_path, end_ok=False)
+    (tmp_path / ".snakemake/incomplete").joinpath(
+        urlsafe_b64encode(b"results/r/segments/00000.mp4").decode()).unlink()
+    (tmp_path / "results/r/segments/00000.mp4").unlink()
+    rec = tmp_path / "logs/r/process_shard/00000.log.attempts.jsonl"
+    with rec.open("a") as fh:
+        fh.write(json.dumps({"event": "end", "pid": 2 ** 22 + 7, "attempt": 1, "ok": False,
+                             "end": 2.0, "reason": "interrupted", "signal": "SIGTERM"}) + "\n")
+    [row] = shard_status(tmp_path, "r")
+    assert (row["state"], row["detail"]) == ("failed",
+                                             "attempt 1 failed: interrupted by SIGTERM")

@@ -15,8 +15,18 @@ def test_slurm_env_problem_messages():
 
     msg = slurm_env_problem({"USER": "jdoe"}, run=run)
     assert "export SBATCH_ACCOUNT=" in msg and "export SBATCH_PARTITION=<one of: cpu, gpu>" in msg
-    assert slurm_env_problem({"USER": "jdoe", "SBATCH_ACCOUNT": "a", "SBATCH_PARTITION": "p"},
+    assert slurm_env_problem({"USER": "jdoe", "SBATCH_ACCOUNT": "a", "SBATCH_PARTITION": "cpu"},
                              run=run) is None
+    assert slurm_env_problem({"USER": "j", "SBATCH_ACCOUNT": "a", "SBATCH_PARTITION": "gpu,cpu"},
+                             run=run) is None
+    # An unknown partition (odd text too) is one line before any job; sinfo's default
+    # mark is not part of a name.
+    msg = slurm_env_problem({"USER": "j", "SBATCH_ACCOUNT": "a",
+                             "SBATCH_PARTITION": "cpu,debug$(id)"}, run=run)
+    assert msg == ("SBATCH_PARTITION names 'debug$(id)', which is not a partition of this "
+                   "cluster: export SBATCH_PARTITION=<one of: cpu, gpu>")
+    assert slurm_env_problem({"USER": "j", "SBATCH_PARTITION": "debug"},
+                             run=lambda c: "acct\n" if c[0] == "sacctmgr" else "debug*\n") is None
     # Defaults exist: nothing to complain about. No accounting at all: no account needed.
     assert slurm_env_problem({"USER": "j"}, run=lambda c: "acct\n" if c[0] == "sacctmgr"
                              else "debug*\n") is None

@@ -108,7 +108,7 @@ def test_start_run_links_inputs_passes_config_by_file_and_locks(tmp_path, monkey
                      validate=validate)
     settings = types.SimpleNamespace(config=given, config_args=["run=one vmin=null"],
                                      configfiles=[])
-    assert start_run(rc, settings) is False  # no killed run's lock to clear
+    assert start_run(rc, settings) == ""  # no killed run's lock to clear
     assert os.path.realpath(rc.rule_inputs[0]) == str(path)
     assert not settings.config_args and len(settings.configfiles) == 1  # no values on job lines
     # Jobs read the values as checked (typed), from the file: they convert nothing.

@@ -712,7 +712,7 @@ def _job_ancestors(pid: int) -> list[int]:
 
 
 @contextlib.contextmanager
-def shard_started(work: Path, record: Path, out: Path, *extra: str):
+def shard_started(work: Path, record: Path, out: Path, *extra: str, **envs):
     """Run the demo's table through ``--profile profiles/cheyenne`` (2 shards, output to
     `out`) until the shard whose attempts file is `record` has started its script.
 
@@ -722,8 +722,8 @@ def shard_started(work: Path, record: Path, out: Path, *extra: str):
             [sys.executable, "-m", "snakemake", *FAST, "--profile", "profiles/cheyenne",
              *extra, "--config", *SMALL, "frames_per_shard=120", "--",
              "results/demo/cells.copy"],
-            cwd=work, stdout=fh, stderr=subprocess.STDOUT, env=pbs_env(PBS_ACCOUNT=ACCOUNT),
-            start_new_session=True) as proc:
+            cwd=work, stdout=fh, stderr=subprocess.STDOUT,
+            env=pbs_env(PBS_ACCOUNT=ACCOUNT, **envs), start_new_session=True) as proc:
         deadline = time.time() + 300
         while not (record.exists() and record.read_text().strip()):
             assert proc.poll() is None and time.time() < deadline, out.read_text()[-3000:]
@@ -782,14 +782,23 @@ def test_a_shard_deleted_with_qdel_is_not_resubmitted(pbs, tmp_path_factory, sam
     profiles/cheyenne`` (``retries: 2``): the executor says in one line that the job was
     deleted with qdel and by whom (not "failed"), refuses Snakemake's next attempt in one
     line without ``qsub``, and the run ends non-zero. The shard was submitted exactly once;
-    PBS ended it in substate 91 (terminated); its attempts record holds attempt 1 only."""
+    PBS ended it in substate 91 (terminated); its attempts record holds attempt 1 only.
+
+    The user's ``PGPASSWORD`` is in no job's ``Variable_List``, which ``qstat -f`` shows
+    to every user (``query_other_jobs``): it reaches jobs in a private file."""
+    from ncreel.cluster.secrets import passfile
     from ncreel.jobrecord import read_attempts
 
     work = workdir(tmp_path_factory, sample_nc, "pbs_qdel")
     record = work / "logs/demo/process_shard/00000.log.attempts.jsonl"
     out = work / "snakemake.out"
-    with shard_started(work, record, out) as (proc, start):
+    password = "pw-only-for-this-test"
+    with shard_started(work, record, out, PGPASSWORD=password) as (proc, start):
         jobid = start["jobid"]
+        shown = subprocess.run(["runuser", "-u", "nobody", "--", QSTAT, "-f", jobid],
+                               capture_output=True, text=True, timeout=60).stdout
+        assert "Variable_List" in shown and password not in shown.replace("\n\t", "")
+        assert f"PGPASSFILE={work / passfile('demo')}" in shown.replace("\n\t", ""), shown
         subprocess.run([QDEL, jobid], check=True, env=pbs_env(), timeout=60)
         assert proc.wait(timeout=400) != 0, out.read_text()[-3000:]
     log = out.read_text()
@@ -809,6 +818,9 @@ def test_a_shard_deleted_with_qdel_is_not_resubmitted(pbs, tmp_path_factory, sam
     assert rec["substate"] == 91, rec.get("comment")  # JOB_SUBSTATE_TERMINATED
     assert [a["attempt"] for a in read_attempts(record)] == [1]
     assert not (work / "results/demo/cells.copy").exists()
+    assert (work / passfile("demo")).read_text() == f"*:*:*:*:{password}\n"
+    assert "ncreel: note: PGPASSWORD reaches the jobs in .snakemake/ncreel/pgpass-demo " in log
+    assert password not in log
 
 
 WALLTIME_SNAKEFILE = """
@@ -842,3 +854,88 @@ def test_a_walltime_kill_is_resubmitted_with_a_longer_walltime(pbs, tmp_path):
     assert got == [(-29, 93, "00:01:00"), (0, 92, "00:02:00")], got
     assert "JOB_EXEC_KILL_WALLTIME" in log and "deleted with qdel" not in log
     assert (tmp_path / "a.txt").read_text() == "2\n"
+
+
+def test_resume_beside_a_live_run_deletes_only_the_killed_runs_jobs(pbs, tmp_path_factory,
+                                                                      sample_nc):
+    """PBS twin of test_slurm's: run ``demo`` was killed with a job held in PBS; run
+    ``other`` is live in the same directory (its Snakemake on another host, seen here by
+    its run lock only) with its own job. The same command as ``demo``'s (a dry run reads
+    the workflow the same way) deletes ``demo``'s job only; before, both were deleted."""
+    from ncreel.cluster import pbs as ncpbs
+    from ncreel.incomplete import marker_path
+    from test_cluster_runlock import dead_pid, hold_elsewhere
+
+    work = workdir(tmp_path_factory, sample_nc, "pbs_beside")
+    (work / ".snakemake").mkdir()
+    (work / "logs").mkdir()
+    ids = {}
+    for run in ("demo", "other"):
+        script = _jobscript(work / ".snakemake" / f"snakejob.{run}.sh", "sleep 300", run)
+        cmd = ncpbs.build_qsub(ncpbs.read_properties(script), str(script), queue="share",
+                               account=ACCOUNT, log_dir=str(work / "logs"))
+        ids[run] = subprocess.run([cmd[0], "-h", *cmd[1:]], cwd=work, env=pbs_env(),
+                                  capture_output=True, text=True, check=True).stdout.strip()
+    try:
+        locks = work / ".snakemake/locks"
+        locks.mkdir()
+        for i, run in enumerate(("demo", "other")):
+            (locks / f"{i}.output.lock").write_text(f"results/{run}/segments/00000.mp4\n")
+        (work / ".snakemake/ncreel-run.json").write_text(
+            json.dumps({"host": os.uname().nodename, "pid": dead_pid()}))
+        marker = marker_path(work, "results/demo/segments/00000.mp4")
+        marker.parent.mkdir(parents=True)
+        marker.write_text(json.dumps({"external_jobid": ids["demo"]}))
+        with hold_elsewhere(work / "results/other/.ncreel-run.lock") as other:
+            try:
+                out = snakemake(work, "-n", "--profile", "profiles/cheyenne",
+                                PBS_ACCOUNT=ACCOUNT)
+            finally:
+                other.kill()
+        assert f"ncreel: deleted PBS job {ids['demo']} of the killed run" in out, out[-3000:]
+        assert f"PBS job {ids['other']}" not in out
+        left = qstat_jobs(*ids.values())
+        assert left[ids["other"]]["job_state"] == "H", left
+        assert left[ids["demo"]]["job_state"] == "F", left
+        assert sorted(p.name for p in locks.iterdir()) == ["1.output.lock"]
+    finally:
+        subprocess.run([QDEL, *ids.values()], check=False, capture_output=True)
+
+
+def test_resubmitted_controller_on_another_node_resumes_once_the_old_one_ended(
+        pbs, tmp_path_factory, sample_nc):
+    """The controller batch job (profiles/*/controller.pbs) deleted with ``qdel`` or at its
+    walltime: PBS sends SIGTERM, Snakemake waits for its running jobs, and PBS kills it
+    with SIGKILL (``kill_delay``), leaving Snakemake's lock. The next controller job runs
+    on another node, where the lock "from another host" was kept and Snakemake refused
+    the run ("Directory cannot be locked"). The record now holds the controller's own PBS
+    job id: while that job is live the lock is kept; once PBS says it ended, it goes."""
+    from ncreel.cluster import pbs as ncpbs
+
+    work = workdir(tmp_path_factory, sample_nc, "pbs_controller")
+    (work / ".snakemake").mkdir()
+    (work / "logs").mkdir()
+    script = _jobscript(work / ".snakemake" / "controller.sh", "sleep 300", "controller")
+    cmd = ncpbs.build_qsub(ncpbs.read_properties(script), str(script), queue="share",
+                           account=ACCOUNT, log_dir=str(work / "logs"))
+    controller = subprocess.run([cmd[0], "-h", *cmd[1:]], cwd=work, env=pbs_env(),
+                                capture_output=True, text=True, check=True).stdout.strip()
+    locks = work / ".snakemake/locks"
+    locks.mkdir()
+    (locks / "0.output.lock").write_text("results/demo/stats.json\n")
+    record = work / ".snakemake/ncreel-run.json"
+    old = {"host": "compute-node-7", "pid": 4242, "scheduler": "pbs", "jobid": controller}
+    record.write_text(json.dumps(old))
+    try:
+        out = snakemake(work, "-n", "--profile", "profiles/cheyenne", PBS_ACCOUNT=ACCOUNT)
+        assert "removed the stale lock" not in out and list(locks.iterdir())  # still live
+        # ... and its record too: a command on this host left its own ended pid there,
+        # which the next command here took for the killed run's.
+        assert json.loads(record.read_text()) == old
+        subprocess.run([QDEL, controller], check=True, env=pbs_env(), timeout=60)
+        wait_finished(controller)
+        out = snakemake(work, "-n", "--profile", "profiles/cheyenne", PBS_ACCOUNT=ACCOUNT)
+        assert "ncreel: removed the stale lock of a killed run; resuming" in out, out[-3000:]
+        assert not list(locks.iterdir())
+    finally:
+        subprocess.run([QDEL, controller], capture_output=True, env=pbs_env())

@@ -199,3 +199,52 @@ def test_ctrl_c_deletes_the_whole_array(tmp_path):
         assert time.time() < deadline, states
         time.sleep(1)
     assert not list(tmp_path.glob("out/*.txt"))
+
+
+def test_queued_sub_jobs_of_a_deleted_array_are_deleted_not_failed(tmp_path):
+    """``qdel 123[]`` while sub-jobs run and others are queued. Until the running ones are
+    gone (their script ignores SIGTERM, so for the MoM's ``kill_delay``), OpenPBS shows
+    each queued one as ``X``, comment ``Subjob finished``, with the array's substate (70)
+    and later its ``Exit_status`` (1): the executor took them for failed and Snakemake's
+    ``retries`` resubmitted them as a new array (seen through ``--profile cheyenne``).
+    They are deleted, like the running ones; a sub-job that ran keeps its own verdict."""
+    from ncreel.cluster.runstatus import scheduler_state
+    from snakemake_executor_plugin_pbs_pro.job_status_query import statuses
+    from snakemake_executor_plugin_pbs_pro.state import marker_path
+
+    script = tmp_path / "ignore_term.sh"
+    script.write_text("#!/bin/sh\ntrap '' TERM\nsleep 120\n")
+    qsub = ["qsub", "-A", ACCOUNT, "-q", "share", "-J", "0-9", "-o", str(tmp_path),
+            "-j", "oe", "-l", "select=1:ncpus=1:mem=50mb,walltime=00:03:00", str(script)]
+    array = subprocess.run(qsub, capture_output=True, text=True, check=True,
+                           env=pbs_env(), cwd=tmp_path).stdout.strip()
+    subs = [array.replace("[]", f"[{i}]") for i in range(10)]
+    state_dir = tmp_path / "state"
+    try:
+        deadline = time.time() + 120
+        while not any(r.get("job_state") == "R" for r in qstat_text(array).values()):
+            assert time.time() < deadline, "no sub-job started"
+            time.sleep(0.5)
+        before = {j: r.get("job_state") for j, r in qstat_text(array).items() if j in subs}
+        queued = [j for j in subs if before.get(j) == "Q"]
+        assert queued, before  # 10 one-core sub-jobs on one small node
+        # ncreel status says which are queued (it said "running" for all).
+        running = next(j for j in subs if before.get(j) == "R")
+        assert scheduler_state("pbs", queued[0]) == "queued"
+        assert scheduler_state("pbs", running) == "running"
+        # A sub-job that ran and recorded its status through its wrapper keeps it.
+        marker = marker_path(queued[-1], state_dir)
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text("0\n")
+        subprocess.run(["qdel", array], check=True, env=pbs_env(), timeout=60)
+        time.sleep(1)
+        recs = qstat_text(array)
+        assert recs[array]["job_state"] == "B", recs[array]  # still killing the runners
+        deleted = {}
+        got = statuses(queued, state_dir=state_dir, qstat=QSTAT, deleted=deleted,
+                       log=lambda msg: None)
+        assert got == {**{j: "deleted" for j in queued[:-1]}, queued[-1]: "success"}, \
+            ({j: (recs[j].get("job_state"), recs[j].get("comment")) for j in queued}, got)
+        assert all("before it started" in deleted[j] for j in queued[:-1]), deleted
+    finally:
+        subprocess.run(["qdel", "-W", "force", array], env=pbs_env(), capture_output=True)

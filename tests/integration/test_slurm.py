@@ -349,3 +349,119 @@ def test_shell_metacharacters_reach_slurm_jobs_unchanged(slurm, tmp_path_factory
     check_odd_run(work, values)
     # (The plugin removes the logs of successful jobs; it names each where Slurm wrote it.)
     assert len(re.findall(rf"\(log: {re.escape(str(work / logdir))}/rule_\w+/", log)) == 4
+
+
+def test_resume_beside_a_live_run_cancels_only_the_killed_runs_jobs(slurm, tmp_path_factory,
+                                                                      sample_nc):
+    """Run ``demo`` was killed (SIGKILL) with a shard job queued in Slurm; run ``other`` is
+    live in the same directory, its Snakemake on another host (seen here only by its run
+    lock, held by flock), with a job of its own in Slurm. The same command as ``demo``'s
+    (a dry run reads the workflow the same way) cancels ``demo``'s job only and removes
+    only ``demo``'s Snakemake lock files. Before, it cancelled ``other``'s job too."""
+    from ncreel.incomplete import marker_path
+    from test_cluster_runlock import dead_pid, hold_elsewhere
+
+    work = workdir(tmp_path_factory, sample_nc, "slurm_beside")
+
+    def submit(run):
+        out = subprocess.run(
+            ["sbatch", "--parsable", "--chdir", str(work), "-o", "/dev/null", "-t", "5",
+             "--mem", "50", "--job-name", f"uuid-of-{run}",
+             "--comment", "rule_process_shard_wildcards_shard=00000", "--wrap", "sleep 300"],
+            capture_output=True, text=True, check=True, env=env(**SLURM_ENV)).stdout
+        return out.strip().split(";")[0]
+
+    def in_queue():
+        return set(subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True,
+                                  text=True, check=True).stdout.split())
+
+    ids = {run: submit(run) for run in ("demo", "other")}
+    try:
+        # What the killed run left: its lock files, its record, the job id in the marker
+        # of the output its queued job makes; the live run's lock files.
+        locks = work / ".snakemake/locks"
+        locks.mkdir(parents=True)
+        for i, run in enumerate(("demo", "other")):
+            (locks / f"{i}.output.lock").write_text(f"results/{run}/segments/00000.mp4\n")
+        (work / ".snakemake/ncreel-run.json").write_text(
+            json.dumps({"host": os.uname().nodename, "pid": dead_pid()}))
+        marker = marker_path(work, "results/demo/segments/00000.mp4")
+        marker.parent.mkdir(parents=True)
+        marker.write_text(json.dumps({"external_jobid": ids["demo"]}))
+        with hold_elsewhere(work / "results/other/.ncreel-run.lock") as other:
+            try:
+                proc = subprocess.run(
+                    [sys.executable, "-m", "snakemake", "-n", "--profile", "profiles/slurm"],
+                    cwd=work, capture_output=True, text=True, env=env(**SLURM_ENV),
+                    timeout=300)
+            finally:
+                other.kill()
+        out = proc.stdout + proc.stderr
+        (work / "snakemake.out").write_text(out)
+        assert f"ncreel: cancelled Slurm job {ids['demo']} of the killed run" in out, out[-3000:]
+        assert f"Slurm job {ids['other']}" not in out
+        assert ids["other"] in in_queue()
+        assert ids["demo"] not in in_queue()
+        assert sorted(p.name for p in locks.iterdir()) == ["1.output.lock"]
+    finally:
+        subprocess.run(["scancel", *ids.values()], check=False)
+
+
+def test_unknown_partition_stops_before_any_job(slurm, tmp_path_factory, sample_nc):
+    """A partition the cluster does not have (here holding shell text) is one line before
+    any job; before, every job's sbatch failed, and again for each retry."""
+    work = workdir(tmp_path_factory, sample_nc, "slurm_partition")
+    marker = work / "ran"
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", *FAST_POLL, "--profile", "profiles/slurm",
+         "--", "results/demo/stats.json"], cwd=work, capture_output=True, text=True,
+        env=env(SBATCH_ACCOUNT=ACCOUNT, SBATCH_PARTITION=f"nosuch$(touch {marker})"),
+        timeout=300)
+    out = proc.stdout + proc.stderr
+    lines = [ln for ln in out.splitlines() if ln.startswith("ncreel: error:")]
+    assert proc.returncode != 0 and len(lines) == 1, out[-3000:]
+    assert lines[0].startswith(f"ncreel: error: SBATCH_PARTITION names 'nosuch$(touch {marker})'"
+                               ", which is not a partition of this cluster"), lines
+    assert "sbatch" not in out and "Submitted" not in out and not marker.exists()
+
+
+def test_resubmitted_controller_on_another_node_resumes_once_the_old_one_ended(
+        slurm, tmp_path_factory, sample_nc):
+    """Slurm twin of test_pbs's: ``scancel`` of the controller job (or its time limit)
+    sends SIGTERM, Snakemake waits for its running jobs and Slurm kills it (``KillWait``),
+    leaving Snakemake's lock; the next controller job, on another node, removes it once
+    ``sacct`` says the old controller's job ended, not while it runs."""
+    work = workdir(tmp_path_factory, sample_nc, "slurm_controller")
+    controller = subprocess.run(
+        ["sbatch", "--parsable", "--hold", "--chdir", str(work), "-o", "/dev/null", "-t", "5",
+         "--mem", "50", "--wrap", "sleep 300"], capture_output=True, text=True, check=True,
+        env=env(**SLURM_ENV)).stdout.strip().split(";")[0]
+    locks = work / ".snakemake/locks"
+    locks.mkdir(parents=True)
+    (locks / "0.output.lock").write_text("results/demo/stats.json\n")
+    record = work / ".snakemake/ncreel-run.json"
+    old = {"host": "compute-node-7", "pid": 4242, "scheduler": "slurm", "jobid": controller}
+    record.write_text(json.dumps(old))
+
+    def dry_run():
+        return subprocess.run([sys.executable, "-m", "snakemake", "-n", "--profile",
+                               "profiles/slurm"], cwd=work, capture_output=True, text=True,
+                              env=env(**SLURM_ENV), timeout=300)
+
+    try:
+        out = dry_run()
+        assert "removed the stale lock" not in out.stderr and list(locks.iterdir())
+        assert json.loads(record.read_text()) == old
+        subprocess.run(["scancel", controller], check=True)
+        deadline = time.time() + 60
+        while "CANCELLED" not in subprocess.run(
+                ["sacct", "-n", "-X", "-P", "-j", controller, "-o", "State"],
+                capture_output=True, text=True).stdout:
+            assert time.time() < deadline
+            time.sleep(1)
+        out = dry_run()
+        assert "ncreel: removed the stale lock of a killed run; resuming" in out.stderr, \
+            out.stderr[-3000:]
+        assert not list(locks.iterdir())
+    finally:
+        subprocess.run(["scancel", controller], capture_output=True)

@@ -309,7 +309,7 @@ def load_config(config: dict, *, overrides: Mapping | None = None,
         copy_file=f"{out}/cells{cells['suffix']}", preview=f"{out}/preview.png")
 
 
-def start_run(run: RunConfig, config_settings, workdir: str | os.PathLike = ".") -> bool:
+def start_run(run: RunConfig, config_settings, workdir: str | os.PathLike = ".") -> str:
     """Every side effect of starting `run`, in Snakemake's main process, before the DAG.
 
     In order: the plain-named links to inputs whose paths are not plain
@@ -318,8 +318,9 @@ def start_run(run: RunConfig, config_settings, workdir: str | os.PathLike = ".")
     command line); the run lock (one run at a time per run, whatever happens to
     Snakemake's own locks; dry runs, ``--unlock`` and ``--report`` of a running run are
     refused too); removing the Snakemake lock a killed run left, only when that run is
-    certainly dead, so that the same command resumes. (The killed run's scheduler jobs
-    are cancelled in ``workflow/rules/scheduler.smk``.)
+    certainly dead, so that the same command resumes -- only its own, when another run
+    is live in the same directory. (The killed run's scheduler jobs are cancelled in
+    ``workflow/rules/scheduler.smk``.)
 
     Parameters
     ----------
@@ -332,8 +333,9 @@ def start_run(run: RunConfig, config_settings, workdir: str | os.PathLike = ".")
 
     Returns
     -------
-    bool
-        Whether a killed run's stale lock was removed.
+    str
+        What of a killed run's stale lock was removed (false: nothing; see
+        :func:`ncreel.cluster.runlock.clear_stale_lock`).
 
     Raises
     ------
@@ -353,4 +355,4 @@ def start_run(run: RunConfig, config_settings, workdir: str | os.PathLike = ".")
                                   if k in run.config}
     pass_config_by_file(config_settings)
     hold_run_lock(f"{run.out}/.ncreel-run.lock", run.run, places={run.logs: "log directory"})
-    return clear_stale_lock(workdir)
+    return clear_stale_lock(workdir, run_dirs=(run.out, run.logs))

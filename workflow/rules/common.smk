@@ -128,7 +128,7 @@ except NcreelError as err:
 if workflow.is_main_process:
     for _note in RUN_CONFIG.notes:
         print(f"ncreel: note: {_note}", file=sys.stderr)
-STALE_LOCK_CLEARED = False
+STALE_LOCK_CLEARED = ""
 if workflow.is_main_process:
     try:
         STALE_LOCK_CLEARED = start_run(RUN_CONFIG, workflow.config_settings)

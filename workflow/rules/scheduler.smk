@@ -11,7 +11,10 @@ from ncreel.cluster.pbs import (
     project_account,
     queue_problem,
 )
+from ncreel.cluster.runlock import CLEARED_ALL
+from ncreel.cluster.runstatus import run_job_ids
 from ncreel.cluster.schedulers import job_scheduler
+from ncreel.cluster.secrets import password_to_private_file
 from ncreel.cluster.slurm import (
     cancel_orphan_slurm_jobs,
     see_cancelled_jobs,
@@ -22,10 +25,12 @@ from ncreel.jobtext import envvar_problem, shell_unsafe
 
 if STALE_LOCK_CLEARED:
     # The killed run's scheduler jobs still queued or running would redo work this run
-    # redoes (each canceller looks only at jobs that run recorded).
-    for _id in cancel_orphan_slurm_jobs("."):
+    # redoes (each canceller looks only at jobs that run recorded). With another run live
+    # in this directory, only the jobs recorded for this run's outputs are its.
+    _only = None if STALE_LOCK_CLEARED == CLEARED_ALL else run_job_ids(".", RUN)
+    for _id in cancel_orphan_slurm_jobs(".", only=_only):
         print(f"ncreel: cancelled Slurm job {_id} of the killed run", file=sys.stderr)
-    for _id in cancel_orphan_pbs_jobs("."):
+    for _id in cancel_orphan_pbs_jobs(".", only=_only):
         print(f"ncreel: deleted PBS job {_id} of the killed run", file=sys.stderr)
 
 
@@ -39,6 +44,13 @@ onstart:
     except NcreelError as err:
         fail(err)
     _settings = workflow.executor_settings
+    if _remote:  # before the first submission: qsub -V copies the environment
+        try:
+            _note = password_to_private_file(run=RUN)
+        except NcreelError as err:
+            fail(err)
+        if _note:
+            print(f"ncreel: note: {_note}", file=sys.stderr)
     # Paths Snakemake writes into every scheduler job's shell command line (values and
     # inputs reach jobs by file and plain-named links instead: common.smk).
     _unsafe = _remote and shell_unsafe(

@@ -110,7 +110,7 @@ def pbs_peer_servers(workdir=".", env=None) -> list[str]:
 
 
 def cancel_orphan_pbs_jobs(workdir=".", run=stdout_of, cancel=None, timeout=120.0,
-                           poll=2.0) -> list[str]:
+                           poll=2.0, only=None) -> list[str]:
     """Delete PBS jobs that a killed Snakemake run submitted from `workdir`; wait for them.
 
     The caller must know the run is dead. Snakemake's jobs are recognised in ``qstat -f
@@ -131,6 +131,9 @@ def cancel_orphan_pbs_jobs(workdir=".", run=stdout_of, cancel=None, timeout=120.
         ``cancel(ids)``; default ``qdel <ids>``.
     timeout, poll : float
         Seconds to wait for the deleted jobs to leave, and between checks.
+    only : collection of str, optional
+        Delete only these job ids (a sub-job's id selects its array); default every
+        match. For a killed run whose working directory another live run shares.
 
     Returns
     -------
@@ -143,7 +146,10 @@ def cancel_orphan_pbs_jobs(workdir=".", run=stdout_of, cancel=None, timeout=120.
         return []
     here = os.path.realpath(workdir)
     ids = []
+    wanted = None if only is None else {array_parent(j) for j in only}
     for jobid, rec in jobs.items():
+        if wanted is not None and array_parent(jobid) not in wanted:
+            continue
         env = rec.get("Variable_List") or {}
         wd = env.get("PBS_O_WORKDIR", "") if isinstance(env, dict) else ""
         args = str(rec.get("Submit_arguments", ""))

@@ -175,6 +175,28 @@ def deletion(rec: dict) -> str | None:
         return "deleted with qdel before it started"
     return "deleted with qdel"
 
+#: The comment OpenPBS gives a sub-job that has no job of its own (it never ran, or was
+#: purged), whose record it fakes from its array's (``status_subjob`` in
+#: ``src/server/stat_job.c``): substate, ``stime`` and ``Exit_status`` are the array's.
+SUBJOB_FINISHED_COMMENT = "Subjob finished"
+
+
+def faked_subjob(jobid: str, rec: dict) -> bool:
+    """Whether `rec`, the record of sub-job `jobid`, is faked from its array's.
+
+    Then its substate and ``Exit_status`` are the array's, not the sub-job's: a sub-job
+    still queued when its array is deleted with ``qdel`` reads, until the running
+    sub-jobs are gone (up to the MoM's ``kill_delay``), ``job_state`` X, the array's
+    substate (70, begun), comment ``Subjob finished``, then the array's ``Exit_status``
+    (1), and only then substate 91 (measured on OpenPBS 23.06). What the sub-job's own
+    script did is in the exit status its wrapper recorded (``state.read_marker``); a
+    sub-job that finished without recording one never ran: its array was deleted.
+    """
+    state = str(rec.get("job_state", "")).strip()[:1].upper()
+    return ("[" in jobid and state in ("F", "X")
+            and str(rec.get("comment") or "").strip() == SUBJOB_FINISHED_COMMENT)
+
+
 def describe_exit(status: int) -> str:
     """Human-readable meaning of a PBS exit status (for logs)."""
     if status in JOB_EXEC_CODES:
@@ -245,6 +267,15 @@ def _verdict(jobid: str, rec: dict | None, *, state_dir, log, deleted=None) -> s
     server's history), or without an exit status in it: from the exit status its wrapper
     recorded; else ``failed``.
     """
+    if rec is not None and faked_subjob(jobid, rec):
+        marker = read_marker(jobid, state_dir)
+        if marker is not None:
+            return "success" if marker == 0 else "failed"
+        if deleted is not None:
+            deleted[jobid] = "deleted with qdel before it started (its array was deleted)"
+            return "deleted"
+        log(f"job {jobid} ended before it started (its array was deleted?): failed")
+        return "failed"
     if rec is not None and deleted is not None:
         reason = deletion(rec)
         if reason:

@@ -5,7 +5,8 @@ the PBS Pro executor plugin's standard-library modules, and the legacy cluster-g
 helper ``workflow/scripts/ncreel_pbs.py``, whose status also reads Slurm's Torque ``qsub``
 wrappers' jobs via ``sacct``), :mod:`.slurm` (checks of the
 Slurm environment), :mod:`.schedulers` (which scheduler a run submits to),
-:mod:`.runlock` (resuming a killed run), :mod:`.runstatus` (``python -m
+:mod:`.runlock` (resuming a killed run), :mod:`.secrets` (a ``PGPASSWORD`` kept out
+of the jobs' environment), :mod:`.runstatus` (``python -m
 ncreel.cluster.runstatus``: which shards are done) and :mod:`.commands` (a scheduler
 command's output). Cancelling a dead run's jobs is in each scheduler's module.
 

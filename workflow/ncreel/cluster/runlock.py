@@ -26,10 +26,15 @@ import time
 from pathlib import Path
 
 from ncreel.errors import NcreelError
+from ncreel.jobrecord import scheduler_job_id
 
 log = logging.getLogger(__name__)
 
 RECORD = "ncreel-run.json"
+#: What :func:`clear_stale_lock` removed: nothing, every lock file (no other run is live
+#: here: every scheduler job of this directory is the killed run's), or only the lock
+#: files naming this run's paths (another run is live here: its jobs are not touched).
+CLEARED_NONE, CLEARED_ALL, CLEARED_RUN = "", "all", "run"
 #: Open lock files of this process, by path: kept open, so their flock stays held.
 _HELD: dict[str, int] = {}
 
@@ -115,18 +120,74 @@ def _ancestors() -> set[int]:
     return pids
 
 
-def clear_stale_lock(workdir: str | os.PathLike = ".") -> bool:
+def live_runs(workdir: str | os.PathLike = ".") -> dict[str, int]:
+    """Return the runs in `workdir` whose run lock a live process other than this holds.
+
+    The run lock is an ``flock`` (:func:`hold_run_lock`), which a shared file system that
+    supports it (GPFS, NFSv4, Lustre's ``flock`` mount) shows to every host: a run whose
+    Snakemake works on another host (a controller batch job beside a login-node run) is
+    found, where :func:`_other_snakemake_here` sees only this host's processes.
+
+    Parameters
+    ----------
+    workdir : path
+        The Snakemake working directory (holds ``results/<run>/.ncreel-run.lock``).
+
+    Returns
+    -------
+    dict of str to int
+        Run name to the holder's pid (0 if unreadable).
+    """
+    found = {}
+    for lock in sorted(Path(workdir, "results").glob("*/.ncreel-run.lock")):
+        if os.path.abspath(lock) in _HELD:
+            continue  # this process's own run
+        try:
+            holder = run_lock_holder(lock)
+        except OSError:
+            continue  # no flock here: nobody can tell
+        if holder is not None:
+            found[lock.parent.name] = holder
+    return found
+
+
+def _names_run_paths(lock_file: Path, run_dirs: tuple[str, ...]) -> bool:
+    try:
+        keys = [k.strip() for k in lock_file.read_text().splitlines() if k.strip()]
+    except OSError:
+        return False
+    return any(os.path.normpath(k) == d or os.path.normpath(k).startswith(d + os.sep)
+               for k in keys for d in run_dirs)
+
+
+def clear_stale_lock(workdir: str | os.PathLike = ".", run_dirs=(), job_ended=None) -> str:
     """Remove Snakemake's lock files left by a killed run in `workdir`, then record this run.
+
+    When another run is live in `workdir` (a Snakemake on this host, or a run lock held
+    from any host, :func:`live_runs`), its lock files stay: only those naming a path under
+    `run_dirs` are removed. The caller must hold the run lock of the run owning
+    `run_dirs` (:func:`hold_run_lock`), so no live process writes there.
 
     Parameters
     ----------
     workdir : path
         The Snakemake working directory (holds ``.snakemake/``).
+    run_dirs : sequence of str
+        This run's directories as Snakemake names its paths (``results/<run>``,
+        ``logs/<run>``, relative to `workdir`).
+    job_ended : callable, optional
+        ``(scheduler, jobid) -> bool``: whether a batch job has ended for sure (default
+        :func:`ncreel.cluster.schedulers.batch_job_ended`). A run recorded on another host
+        is dead when it ran inside a batch job that has ended (a controller job deleted
+        with ``qdel`` or ended by its walltime is killed with SIGKILL after a few seconds,
+        and the next one runs on another node).
 
     Returns
     -------
-    bool
-        True if stale lock files were removed.
+    str
+        :data:`CLEARED_ALL` (every lock file: no other run is live, so every scheduler
+        job of `workdir` is the killed run's), :data:`CLEARED_RUN` (only this run's lock
+        files: leave the other runs' jobs alone) or :data:`CLEARED_NONE` (false).
 
     Raises
     ------
@@ -146,28 +207,55 @@ def clear_stale_lock(workdir: str | os.PathLike = ".") -> bool:
             previous = json.loads(record.read_text())
         except (OSError, ValueError):
             previous = {}
-    removed = False
+    removed = CLEARED_NONE
     lock_files = list(locks.glob("*.lock")) if locks.is_dir() else []
     prev_pid = int(previous.get("pid", 0) or 0)
     prev_alive = previous.get("host") == host and prev_pid and _alive(prev_pid)
-    if lock_files and previous.get("host", host) == host and not prev_alive:
+    run_dirs = tuple(os.path.normpath(d) for d in run_dirs)
+    known = previous.get("host", host) == host
+    if lock_files and not known and previous.get("jobid"):
+        if job_ended is None:
+            from ncreel.cluster.schedulers import batch_job_ended as job_ended
+        known = job_ended(previous.get("scheduler"), str(previous["jobid"]))
+    # The record names the first of the runs live here; a run killed beside it left lock
+    # files too, which only their paths tell apart.
+    if lock_files and known and (run_dirs or not prev_alive):
         others = _other_snakemake_here(workdir, _ancestors())
-        orphans = [] if others else _job_processes_here(workdir, _ancestors())
+        elsewhere = live_runs(workdir)
+        orphans = _job_processes_here(workdir, _ancestors())
+        killed = "unknown" if prev_alive else prev_pid or "unknown"  # the record's run lives
         if orphans:
             pids = ", ".join(map(str, sorted(orphans)[:5]))
-            raise NcreelError(f"a job of the killed run (pid {prev_pid or 'unknown'}) is still "
+            raise NcreelError(f"a job of the killed run (pid {killed}) is still "
                               f"running in {workdir} (pid {pids}): wait for it to end, or "
                               f"stop it (kill {pids}), then run the same command again")
-        if not others:
+        if not others and not elsewhere and not prev_alive:
             for f in lock_files:
                 f.unlink(missing_ok=True)
-            removed = True
+            removed = CLEARED_ALL
             log.warning("removed the stale Snakemake lock of a killed run (pid %s) in %s",
-                        prev_pid or "unknown", workdir)
-    if not prev_alive:
+                        killed, workdir)
+        elif run_dirs:
+            # The live runs' lock files name only their own paths; those naming ours are
+            # the killed run's (this process holds our run lock).
+            mine = [f for f in lock_files if _names_run_paths(f, run_dirs)]
+            for f in mine:
+                f.unlink(missing_ok=True)
+            if mine:
+                removed = CLEARED_RUN
+                log.warning("removed the stale Snakemake lock of a killed run (pid %s) in "
+                            "%s; kept those of the runs still live here (%s)", killed, workdir,
+                            ", ".join(sorted(elsewhere))
+                            or f"pid {(others or [prev_pid])[0]}")
+    # A record of a run not known dead stays: overwritten by a command that ran beside it
+    # on another host, it would name that command's ended process, and the next run here
+    # would take the live run's lock for stale.
+    if not lock_files or (known and not prev_alive):
         meta.mkdir(parents=True, exist_ok=True)
         tmp = record.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"host": host, "pid": os.getpid()}))
+        scheduler, jobid = scheduler_job_id()  # a controller batch job's own id
+        tmp.write_text(json.dumps({"host": host, "pid": os.getpid(),
+                                   "scheduler": scheduler, "jobid": jobid}))
         os.replace(tmp, record)
     return removed
 

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from ncreel.cluster.runlock import run_lock_holder
 from ncreel.errors import NcreelError
-from ncreel.incomplete import marker_path
+from ncreel.incomplete import marked_incomplete, marker_path
 from ncreel.jobrecord import attempt_count, attempts_path, read_attempts
 from ncreel.settings import Calibration
 from ncreel.shardplan import plan_shards
@@ -62,13 +62,20 @@ def _pid_alive(pid) -> bool:
     return True
 
 
+#: PBS ``job_state`` letters of a job not yet ended, as ``ncreel status`` says them.
+PBS_STATES = {"Q": "queued", "H": "held", "W": "waiting", "T": "in transit",
+              "R": "running", "B": "running", "E": "exiting", "S": "suspended",
+              "U": "suspended", "M": "moved"}
+
+
 def scheduler_state(scheduler: str | None, jobid: str) -> str | None:
     """Ask the scheduler whether `jobid` is still queued/running.
 
     Returns
     -------
     str or None
-        The scheduler's state (e.g. ``PENDING``, ``RUNNING``, ``running``) while the job
+        The scheduler's state (Slurm's ``PENDING``, ``RUNNING``; PBS's ``queued``,
+        ``held``, ``running``...: :data:`PBS_STATES`) while the job
         exists and has not ended; None when it has ended or is unknown, or the scheduler's
         commands are not available.
     """
@@ -78,9 +85,15 @@ def scheduler_state(scheduler: str | None, jobid: str) -> str | None:
         qstat = shutil.which("qstat", path="/opt/pbs/bin:" + os.environ.get("PATH", ""))
         if not qstat:
             return None
-        verdict = pbs.status(jobid, qstat=qstat, attempts=1, delay=0,
-                             log=lambda msg: None)
-        return "running" if verdict == "running" else None
+        try:
+            _, rec = pbs.query(jobid, qstat=qstat, attempts=1, delay=0)
+        except pbs.QstatUnusable:
+            return None
+        except pbs.QstatError:  # cannot tell: running unless it recorded its ending
+            return None if pbs.read_marker(jobid) is not None else "running"
+        if rec is None or pbs.classify(rec) != "running":
+            return None
+        return PBS_STATES.get(str(rec.get("job_state", "")).strip()[:1].upper(), "running")
     if shutil.which("squeue"):
         out = subprocess.run(["squeue", "-h", "-j", str(jobid), "-o", "%T"],
                              capture_output=True, text=True, timeout=60).stdout.strip()
@@ -103,6 +116,39 @@ def run_holder(workdir: str | os.PathLike = ".", run: str = "demo") -> int | Non
         return run_lock_holder(work / "results" / run / ".ncreel-run.lock")
     except OSError:
         return 0 if any((work / ".snakemake" / "locks").glob("*.lock")) else None
+
+
+def run_job_ids(workdir: str | os.PathLike = ".", run: str = "demo") -> frozenset[str]:
+    """Scheduler job ids recorded for `run`'s jobs in `workdir`: queued or running ones.
+
+    A submitted job's id is in Snakemake's incomplete marker of each of its outputs
+    (written when it is submitted), and a started job's in its attempts record
+    (:mod:`ncreel.jobrecord`; the job's own Snakemake rewrites the marker without it).
+
+    Parameters
+    ----------
+    workdir : path
+        The Snakemake working directory.
+    run : str
+        The run's name: its outputs are under ``results/<run>/``, its logs ``logs/<run>/``.
+
+    Returns
+    -------
+    frozenset of str
+        Job ids as the scheduler gave them (``123``, ``123.server``, ``123[4].server``).
+    """
+    work = Path(workdir)
+    ids = set()
+    for output in marked_incomplete(work):
+        if output.startswith((f"results/{run}/", f"logs/{run}/")):
+            marker = _incomplete_marker(work, output) or {}
+            if marker.get("external_jobid"):
+                ids.add(str(marker["external_jobid"]))
+    for record in (work / "logs" / run).rglob("*.attempts.jsonl"):
+        last = (read_attempts(record) or [{}])[-1]
+        if last.get("status") == "running" and last.get("jobid"):
+            ids.add(str(last["jobid"]))
+    return frozenset(ids)
 
 
 def shard_status(workdir: str | os.PathLike = ".", run: str = "demo", *,
@@ -177,6 +223,9 @@ def shard_status(workdir: str | os.PathLike = ".", run: str = "demo", *,
                 detail = "its run stopped before it finished: the same command resumes it"
         elif last.get("status") in ("failed", "killed"):
             state, detail = "failed", f"attempt {last.get('attempt')} {last['status']}"
+            if last.get("reason"):  # why: a qdel/scancel is not a crash (jobrecord)
+                detail += f": {last['reason']}" + (f" by {last['signal']}"
+                                                   if last.get("signal") else "")
         if state == "done" and last.get("status") != "ok":
             detail = "no attempts record"
         rows.append({"shard": shard.name, "frames": shard.n_frames, "state": state,

@@ -1,6 +1,13 @@
-"""Which batch scheduler a run submits to: declared by its executor or its config."""
+"""Which batch scheduler a run submits to, and whether a batch job has ended.
+
+The scheduler is declared by the run's executor or its config.
+"""
 
 from __future__ import annotations
+
+import os
+import shutil
+import subprocess
 
 from ncreel.errors import NcreelError
 
@@ -41,3 +48,45 @@ def job_scheduler(executor: str | None, declared: str | None = None) -> str | No
                           f"submits to {SCHEDULER_NAMES[own]}: set scheduler={own} or leave "
                           "it unset")
     return declared or own
+
+
+#: Slurm job states (sacct's first word) of a job that has ended.
+SLURM_ENDED = frozenset({"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED",
+                         "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "REVOKED", "TIMEOUT"})
+
+
+def batch_job_ended(scheduler: str | None, jobid: str) -> bool:
+    """Whether the scheduler says batch job `jobid` has ended, for sure.
+
+    False whenever it cannot tell (its commands missing or failing), unlike
+    :func:`ncreel.cluster.runstatus.scheduler_state`: a run whose controller job has
+    ended is dead on every host.
+
+    Parameters
+    ----------
+    scheduler : str or None
+        ``"pbs"`` or ``"slurm"`` (:func:`ncreel.jobrecord.scheduler_job_id`).
+    jobid : str
+        The job id (``123.server``, ``123``).
+    """
+    if scheduler == "pbs":
+        from ncreel.cluster import pbs
+
+        qstat = shutil.which("qstat", path="/opt/pbs/bin:" + os.environ.get("PATH", ""))
+        if not qstat:
+            return False
+        try:  # a purged job (qstat: Unknown Job Id) is "failed": it ended long ago
+            verdict = pbs.status(jobid, qstat=qstat, attempts=2, delay=1,
+                                 log=lambda msg: None)
+        except pbs.QstatUnusable:
+            return False
+        return verdict in ("success", "failed")
+    if scheduler == "slurm" and shutil.which("sacct"):
+        try:
+            out = subprocess.run(["sacct", "-n", "-X", "-P", "-j", str(jobid), "-o", "State"],
+                                 capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+        words = out.stdout.split()
+        return out.returncode == 0 and bool(words) and words[0] in SLURM_ENDED
+    return False

@@ -37,16 +37,26 @@ def slurm_env_problem(env=None, run=_out) -> str | None:
             problems.append("SBATCH_ACCOUNT is unset and you have no default Slurm account: "
                             "export SBATCH_ACCOUNT=<account> (`sacctmgr show assoc "
                             f"user={user} format=account` lists yours)")
-    if not env.get("SBATCH_PARTITION"):
-        parts = run(["sinfo", "-h", "-o", "%P"])
+    wanted = env.get("SBATCH_PARTITION")
+    # --all: a hidden partition (Hidden=YES) still takes the jobs of those allowed in it.
+    parts = run(["sinfo", "-h", "-o", "%P", *(["--all"] if wanted else [])])
+    names = sorted({p.strip().rstrip("*") for p in (parts or "").split() if p.strip()})
+    if not wanted:
         if parts is not None and "*" not in parts:
-            names = ", ".join(sorted({p.strip() for p in parts.split() if p.strip()}))
             problems.append("SBATCH_PARTITION is unset and the cluster has no default "
-                            f"partition: export SBATCH_PARTITION=<one of: {names}>")
+                            f"partition: export SBATCH_PARTITION=<one of: {', '.join(names)}>")
+    elif names:
+        # sbatch takes a comma-separated list; an unknown name failed every job's sbatch,
+        # and each of its retries, instead of stopping the run once.
+        unknown = [p for p in wanted.split(",") if p.strip() not in names]
+        if unknown:
+            problems.append(f"SBATCH_PARTITION names {unknown[0]!r}, which is not a partition "
+                            f"of this cluster: export SBATCH_PARTITION=<one of: "
+                            f"{', '.join(names)}>")
     return "; ".join(problems) or None
 
 
-def cancel_orphan_slurm_jobs(workdir=".", run=_out, cancel=None) -> list[str]:
+def cancel_orphan_slurm_jobs(workdir=".", run=_out, cancel=None, only=None) -> list[str]:
     """Cancel Slurm jobs that a killed Snakemake run submitted from `workdir`.
 
     Call only when that run is known to be dead (:func:`ncreel.cluster.runlock.clear_stale_lock`
@@ -55,6 +65,12 @@ def cancel_orphan_slurm_jobs(workdir=".", run=_out, cancel=None) -> list[str]:
     files. Jobs are recognised by their working directory and the ``rule_...`` comment the
     Slurm executor plugin gives every job; nothing else is touched. PBS:
     :func:`ncreel.cluster.pbs.cancel_orphan_pbs_jobs`.
+
+    Parameters
+    ----------
+    only : collection of str, optional
+        Cancel only these job ids (the killed run's, when another run is live in
+        `workdir`: :func:`ncreel.cluster.runstatus.run_job_ids`); default every match.
 
     Returns
     -------
@@ -69,7 +85,8 @@ def cancel_orphan_slurm_jobs(workdir=".", run=_out, cancel=None) -> list[str]:
     for line in out.splitlines():
         jobid, _, rest = line.partition("|")
         wd, _, comment = rest.partition("|")
-        if wd and os.path.realpath(wd) == here and comment.startswith("rule_"):
+        if (wd and os.path.realpath(wd) == here and comment.startswith("rule_")
+                and (only is None or jobid.strip() in only)):
             ids.append(jobid.strip())
     if ids:
         (cancel or (lambda i: run(["scancel", *i])))(ids)
