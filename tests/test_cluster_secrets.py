@@ -1,43 +1,48 @@
-"""A PGPASSWORD in the environment reaches scheduler jobs in a private file, never in
-their environment (PBS's ``qstat -f`` shows a job's Variable_List to every user)."""
+"""A PGPASSWORD in the environment never reaches a PBS job (qstat -f would show it to every
+user), and ncreel writes it nowhere; the load job reads ~/.pgpass or a service file."""
 
-import os
-import stat
+from __future__ import annotations
 
 import pytest
-from ncreel.cluster.secrets import passfile, password_to_private_file
+from ncreel.cluster.secrets import pbs_password_note
 from ncreel.errors import NcreelError
+from snakemake_executor_plugin_pbs_pro.submit_string import qsub_environment
 
-#: A password with what a password file escapes (``:``, ``\``) and shell text.
-PASSWORD = "s3:cr\\et $(id) 'ü"
-
-
-def test_password_moves_to_a_private_file_libpq_reads(pg_server, tmp_path, monkeypatch):
-    import psycopg
-
-    env = {"PGPASSWORD": PASSWORD, "HOME": "/nowhere"}
-    note = password_to_private_file(env, tmp_path, run="r1")
-    path = tmp_path / passfile("r1")
-    assert env == {"HOME": "/nowhere", "PGPASSFILE": str(path)}
-    assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert PASSWORD not in note and ".snakemake/ncreel/pgpass-r1 " in note
-    # libpq takes the password from the file (it looks it up before connecting).
-    monkeypatch.delenv("PGPASSWORD", raising=False)
-    monkeypatch.setenv("PGPASSFILE", env["PGPASSFILE"])
-    with psycopg.connect(pg_server["conninfo"]) as conn:
-        assert conn.info.password == PASSWORD
-    # Called again (a resumed run), an existing file is rewritten private.
-    os.chmod(path, 0o644)
-    password_to_private_file({"PGPASSWORD": "x"}, tmp_path, run="r1")
-    assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert password_to_private_file({}, tmp_path, run="r1") is None
-    # Another run of the directory, at once, with its own password: its own file.
-    password_to_private_file({"PGPASSWORD": "y"}, tmp_path, run="r2")
-    assert path.read_text() == "*:*:*:*:x\n"
+PASSWORD = "s3cret:with\\odd"
+DB = {"url": "postgresql://ada@db.example:5432/climate", "service": None}
 
 
-def test_a_password_a_file_cannot_hold_is_refused_without_showing_it(tmp_path):
-    env = {"PGPASSWORD": "line1\nline2"}
-    with pytest.raises(NcreelError, match="^PGPASSWORD holds a line break") as err:
-        password_to_private_file(env, tmp_path)
-    assert "line1" not in str(err.value) and env == {"PGPASSWORD": "line1\nline2"}
+def test_qsub_runs_without_the_password():
+    env = {"PGPASSWORD": PASSWORD, "HOME": "/home/ada", "PATH": "/usr/bin"}
+    assert qsub_environment(env) == {"HOME": "/home/ada", "PATH": "/usr/bin"}
+    assert env["PGPASSWORD"] == PASSWORD  # the controller's own environment is kept
+
+
+def test_a_load_with_only_pgpassword_stops_before_any_job(tmp_path):
+    with pytest.raises(NcreelError) as err:
+        pbs_password_note(DB, {"PGPASSWORD": PASSWORD}, home=tmp_path)
+    text = str(err.value)
+    assert text.startswith("PGPASSWORD is not passed to PBS jobs (qsub -V would copy it")
+    assert "put it in ~/.pgpass (chmod 600" in text and PASSWORD not in text
+    assert not list(tmp_path.iterdir())  # nothing written
+
+
+def test_the_note_names_the_file_the_load_job_reads(tmp_path):
+    (tmp_path / ".pgpass").write_text("")
+    note = pbs_password_note(DB, {"PGPASSWORD": PASSWORD}, home=tmp_path)
+    assert note.endswith(f"the load_database job reads the password from {tmp_path}/.pgpass")
+    other = tmp_path / "elsewhere"
+    other.write_text("")
+    service = {"url": None, "service": "climate"}
+    note = pbs_password_note(service, {"PGPASSWORD": PASSWORD, "PGSERVICEFILE": str(other)},
+                             home=tmp_path)
+    assert f"{tmp_path}/.pgpass or {other}" in note and PASSWORD not in note
+
+
+@pytest.mark.parametrize("database, env", [
+    (None, {"PGPASSWORD": PASSWORD}),  # nothing is loaded
+    ({"url": None, "service": None}, {"PGPASSWORD": PASSWORD}),
+    (DB, {}),  # no PGPASSWORD: libpq's other sources, as always
+])
+def test_nothing_to_say(tmp_path, database, env):
+    assert pbs_password_note(database, env, home=tmp_path) is None

@@ -785,8 +785,7 @@ def test_a_shard_deleted_with_qdel_is_not_resubmitted(pbs, tmp_path_factory, sam
     PBS ended it in substate 91 (terminated); its attempts record holds attempt 1 only.
 
     The user's ``PGPASSWORD`` is in no job's ``Variable_List``, which ``qstat -f`` shows
-    to every user (``query_other_jobs``): it reaches jobs in a private file."""
-    from ncreel.cluster.secrets import passfile
+    to every user (``query_other_jobs``), and in no file of the run."""
     from ncreel.jobrecord import read_attempts
 
     work = workdir(tmp_path_factory, sample_nc, "pbs_qdel")
@@ -798,7 +797,7 @@ def test_a_shard_deleted_with_qdel_is_not_resubmitted(pbs, tmp_path_factory, sam
         shown = subprocess.run(["runuser", "-u", "nobody", "--", QSTAT, "-f", jobid],
                                capture_output=True, text=True, timeout=60).stdout
         assert "Variable_List" in shown and password not in shown.replace("\n\t", "")
-        assert f"PGPASSFILE={work / passfile('demo')}" in shown.replace("\n\t", ""), shown
+        assert "PGPASSWORD" not in shown.replace("\n\t", ""), shown
         subprocess.run([QDEL, jobid], check=True, env=pbs_env(), timeout=60)
         assert proc.wait(timeout=400) != 0, out.read_text()[-3000:]
     log = out.read_text()
@@ -818,9 +817,10 @@ def test_a_shard_deleted_with_qdel_is_not_resubmitted(pbs, tmp_path_factory, sam
     assert rec["substate"] == 91, rec.get("comment")  # JOB_SUBSTATE_TERMINATED
     assert [a["attempt"] for a in read_attempts(record)] == [1]
     assert not (work / "results/demo/cells.copy").exists()
-    assert (work / passfile("demo")).read_text() == f"*:*:*:*:{password}\n"
-    assert "ncreel: note: PGPASSWORD reaches the jobs in .snakemake/ncreel/pgpass-demo " in log
     assert password not in log
+    written = [p for p in work.rglob("*") if p.is_file() and not p.is_symlink()
+               and p.stat().st_size < 2**20 and password.encode() in p.read_bytes()]
+    assert not written, written
 
 
 WALLTIME_SNAKEFILE = """

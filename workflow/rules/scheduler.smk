@@ -14,7 +14,7 @@ from ncreel.cluster.pbs import (
 from ncreel.cluster.runlock import CLEARED_ALL
 from ncreel.cluster.runstatus import run_job_ids
 from ncreel.cluster.schedulers import job_scheduler
-from ncreel.cluster.secrets import password_to_private_file
+from ncreel.cluster.secrets import pbs_password_note
 from ncreel.cluster.slurm import (
     cancel_orphan_slurm_jobs,
     see_cancelled_jobs,
@@ -44,9 +44,11 @@ onstart:
     except NcreelError as err:
         fail(err)
     _settings = workflow.executor_settings
-    if _remote:  # before the first submission: qsub -V copies the environment
+    if (
+        _scheduler == "pbs"
+    ):  # qsub runs without PGPASSWORD (qstat -f shows -V's copy)
         try:
-            _note = password_to_private_file(run=RUN)
+            _note = pbs_password_note(config.get("database"))
         except NcreelError as err:
             fail(err)
         if _note:

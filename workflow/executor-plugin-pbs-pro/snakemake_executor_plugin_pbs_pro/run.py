@@ -32,7 +32,9 @@ class RunStopped(RuntimeError):
 
 
 def _runner(cmd: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    # Without the secrets qsub -V would show to every user (submit_string.SECRET_ENV).
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                          env=submit_string.qsub_environment())
 
 
 class PbsRun:

@@ -13,9 +13,24 @@ from pathlib import Path
 
 from snakemake_executor_plugin_pbs_pro.state import safe_name
 
+#: Environment variables never handed to ``qsub``: ``-V`` copies qsub's environment into
+#: the job's ``Variable_List``, which ``qstat -f`` shows to every user of the server while
+#: ``query_other_jobs`` is true (OpenPBS's default).
+SECRET_ENV = ("PGPASSWORD",)
+
+
+def qsub_environment(environ=None) -> dict:
+    """Return the environment ``qsub``, ``qstat`` and ``qdel`` run with.
+
+    That is `environ` (default ``os.environ``) without :data:`SECRET_ENV`.
+    """
+    environ = os.environ if environ is None else environ
+    return {k: v for k, v in environ.items() if k not in SECRET_ENV}
+
 
 def _run(cmd: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                          env=qsub_environment())
 
 
 def walltime(minutes: float) -> str:

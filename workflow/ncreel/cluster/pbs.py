@@ -66,13 +66,16 @@ from snakemake_executor_plugin_pbs_pro.state import STATE_DIR, read_marker
 from snakemake_executor_plugin_pbs_pro.submit_string import (
     QsubError,
     build_qsub,
+    qsub_environment,
     run_qsub,
     write_wrapper,
 )
 
 
 def _run(cmd: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    # Without the secrets qsub -V would show to every user (submit_string.SECRET_ENV).
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                          env=qsub_environment())
 
 
 def parse_pbs_json(text: str) -> dict[str, dict]:
