@@ -863,8 +863,8 @@ def test_resume_beside_a_live_run_deletes_only_the_killed_runs_jobs(pbs, tmp_pat
     its run lock only) with its own job. The same command as ``demo``'s (a dry run reads
     the workflow the same way) deletes ``demo``'s job only; before, both were deleted."""
     from ncreel.cluster import pbs as ncpbs
-    from ncreel.incomplete import marker_path
-    from test_cluster_runlock import dead_pid, hold_elsewhere
+    from test_cluster_runlock import hold_elsewhere
+    from test_slurm import leave_killed_run_beside_live_one
 
     work = workdir(tmp_path_factory, sample_nc, "pbs_beside")
     (work / ".snakemake").mkdir()
@@ -877,15 +877,7 @@ def test_resume_beside_a_live_run_deletes_only_the_killed_runs_jobs(pbs, tmp_pat
         ids[run] = subprocess.run([cmd[0], "-h", *cmd[1:]], cwd=work, env=pbs_env(),
                                   capture_output=True, text=True, check=True).stdout.strip()
     try:
-        locks = work / ".snakemake/locks"
-        locks.mkdir()
-        for i, run in enumerate(("demo", "other")):
-            (locks / f"{i}.output.lock").write_text(f"results/{run}/segments/00000.mp4\n")
-        (work / ".snakemake/ncreel-run.json").write_text(
-            json.dumps({"host": os.uname().nodename, "pid": dead_pid()}))
-        marker = marker_path(work, "results/demo/segments/00000.mp4")
-        marker.parent.mkdir(parents=True)
-        marker.write_text(json.dumps({"external_jobid": ids["demo"]}))
+        locks = leave_killed_run_beside_live_one(work, ids["demo"])
         with hold_elsewhere(work / "results/other/.ncreel-run.lock") as other:
             try:
                 out = snakemake(work, "-n", "--profile", "profiles/cheyenne",

@@ -351,6 +351,28 @@ def test_shell_metacharacters_reach_slurm_jobs_unchanged(slurm, tmp_path_factory
     assert len(re.findall(rf"\(log: {re.escape(str(work / logdir))}/rule_\w+/", log)) == 4
 
 
+def leave_killed_run_beside_live_one(work: Path, demo_jobid: str) -> Path:
+    """Leave in `work` what a killed run ``demo`` leaves beside a live run ``other``.
+
+    Both runs' Snakemake lock files, ``demo``'s run record (a dead pid on this host) and
+    `demo_jobid` in the marker of the output its queued job makes. Returns the locks
+    directory.
+    """
+    from ncreel.incomplete import marker_path
+    from test_cluster_runlock import dead_pid
+
+    locks = work / ".snakemake/locks"
+    locks.mkdir(parents=True)
+    for i, run in enumerate(("demo", "other")):
+        (locks / f"{i}.output.lock").write_text(f"results/{run}/segments/00000.mp4\n")
+    (work / ".snakemake/ncreel-run.json").write_text(
+        json.dumps({"host": os.uname().nodename, "pid": dead_pid()}))
+    marker = marker_path(work, "results/demo/segments/00000.mp4")
+    marker.parent.mkdir(parents=True)
+    marker.write_text(json.dumps({"external_jobid": demo_jobid}))
+    return locks
+
+
 def test_resume_beside_a_live_run_cancels_only_the_killed_runs_jobs(slurm, tmp_path_factory,
                                                                       sample_nc):
     """Run ``demo`` was killed (SIGKILL) with a shard job queued in Slurm; run ``other`` is
@@ -358,8 +380,7 @@ def test_resume_beside_a_live_run_cancels_only_the_killed_runs_jobs(slurm, tmp_p
     lock, held by flock), with a job of its own in Slurm. The same command as ``demo``'s
     (a dry run reads the workflow the same way) cancels ``demo``'s job only and removes
     only ``demo``'s Snakemake lock files. Before, it cancelled ``other``'s job too."""
-    from ncreel.incomplete import marker_path
-    from test_cluster_runlock import dead_pid, hold_elsewhere
+    from test_cluster_runlock import hold_elsewhere
 
     work = workdir(tmp_path_factory, sample_nc, "slurm_beside")
 
@@ -377,17 +398,7 @@ def test_resume_beside_a_live_run_cancels_only_the_killed_runs_jobs(slurm, tmp_p
 
     ids = {run: submit(run) for run in ("demo", "other")}
     try:
-        # What the killed run left: its lock files, its record, the job id in the marker
-        # of the output its queued job makes; the live run's lock files.
-        locks = work / ".snakemake/locks"
-        locks.mkdir(parents=True)
-        for i, run in enumerate(("demo", "other")):
-            (locks / f"{i}.output.lock").write_text(f"results/{run}/segments/00000.mp4\n")
-        (work / ".snakemake/ncreel-run.json").write_text(
-            json.dumps({"host": os.uname().nodename, "pid": dead_pid()}))
-        marker = marker_path(work, "results/demo/segments/00000.mp4")
-        marker.parent.mkdir(parents=True)
-        marker.write_text(json.dumps({"external_jobid": ids["demo"]}))
+        locks = leave_killed_run_beside_live_one(work, ids["demo"])
         with hold_elsewhere(work / "results/other/.ncreel-run.lock") as other:
             try:
                 proc = subprocess.run(
