@@ -351,15 +351,18 @@ def _across_seam(lon: np.ndarray, order: np.ndarray | None) -> np.ndarray | None
     # the columns start after the widest gap between neighbours, so that the box reads
     # west to east (325.5 ... 355.5, 0.5) and is drawn as one piece. Global grids and
     # boxes stored in one piece have no gap wider than the one round the seam: unchanged.
-    order = np.arange(lon.size) if order is None else order
-    v = np.asarray(lon, np.float64)[order]
+    idx = np.arange(lon.size) if order is None else order
+    v = np.asarray(lon, np.float64)[idx]
     if v.size < 2 or not np.all(np.diff(v) > 0) or v[-1] - v[0] >= 360:
-        return None if np.array_equal(order, np.arange(lon.size)) else order
+        return order
     gaps = np.diff(v)
     k = int(np.argmax(gaps))
-    if gaps[k] > v[0] + 360.0 - v[-1] + 1e-6:
-        order = np.roll(order, -(k + 1))
-    return None if np.array_equal(order, np.arange(lon.size)) else order
+    if gaps[k] <= v[0] + 360.0 - v[-1] + 1e-6:
+        return order
+    rolled = np.roll(idx, -(k + 1))
+    # A sorted file stored from its seam (355.5 ... then 0.5 first) rolls back to its own
+    # order: read as stored.
+    return None if np.array_equal(rolled, np.arange(lon.size)) else rolled
 
 
 def _orientation(ds: xr.Dataset, lat_name: str, lon_name: str, y_dim: str, x_dim: str,

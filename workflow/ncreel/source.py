@@ -386,9 +386,10 @@ class Series:
             # 1-D longitudes of a box stored across the file's 0/360 seam (0.5, 325.5 ...
             # 355.5): continuous, so the map shows the box and not a world-wide strip;
             # kept as stored when that is not narrower (global grids, in any order).
-            run = unwrap_rows(lon)
-            if np.nanmax(run) - np.nanmin(run) < np.nanmax(lon) - np.nanmin(lon) - 1e-9:
-                lon = run
+            unwrapped = unwrap_rows(lon)
+            if (np.nanmax(unwrapped) - np.nanmin(unwrapped)
+                    < np.nanmax(lon) - np.nanmin(lon) - 1e-9):
+                lon = unwrapped
         return lat, lon
 
     def grid_xy(self) -> tuple[np.ndarray, np.ndarray] | tuple[None, None]:

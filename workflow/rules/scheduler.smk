@@ -44,9 +44,8 @@ onstart:
     except NcreelError as err:
         fail(err)
     _settings = workflow.executor_settings
-    if (
-        _scheduler == "pbs"
-    ):  # qsub runs without PGPASSWORD (qstat -f shows -V's copy)
+    # qsub runs without PGPASSWORD (qstat -f shows -V's copy to every user).
+    if _scheduler == "pbs":
         try:
             _note = pbs_password_note(config.get("database"))
         except NcreelError as err:

@@ -72,6 +72,11 @@ from snakemake_executor_plugin_pbs_pro.submit_string import (
 )
 
 
+def find_qstat() -> str | None:
+    """Path of PBS Pro's ``qstat`` (``/opt/pbs/bin`` first, then ``PATH``); None if absent."""
+    return shutil.which("qstat", path="/opt/pbs/bin:" + os.environ.get("PATH", ""))
+
+
 def _run(cmd: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
     # Without the secrets qsub -V would show to every user (submit_string.SECRET_ENV).
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,

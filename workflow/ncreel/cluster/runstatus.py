@@ -82,7 +82,7 @@ def scheduler_state(scheduler: str | None, jobid: str) -> str | None:
     if scheduler == "pbs" or (scheduler is None and "." in jobid):
         from ncreel.cluster import pbs
 
-        qstat = shutil.which("qstat", path="/opt/pbs/bin:" + os.environ.get("PATH", ""))
+        qstat = pbs.find_qstat()
         if not qstat:
             return None
         try:

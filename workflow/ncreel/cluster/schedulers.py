@@ -5,7 +5,6 @@ The scheduler is declared by the run's executor or its config.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 
@@ -72,7 +71,7 @@ def batch_job_ended(scheduler: str | None, jobid: str) -> bool:
     if scheduler == "pbs":
         from ncreel.cluster import pbs
 
-        qstat = shutil.which("qstat", path="/opt/pbs/bin:" + os.environ.get("PATH", ""))
+        qstat = pbs.find_qstat()
         if not qstat:
             return False
         try:  # a purged job (qstat: Unknown Job Id) is "failed": it ended long ago
