@@ -1,7 +1,7 @@
 # ncreel: `make demo` runs the workflow on the bundled real sample; `make test` runs the
 # test suite. Both set up everything they need (Python virtualenv, system tools).
 SHELL := /bin/bash
-# Empty: .ci/venv.sh takes the first Python >= 3.10 on PATH. make demo PYTHON=/path/to/python3.
+# Empty: .ci/venv.sh takes the first Python >= 3.11 on PATH. make demo PYTHON=/path/to/python3.
 PYTHON ?=
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -9,11 +9,12 @@ SNAKEMAKE := $(VENV)/bin/snakemake
 CORES ?= 2
 SAMPLE := resources/A1B_north_america.nc
 PYTEST_ARGS ?=
+LOCK := envs/lock
 
-.PHONY: demo test lint bench bench-cells bench-render bench-scale sysdeps venv clean dag report help profiles status report-screenshot
+.PHONY: demo test durations lint lock upgrade bench bench-cells bench-render bench-scale sysdeps venv clean dag report help profiles status report-screenshot
 help:
 	@echo "make demo   - run ncreel on the sample (results/demo/)"
-	@echo "make test   - run the test suite"
+	@echo "make test   - run the test suite (TEST_WORKERS parallel workers, default 2 x cores)"
 	@echo "make lint   - ruff, snakefmt --check (.smk), snakemake --lint (also a test)"
 	@echo "make dag    - results/demo/rulegraph.svg and dag.svg (graphviz)"
 	@echo "make report - results/demo/report.html (runs what is missing first)"
@@ -26,11 +27,13 @@ help:
 	@echo "make bench-cells - COPY writer vs pandas and a per-cell loop, a big run, reduce, load and replace"
 	@echo "make bench-scale - 10 000-shard dry run, PBS submissions and status calls per poll"
 	@echo "make venv   - only the virtualenv .venv/ (ncreel, Snakemake; PYTHON=/path/to/python3)"
+	@echo "make lock   - rewrite envs/lock/*.txt after a change of pyproject.toml (keeps versions)"
+	@echo "make upgrade - the newest releases pyproject.toml allows into envs/lock/ (then make test)"
 	@echo "make sysdeps - the system packages the tests need (apt: ffmpeg, PostgreSQL, graphviz...)"
 	@echo "make clean  - remove results/, logs/ and .snakemake/ (keeps .venv/)"
 	@echo "make docs   - the documentation site into site/ (mkdocs build --strict)"
 
-# The virtualenv, without root: PYTHON (default: the first Python >= 3.10 on PATH; on a
+# The virtualenv, without root: PYTHON (default: the first Python >= 3.11 on PATH; on a
 # cluster `module load conda` provides one) and pip from the package index where the system
 # Python lacks ensurepip (Debian's python3.X-venv). See .ci/venv.sh and docs/install.md.
 $(VENV)/.created:
@@ -38,8 +41,10 @@ $(VENV)/.created:
 	  VENV="$(VENV)" PYTHON="$(PYTHON)" bash .ci/venv.sh; fi
 	@touch $@
 
-# Three layers, each its own stamp: what the workflow needs (make demo, dag, report,
-# status), + test and lint tools (make test, lint), + benchmark baselines (make bench*).
+# Two layers, each its own stamp and lock file: what the workflow needs (make demo, dag,
+# report, status: envs/lock/workflow.txt), + test, lint, docs and benchmark tools (make
+# test, lint, docs, bench*: envs/lock/test.txt). Exactly the locked versions, hash-checked;
+# ncreel itself is installed editable without dependencies (they are all in the lock).
 # The PBS Pro executor plugin is its own distribution (workflow/executor-plugin-pbs-pro),
 # installed next to ncreel, which uses it on login nodes. Not editable: Snakemake finds
 # executor plugins by module name on sys.path, which an editable install's import hook
@@ -48,19 +53,29 @@ $(VENV)/.created:
 PLUGIN_PBS := ./workflow/executor-plugin-pbs-pro
 PLUGIN_PBS_FILES := $(PLUGIN_PBS)/pyproject.toml $(wildcard $(PLUGIN_PBS)/snakemake_executor_plugin_pbs_pro/*.py)
 
-$(VENV)/.installed: pyproject.toml $(PLUGIN_PBS_FILES) | $(VENV)/.created
-	@echo "ncreel: installing ncreel and what the workflow needs from PyPI into $(VENV) (1-3 min)"
-	$(PY) -m pip install --progress-bar off --force-reinstall --no-deps $(PLUGIN_PBS)
-	$(PY) -m pip install --progress-bar off $(PLUGIN_PBS) -e ".[workflow]"
+$(VENV)/.installed: pyproject.toml $(LOCK)/workflow.txt $(PLUGIN_PBS_FILES) | $(VENV)/.created
+	@echo "ncreel: installing the locked versions ($(LOCK)/workflow.txt) of what the workflow needs into $(VENV) (1-3 min)"
+	$(PY) -m pip install --progress-bar off --require-hashes --no-deps -r $(LOCK)/workflow.txt
+	$(PY) -m pip install --progress-bar off --no-deps --force-reinstall $(PLUGIN_PBS)
+	$(PY) -m pip install --progress-bar off --no-deps -e .
 	$(PY) -c "from snakemake_interface_executor_plugins.registry import ExecutorPluginRegistry as R; \
 	  assert R().is_installed('pbs-pro'), 'Snakemake does not find the pbs-pro executor plugin'"
 	touch $@
 venv: $(VENV)/.installed
 
-$(VENV)/.test: $(VENV)/.installed
-	@echo "ncreel: installing the test and lint tools (pytest, ruff, snakefmt, ...) into $(VENV)"
-	$(PY) -m pip install --progress-bar off -e ".[workflow,test]"
+$(VENV)/.test: $(VENV)/.installed $(LOCK)/test.txt
+	@echo "ncreel: installing the locked test, lint and docs tools ($(LOCK)/test.txt) into $(VENV)"
+	$(PY) -m pip install --progress-bar off --require-hashes --no-deps -r $(LOCK)/test.txt
 	touch $@
+
+# The locks: envs/lock/*.txt (exact versions with hashes, written by uv from pyproject.toml;
+# .ci/lock.py says how) and the same versions in envs/*.yaml. `make lock` after a change of
+# pyproject.toml keeps every locked version it can; `make upgrade` takes the newest releases
+# pyproject.toml allows. Either is accepted by `make test` passing on the new lock.
+lock: $(VENV)/.test
+	$(PY) .ci/lock.py write
+upgrade: $(VENV)/.test
+	$(PY) .ci/lock.py write --upgrade
 
 # System tools: ffmpeg/ffprobe (tests; the workflow itself falls back to imageio-ffmpeg),
 # graphviz (DAG pictures), PostgreSQL server and psql, zstd (tests). Installed with apt-get
@@ -77,22 +92,27 @@ demo: $(VENV)/.installed $(SAMPLE)
 	$(SNAKEMAKE) --cores $(CORES)
 	@echo "outputs: results/demo/movie.mp4 results/demo/cells.copy results/demo/cells.sql"
 
+# The suite on parallel workers (pytest-xdist): twice the cores, since many tests wait on a
+# scheduler's job or a subprocess rather than use a core; --dist loadgroup keeps tests that
+# share a workflow run (or a scheduler's state) on one worker, and the longest go out
+# first (tests/conftest.py). TEST_WORKERS=0: one test at a time in this process.
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 2) * 2 )))
 test: $(VENV)/.test $(SAMPLE) sysdeps
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+
+# tests/durations.json (what make test schedules by) measured again by a whole run.
+durations: $(VENV)/.test $(SAMPLE) sysdeps
+	NCREEL_DURATIONS_OUT=tests/durations.json $(PY) -m pytest -n $(TEST_WORKERS) \
+	  --dist loadgroup $(PYTEST_ARGS)
 
 lint: $(VENV)/.test
-	$(VENV)/bin/ruff check workflow tests bench
+	$(VENV)/bin/ruff check workflow tests bench .ci
 	$(PY) tests/smk_lint.py
-	$(VENV)/bin/snakefmt --check Snakefile workflow/rules
+	$(VENV)/bin/snakefmt --check Snakefile workflow/Snakefile workflow/rules
 	$(SNAKEMAKE) --lint
 
 # Not a timed test: several minutes on 2 cores. Prints key=value lines at the end.
-$(VENV)/.bench: $(VENV)/.test
-	@echo "ncreel: installing the benchmark baselines (xmovie) into $(VENV)"
-	$(PY) -m pip install --progress-bar off -e ".[workflow,test,bench]"
-	touch $@
-
-bench-render: $(VENV)/.bench sysdeps
+bench-render: $(VENV)/.test sysdeps
 	$(PY) bench/render_bench.py
 	$(PY) bench/overlay_bench.py --grid 0.25 --width 1920 --height 1080 --dpi 200
 
@@ -168,9 +188,6 @@ bench-scale: $(VENV)/.test
 # The documentation site (docs/, mkdocs.yml) into site/. The configuration reference is
 # generated from the schema first; --strict makes every warning (a broken link) an error.
 .PHONY: docs
-$(VENV)/.docs: $(VENV)/.installed
-	$(PY) -m pip install --progress-bar off -e ".[docs]"
-	touch $@
-docs: $(VENV)/.docs
-	PYTHONPATH=workflow $(PY) -m ncreel.docgen
-	$(PY) -m mkdocs build --strict
+docs: $(VENV)/.test
+	PYTHONPATH=workflow $(PY) -m ncreel.config.docgen
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict

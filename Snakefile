@@ -5,7 +5,12 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-configfile: "config/config.yaml"
+# The run's settings: a run file (--configfile), else the working directory's
+# config/config.yaml (the demo's, in this directory) with --config over it. A directory
+# without one takes the run from --config alone; what it lacks is one ncreel line.
+if os.path.isfile("config/config.yaml"):
+
+    configfile: "config/config.yaml"
 
 
 report: "workflow/report/workflow.rst"
@@ -24,11 +29,8 @@ include: "workflow/rules/report.smk"
 rule all:
     default_target: True
     input:
-        MOVIE,
-        [f"{OUT}/movie.{fmt}" for fmt in sorted(set(config["formats"]) - {"mp4"})],
-        PREVIEW,
-        COPY_FILE,
-        f"{OUT}/cells.sql",
-        LOAD_OUTPUTS,
+        # config outputs: movie, table or both
+        MOVIE_OUTPUTS,
+        TABLE_OUTPUTS,
         rules.resources_report.output,
         rules.contact_sheet.output,

@@ -4,7 +4,8 @@
 # (no root, no sudo, as on a cluster login node) who clones this repository and runs the
 # README's commands:
 #
-#   1. make demo, then checks its outputs (rows, frames, files); make dag (no graphviz: .dot)
+#   1. make demo, then checks its outputs (rows, frames, files) and that its virtualenv
+#      holds exactly envs/lock/workflow.txt; make dag (no graphviz: .dot)
 #   2. the no-root test command, make test PYTEST_ARGS="-m 'not slurm and not pbs'": tests
 #      needing a missing system program or root skip with their reason; 0 failures
 #   3. root installs the test programs (.ci/sysdeps.sh test), then the same user runs ONE
@@ -107,6 +108,8 @@ fi
 if asuser '.venv/bin/python -c "import pytest"' 2>/dev/null; then
     echo "fresh-root: error: make demo installed the test tools" >&2; exit 1
 fi
+# Exactly the locked versions, nothing more (pip's list against envs/lock/workflow.txt).
+asuser '.venv/bin/python .ci/lock.py check envs/lock/workflow.txt' 
 
 t1=$(date +%s)
 asuser 'make dag'

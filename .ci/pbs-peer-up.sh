@@ -43,14 +43,24 @@ if ! up; then
 	if [ ! -d "$PHOME/datastore" ]; then
 		PBS_CONF_FILE=$CONF.init /opt/pbs/libexec/pbs_postinstall server 23.06.06 /opt/pbs \
 			"$PHOME" '' sameconf >"$LOG" 2>&1 || die "pbs_postinstall failed: see $LOG"
-		(
+		# install_db starts PostgreSQL, waits until pg_ctl status says it runs, then calls
+		# createdb at once: on a busy machine the socket is not there yet ("No such file"),
+		# seen on a clean CI machine. It cleans up after a failure, so it is tried again.
+		install_db() (
 			export PBS_CONF_FILE=$CONF.init PBS_HOME=$PHOME PBS_EXEC=/opt/pbs PBS_SERVER=$NAME \
 				PBS_DATA_SERVICE_PORT=16007 PBS_DATA_SERVICE_USER=postgres
 			set +u  # pbs_db_env reads unset variables
 			# shellcheck disable=SC1091
 			. /opt/pbs/libexec/pbs_db_env
 			/opt/pbs/libexec/pbs_db_utility install_db
-		) >>"$LOG" 2>&1 || die "pbs_db_utility install_db failed: see $LOG"
+		)
+		ok=
+		for try in 1 2 3; do
+			if install_db >>"$LOG" 2>&1; then ok=1; break; fi
+			echo "ncreel .ci/pbs-peer-up.sh: install_db attempt $try failed; again" >&2
+			sleep 3
+		done
+		[ -n "$ok" ] || die "pbs_db_utility install_db failed: see $LOG"
 		PBS_CONF_FILE=$CONF /opt/pbs/sbin/pbs_server -t create >>"$LOG" 2>&1
 	else
 		PBS_CONF_FILE=$CONF /opt/pbs/sbin/pbs_server >>"$LOG" 2>&1

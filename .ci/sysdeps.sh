@@ -5,7 +5,7 @@
 # ffmpeg), and a test that needs a missing one is skipped with that reason.
 #
 #   sysdeps.sh test   ffmpeg/ffprobe, graphviz, PostgreSQL server and psql, PostGIS, zstd,
-#                     chromium (make test)
+#                     chromium, cdo (make test)
 #   sysdeps.sh dag    graphviz only                                    (make dag)
 #
 # The Python and the virtualenv need no root: see .ci/venv.sh.
@@ -37,6 +37,7 @@ if [ "$mode" = test ]; then
     fi
     command -v zstd >/dev/null || missing zstd "zstd (cells.sql of zstd-compressed shards)"
     command -v chromium >/dev/null || missing chromium "headless Chromium (the report's movie plays)"
+    command -v cdo >/dev/null || missing cdo "CDO (inputs with an absolute time axis, as cdo -a writes them)"
 fi
 [ ${#pkgs[@]} -eq 0 ] && exit 0
 

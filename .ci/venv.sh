@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Creates the virtualenv VENV (default .venv) with a working pip, without root:
 #
-#   1. the Python: $PYTHON if set, else the first of python3, python3.13 ... python3.10 on PATH
-#      that is >= 3.10 (`module load conda` puts one on PATH on NCAR's and most clusters);
+#   1. the Python: $PYTHON if set, else the first of python3, python3.14 ... python3.11 on PATH
+#      that is >= 3.11 (`module load conda` puts one on PATH on NCAR's and most clusters);
 #   2. `python -m venv`; where the Python has no ensurepip (Debian/Ubuntu without the
 #      python3.X-venv package, which needs root), `python -m venv --without-pip` and pip's
 #      own wheel fetched from the package index (PIP_INDEX_URL or pip.conf's index-url, else
@@ -15,19 +15,19 @@ VENV=${VENV:-.venv}
 say() { echo "ncreel: $*"; }
 die() { echo "ncreel: error: $*" >&2; exit 1; }
 
-new_enough() { "$1" -c 'import sys; sys.exit(sys.version_info < (3, 10))' >/dev/null 2>&1; }
+new_enough() { "$1" -c 'import sys; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1; }
 
 if [ -n "${PYTHON:-}" ]; then
     command -v "$PYTHON" >/dev/null 2>&1 || die "PYTHON=$PYTHON: no such program." \
-        "Name a Python >= 3.10, e.g. make demo PYTHON=\$(which python3.11)," \
+        "Name a Python >= 3.11, e.g. make demo PYTHON=\$(which python3.11)," \
         "or on a cluster run 'module load conda' and make demo without PYTHON="
     new_enough "$PYTHON" || die "PYTHON=$PYTHON is $("$PYTHON" -V 2>&1); ncreel needs" \
-        "Python >= 3.10: name a newer one (make demo PYTHON=/path/to/python3.11)," \
+        "Python >= 3.11: name a newer one (make demo PYTHON=/path/to/python3.11)," \
         "or on a cluster run 'module load conda' and make demo without PYTHON="
     py=$PYTHON
 else
     py=
-    for cand in python3 python3.13 python3.12 python3.11 python3.10; do
+    for cand in python3 python3.14 python3.13 python3.12 python3.11; do
         if command -v "$cand" >/dev/null 2>&1 && new_enough "$cand"; then py=$cand; break; fi
     done
     if [ -z "$py" ]; then
@@ -35,9 +35,9 @@ else
         if command -v python3 >/dev/null 2>&1; then
             found="python3 = $(python3 -V 2>&1)"; found=${found%%$'\n'*}
         fi
-        die "ncreel needs Python >= 3.10; PATH has $found. Without root:" \
+        die "ncreel needs Python >= 3.11; PATH has $found. Without root:" \
             "'module load conda' (NCAR Derecho/Casper; other sites: module avail python)," \
-            "or any Python >= 3.10 you have: make demo PYTHON=/path/to/python3." \
+            "or any Python >= 3.11 you have: make demo PYTHON=/path/to/python3." \
             "With root (Debian/Ubuntu): apt-get install python3"
     fi
 fi

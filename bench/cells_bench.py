@@ -50,7 +50,7 @@ def _rows(n: int):
     """``field``-model rows (8 columns) for n cells over 10 decoded time steps."""
     import numpy as np
     from ncreel.cells import CellContext, field_model
-    from ncreel.timeaxis import TimeAxis
+    from ncreel.input.timeaxis import TimeAxis
 
     n_t = 10
     nx = 1000
@@ -239,7 +239,7 @@ CHILDREN["replace"] = child_replace
 
 def _field_columns():
     from ncreel.cells import field_columns
-    from ncreel.timeaxis import TimeAxis
+    from ncreel.input.timeaxis import TimeAxis
 
     ctx = type("C", (), {"time": TimeAxis(None, [], "standard", "", True),
                          "value_type": "real"})()
@@ -360,7 +360,7 @@ def _shard_rows(ny: int, nx: int, n_t: int, geometry: str, layout: str):
     from ncreel.cells.geometry import CellGeometry
     from ncreel.cells.registry import resolve_model
     from ncreel.cells.rows import ShardRows, table_columns
-    from ncreel.timeaxis import TimeAxis
+    from ncreel.input.timeaxis import TimeAxis
 
     lat1, lon1 = np.linspace(-60, 70, ny), np.linspace(-179.5, 179.5, nx)
     lat, lon = np.meshgrid(lat1, lon1, indexing="ij")
@@ -448,10 +448,10 @@ def layout_compare(work: Path, *, demo_steps: int, ny: int, nx: int, n_t: int,
     import psycopg
     from ncreel.cells import ShardRows, cells_settings
     from ncreel.cells.normalised import NormalisedRows
+    from ncreel.config.settings import CellsSettings
+    from ncreel.input.source import open_series
     from ncreel.pg.layout import layout_tables
     from ncreel.sample import sample_path
-    from ncreel.settings import CellsSettings
-    from ncreel.source import open_series
     from pgserver import postgis_package, start_server
 
     if postgis_package() is not None:

@@ -28,8 +28,8 @@ from ncreel.cells import (  # noqa: E402
     resolve_model,
     soil,  # noqa: E402
 )
+from ncreel.input.timeaxis import TimeAxis  # noqa: E402
 from ncreel.pg.copytext import write_copy_rows  # noqa: E402
-from ncreel.timeaxis import TimeAxis  # noqa: E402
 
 TIME_COURSE = {"first_application": "2001-01-01", "application_number": 3,
                "application_interval_days": 1, "dt50_days": 30.0, "plateau_years": 10,

@@ -42,8 +42,8 @@ def _write_grid(path: Path, res: float, steps: int) -> None:
 def _rate(path: Path, geometry: str, repeats: int) -> tuple[float, float, int]:
     import numpy as np
     from ncreel.cells import ShardRows, cells_settings
-    from ncreel.settings import CellsSettings
-    from ncreel.source import open_series
+    from ncreel.config.settings import CellsSettings
+    from ncreel.input.source import open_series
 
     with open_series([str(path)], "tas") as s:
         block = s.read(0, s.n_time)

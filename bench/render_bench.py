@@ -55,8 +55,8 @@ def _smoke():
 
 def _usage():
     # VmHWM, not ru_maxrss: a child's ru_maxrss includes the image it was forked from
-    # (this benchmark's parent, or a worker for ffmpeg), see ncreel.procmem.
-    from ncreel.procmem import peak_rss_mb
+    # (this benchmark's parent, or a worker for ffmpeg), see ncreel.core.procmem.
+    from ncreel.core.procmem import peak_rss_mb
 
     own = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -83,8 +83,8 @@ def _sample(n, path):
 
 def _job(path, variable, *, preset, vmin, vmax):
     """Build the FrameJob a shard job of `path` gets (map settings: the config defaults)."""
+    from ncreel.config.settings import EncodeSettings, RenderSettings, SeriesSelection
     from ncreel.render.segment import FrameJob
-    from ncreel.settings import EncodeSettings, RenderSettings, SeriesSelection
 
     return FrameJob(
         series=SeriesSelection(paths=(str(path),), variable=variable, time_dim="time",
@@ -95,7 +95,7 @@ def _job(path, variable, *, preset, vmin, vmax):
 
 
 def _map(projection):
-    from ncreel.settings import MapSettings
+    from ncreel.config.settings import MapSettings
 
     return MapSettings(coastlines=None, borders=False, projection=projection,
                        projection_params={})
@@ -107,8 +107,8 @@ def _spec(path, preset=ENC["preset"]):
 
 def case_ncreel_render(nc, n, tmp):
     """Raw frames from the blitted, reused figure (one process, one core)."""
+    from ncreel.input.source import open_series
     from ncreel.render.segment import make_renderer
-    from ncreel.source import open_series
 
     with open_series(str(nc), "air_temperature") as s:
         data = s.read(0, n)
@@ -123,8 +123,8 @@ def case_ncreel_render(nc, n, tmp):
 
 def case_ncreel_png(nc, n, tmp):
     """Blitted frames, each also written as PNG (zlib 6, as savefig): the PNG-path cap."""
+    from ncreel.input.source import open_series
     from ncreel.render.segment import make_renderer
-    from ncreel.source import open_series
 
     with open_series(str(nc), "air_temperature") as s:
         data = s.read(0, n)
@@ -143,7 +143,7 @@ def case_ncreel_e2e(nc, n, tmp):
     """
     from ncreel.render.movie import concat_segments
     from ncreel.render.segment import render_shard
-    from ncreel.shardplan import Shard
+    from ncreel.run.shardplan import Shard
 
     t = time.perf_counter()
     info = render_shard(_spec(nc), Shard(0, 0, n), segment=Path(tmp) / "seg.mp4",
@@ -160,7 +160,7 @@ def case_ncreel_shard(nc, n, tmp):
     case measures the render worker's memory.
     """
     from ncreel.render.segment import render_shard
-    from ncreel.shardplan import Shard
+    from ncreel.run.shardplan import Shard
 
     t = time.perf_counter()
     info = render_shard(_spec(nc, preset="ultrafast"), Shard(0, 0, n),
@@ -216,7 +216,7 @@ def case_ffmpegwriter_e2e(nc, n, tmp):
     import matplotlib.pyplot as plt
     import numpy as np
     from matplotlib.animation import FFMpegWriter
-    from ncreel.source import open_series
+    from ncreel.input.source import open_series
 
     with open_series(str(nc), "air_temperature") as s:
         data = s.read(0, n)
@@ -299,7 +299,7 @@ def _rotated_pole_nc(path, n=4):
     """Write a EUR-11-sized rotated-pole file (`n` steps of a synthetic field, CF mapping)."""
     import numpy as np
     import xarray as xr
-    from ncreel.gridmap import GridMapping
+    from ncreel.input.gridmap import GridMapping
 
     ny, nx = ROTATED
     step = 0.11 * 424 / nx  # the same domain at smoke sizes
@@ -323,9 +323,9 @@ def _rotated_pole_nc(path, n=4):
 
 
 def _rotated_renderer(tmp, *, blit=True):
+    from ncreel.config.settings import RenderSettings
+    from ncreel.input.source import open_series
     from ncreel.render.segment import make_renderer
-    from ncreel.settings import RenderSettings
-    from ncreel.source import open_series
 
     with open_series(str(_rotated_pole_nc(Path(tmp) / "eur11.nc")), "tas") as s:
         data = s.read(0, s.n_time)
@@ -393,9 +393,9 @@ def case_map_exactness(nc, n, tmp):
 
 def case_demo_exactness(nc, n, tmp):
     """Index path vs a full pcolormesh redraw on the demo grid (HadCM3 sample, PlateCarree)."""
+    from ncreel.input.source import open_series
     from ncreel.render.frame import frame_difference
     from ncreel.render.segment import make_renderer
-    from ncreel.source import open_series
 
     with open_series(str(nc), "air_temperature") as s:
         data = s.read(0, 2)
@@ -553,7 +553,7 @@ def _big_spec(nc):
 def case_big_shard(nc, n, tmp):
     """One single-worker shard of the 0.25 degree file: the worker's peak memory."""
     from ncreel.render.segment import render_shard
-    from ncreel.shardplan import Shard
+    from ncreel.run.shardplan import Shard
 
     spec = _big_spec(nc)
     t = time.perf_counter()
@@ -564,7 +564,7 @@ def case_big_shard(nc, n, tmp):
 def case_big_calibrate(nc, n, tmp):
     """calibrate_render on the 0.25 degree file: the mem_mb a process_shard job declares."""
     from ncreel.render.calibrate import calibrate_render
-    from ncreel.resources import render_mem_mb_calibrated
+    from ncreel.run.resources import render_mem_mb_calibrated
 
     spec = _big_spec(nc)
     t = time.perf_counter()
@@ -619,8 +619,8 @@ def _mesh_job(nc):
 
 def case_mesh_render(nc, n, tmp):
     """Index-image frames of the MPAS-like mesh (PlateCarree + coastlines), each timed."""
+    from ncreel.region.selection import open_selection
     from ncreel.render.segment import make_renderer
-    from ncreel.selection import open_selection
 
     job = _mesh_job(nc)
     t0 = time.perf_counter()
@@ -682,7 +682,7 @@ def case_uxarray_mesh(nc, n, tmp):
 def case_mesh_shard(nc, n, tmp):
     """One single-worker shard of the mesh file: the worker's peak memory after n frames."""
     from ncreel.render.segment import render_shard
-    from ncreel.shardplan import Shard
+    from ncreel.run.shardplan import Shard
 
     t = time.perf_counter()
     info = render_shard(_mesh_job(nc), Shard(0, 0, n), segment=Path(tmp) / "seg.mp4",
@@ -693,7 +693,7 @@ def case_mesh_shard(nc, n, tmp):
 def case_mesh_calibrate(nc, n, tmp):
     """calibrate_render on the mesh file: the mem_mb a process_shard job declares."""
     from ncreel.render.calibrate import calibrate_render
-    from ncreel.resources import render_mem_mb_calibrated
+    from ncreel.run.resources import render_mem_mb_calibrated
 
     t = time.perf_counter()
     cal = calibrate_render(_mesh_job(nc), n_time=n, probe_frames=min(n, 16),

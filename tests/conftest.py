@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shlex
@@ -73,6 +74,79 @@ def needs_programs(*names: str):
                                                                    missing)))
 
 
+#: Seconds each test took in a whole run (``make durations`` writes it): the suite starts
+#: with the longest, so that pytest-xdist's workers end together.
+DURATIONS = ROOT / "tests" / "durations.json"
+#: Fixtures that change what one shared scheduler offers every job (the PBS vnode's size):
+#: their tests run one at a time, beside every other test.
+SCHEDULER_STATE = {"derecho_sized_node": "pbs-node", "two_derecho_nodes": "pbs-node"}
+#: Tests that depend on that state (a job PBS can never run on the node as it is).
+SCHEDULER_STATE_TESTS = {
+    "tests/integration/test_pbs.py::test_status_command_on_real_job_endings": "pbs-node"}
+
+
+def _guess_seconds(item) -> float:
+    # A test not yet in DURATIONS: a workflow run or a scheduler's job, or a unit test.
+    slow = any(item.get_closest_marker(m) for m in ("integration", "slurm", "pbs"))
+    return 20.0 if slow else 0.5
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Schedule the suite for ``make test``'s parallel workers (``--dist loadgroup``).
+
+    Runs first: pytest-xdist's own hook, registered after this file in each worker, reads
+    the ``xdist_group`` marks added here (else every test would be a group of its own).
+
+    Tests that share a module-scoped fixture (a whole workflow run) go to one worker
+    (``xdist_group`` named after the module), so the run happens once; tests that change a
+    shared scheduler's state (:data:`SCHEDULER_STATE`) share one group. Then the longest
+    units come first (:data:`DURATIONS`; longest-processing-time-first scheduling), so no
+    worker starts a 3-minute test when the others are done. Within a group, file order
+    is kept.
+    """
+    groups = {}
+    for item in items:
+        defs = getattr(item, "_fixtureinfo", None)
+        names = defs.name2fixturedefs if defs is not None else {}
+        group = SCHEDULER_STATE_TESTS.get(item.nodeid)
+        group = group or next((g for f, g in SCHEDULER_STATE.items() if f in names), None)
+        if group is None and any(d and d[-1].scope == "module" for d in names.values()):
+            group = f"module:{item.path.relative_to(ROOT)}"
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+        groups[item.nodeid] = group or item.nodeid
+    known = json.loads(DURATIONS.read_text()) if DURATIONS.is_file() else {}
+    unit_seconds = {}
+    for item in items:
+        unit = groups[item.nodeid]
+        unit_seconds[unit] = unit_seconds.get(unit, 0.0) + known.get(
+            item.nodeid, _guess_seconds(item))
+    first = {}
+    for i, item in enumerate(items):
+        first.setdefault(groups[item.nodeid], i)
+    items.sort(key=lambda it: (-unit_seconds[groups[it.nodeid]], first[groups[it.nodeid]]))
+
+
+_measured: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    """Add up each test's setup, call and teardown (for ``make durations``)."""
+    _measured[report.nodeid] = _measured.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Write the measured durations where NCREEL_DURATIONS_OUT says (``make durations``).
+
+    Only the process that runs the session writes: pytest-xdist's workers report to it.
+    """
+    out = os.environ.get("NCREEL_DURATIONS_OUT")
+    if out and not hasattr(session.config, "workerinput") and _measured:
+        kept = {k: round(v, 1) for k, v in sorted(_measured.items()) if v >= 1.0}
+        Path(out).write_text(json.dumps(kept, indent=0) + "\n")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """A test that fails in ``subprocess.run(..., check=True)`` shows the program's own
@@ -101,7 +175,7 @@ def _undo_process_state():
 
     - the working directory (a test's ``os.chdir``);
     - what a script adapter run in-process (``runpy``) sets up for a job:
-      :func:`ncreel.logs.configure` gives the root logger a file handler on the job's log
+      :func:`ncreel.run.logs.configure` gives the root logger a file handler on the job's log
       and sets ``sys.excepthook`` and warning capture. pytest's own capture handlers are
       left to pytest.
     """
@@ -205,3 +279,44 @@ def derive_nc(src: Path, dest: Path, *, variable: str, rename: dict | None = Non
         ds.encoding.pop("unlimited_dims", None)
     ds.to_netcdf(dest)
     return dest
+
+
+#: Pressure levels of :func:`plev_file`, Pa.
+PLEV_PA = (100000.0, 85000.0, 50000.0)
+
+
+def plev_file(eofs_data: Path, dest: Path) -> Path:
+    """eofs' real DJF geopotential height (one 500 hPa level) on a CMIP-style ``plev`` in
+    Pa with three levels: the file's field scaled for 1000 and 850 hPa (sel tests)."""
+    import numpy as np
+    import xarray as xr
+
+    with xr.open_dataset(eofs_data / "hgt_djf.nc", decode_times=False) as ds:
+        ds = ds.load()
+    z = ds["z"].isel(pressure=0, drop=True)
+    stack = xr.concat([z * f for f in (0.2, 0.3, 1.0)], dim="plev").assign_coords(
+        plev=("plev", np.array(PLEV_PA, "f4")))
+    stack["plev"].attrs.update(units="Pa", standard_name="air_pressure", axis="Z",
+                               positive="down")
+    out = ds.drop_vars(["z", "pressure"]).assign(
+        z=stack.transpose("time", "plev", "latitude", "longitude"))
+    out["z"].attrs = ds["z"].attrs
+    out.to_netcdf(dest)
+    return dest
+
+
+def fill_disk(directory: Path, name: str = "someone-else") -> Path:
+    """Take every free block of the file system holding `directory` with one file (another
+    user's files); return the file. The disk-full tests mount a small tmpfs first."""
+    import os
+
+    filler = Path(directory) / name
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+    try:
+        while os.write(fd, b"\0" * 65536):
+            pass
+    except OSError:
+        pass  # ENOSPC: full
+    finally:
+        os.close(fd)
+    return filler

@@ -266,33 +266,35 @@ def fuzz(files: list[tuple[Path, str, str]], make_check: Callable[[str, str], Ca
 
 
 #: Seconds a file may take libnetcdf to open before it is taken for hung, in the fuzzer
-#: (the workflow allows :data:`ncreel.inputcheck.OPEN_TIMEOUT_S`); below the fuzzer's own
+#: (the workflow allows :data:`ncreel.input.inputcheck.OPEN_TIMEOUT_S`); below the fuzzer's own
 #: timeout, so a hang that ncreel catches ends as its one line.
 OPEN_TIMEOUT_S = 3.0
 
 
 def _short_open_timeout() -> None:
-    from ncreel import inputcheck
+    from ncreel.input import inputcheck
 
     inputcheck.OPEN_TIMEOUT_S = OPEN_TIMEOUT_S
 
 
 def parse_time_check(path: str, variable: str) -> Callable[[], None]:
     """What ``workflow/rules/common.smk`` does with the input before any job, in its order:
-    paths, stamps, header sizes, time steps, the series opened and its spec, size, cell
-    columns, cell-model run check and time axis; ``NcreelError`` ends as its ``fail()``."""
+    paths, stamps, header sizes, time steps, the series opened (a grid mapping against its
+    2-D latitude/longitude) and its spec, size, cell columns, cell-model run check and time
+    axis; ``NcreelError`` ends as its ``fail()``."""
 
     def check() -> None:
         _short_open_timeout()
         from ncreel.cells import cells_settings, series_columns
         from ncreel.cells.soil import check_run
-        from ncreel.configcheck import schema_defaults
-        from ncreel.errors import NcreelError
-        from ncreel.identity import input_stamps
-        from ncreel.inputcheck import check_input_sizes, check_series_size, check_time_steps
-        from ncreel.selection import open_selection
-        from ncreel.settings import SeriesSelection
-        from ncreel.source import resolve_paths
+        from ncreel.config.configcheck import schema_defaults
+        from ncreel.config.settings import SeriesSelection
+        from ncreel.core.errors import NcreelError
+        from ncreel.input.identity import input_stamps
+        from ncreel.input.inputcheck import check_input_sizes, check_time_steps
+        from ncreel.input.source import resolve_paths
+        from ncreel.region.selection import open_selection
+        from ncreel.run.resources import check_series_size
 
         try:
             inputs = resolve_paths(path)
@@ -302,6 +304,7 @@ def parse_time_check(path: str, variable: str) -> Callable[[], None]:
             with open_selection(SeriesSelection(
                     paths=inputs, variable=variable, time_dim=None, select={}, lat=None,
                     lon=None, time=None)) as series:
+                series.check_one_geometry()
                 series.spec()
                 check_series_size(n_time=series.n_time, ny=series.ny, nx=series.nx,
                                   variable=series.variable, mem_cap_mb=None)
@@ -330,8 +333,11 @@ def inspect_check(path: str, variable: str) -> Callable[[], None]:
 def warm_up(path: str, variable: str) -> None:
     """Import and initialise in the parent what every child uses (xarray's backends)."""
     import xarray as xr
-    from ncreel import cells, cli, identity, inputcheck, preflight, settings, source  # noqa: F401
+    from ncreel import cells, cli  # noqa: F401
     from ncreel.cells import soil  # noqa: F401
+    from ncreel.config import settings  # noqa: F401
+    from ncreel.input import identity, inputcheck, source  # noqa: F401
+    from ncreel.jobs import preflight  # noqa: F401
 
     with xr.open_dataset(path, decode_times=False) as ds:
         ds.load()

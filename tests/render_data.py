@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import xarray as xr
 from conftest import missing_program_reason
+from ncreel.config.settings import EncodeSettings, RenderSettings, SeriesSelection
 from ncreel.render.frame import FrameRenderer
 from ncreel.render.segment import FrameJob
-from ncreel.settings import EncodeSettings, RenderSettings, SeriesSelection
 
 needs_ffprobe = pytest.mark.skipif(shutil.which("ffprobe") is None,
                                    reason=missing_program_reason("ffprobe"))

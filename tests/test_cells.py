@@ -23,10 +23,10 @@ from ncreel.cells import (
     risk_level,
     series_columns,
 )
-from ncreel.errors import NcreelError
-from ncreel.settings import CellsSettings
-from ncreel.source import open_series
-from ncreel.timeaxis import TimeAxis
+from ncreel.config.settings import CellsSettings
+from ncreel.core.errors import NcreelError
+from ncreel.input.source import open_series
+from ncreel.input.timeaxis import TimeAxis
 
 
 def _ctx(n_t=2, ny=2, nx=2, read_variable=None, variable="v"):
@@ -259,7 +259,7 @@ def test_geometry_rows_are_written_in_bounded_slices(tmp_path):
 def test_field_params_and_etr_without_model_are_refused():
     # field takes no parameters: cells.params were silently dropped; cells.etr without a
     # model said "cells.model is None" although the model defaults to field.
-    from ncreel.errors import NcreelError
+    from ncreel.core.errors import NcreelError
 
     with pytest.raises(NcreelError, match=r"'cells.params' \(x\): cells.model 'field' takes no"):
         cells_settings({"model": "field", "params": {"x": 1}})

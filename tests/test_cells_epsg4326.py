@@ -13,8 +13,8 @@ from layouts import write_curvilinear, write_rectilinear
 from meshes import write_healpix
 from ncreel.cells import CellGeometry, ShardRows, cells_settings
 from ncreel.cells.geometry import fold_corners, fold_longitude, repair_invalid
-from ncreel.settings import CellsSettings
-from ncreel.source import open_series
+from ncreel.config.settings import CellsSettings
+from ncreel.input.source import open_series
 
 
 def _open_rows(path, variable="tas"):

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import xarray as xr
 from ncreel.cells import CellContext, field_columns, field_model
-from ncreel.source import open_series
-from ncreel.stats import N_BINS, series_statistics
+from ncreel.input.source import open_series
+from ncreel.jobs.stats import N_BINS, series_statistics
 
 
 @pytest.fixture(scope="module")
@@ -63,9 +63,9 @@ def test_missing_cells_give_no_rows(eofs_data):
 
 def test_infinite_values_are_rows_nan_is_not(pg_server, pg_conn, tmp_path):
     """±inf is a value (a row, loaded as Infinity); NaN is missing (no row): README agrees."""
+    from ncreel.input.timeaxis import TimeAxis
     from ncreel.pg.copytext import open_copy_writer, write_copy_rows
     from ncreel.pg.load import load_copy
-    from ncreel.timeaxis import TimeAxis
 
     block = np.array([[[1.0, np.inf], [-np.inf, np.nan]]], dtype=np.float32)
     time = TimeAxis(values=np.array([0.0]), labels=["2000-01-01T00:00:00"], calendar="standard",

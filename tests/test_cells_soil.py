@@ -17,10 +17,10 @@ import pytest
 import xarray as xr
 from cells_data import write_risk_nc
 from ncreel.cells import CellContext, ShardRows, cells_settings, etr_risk_model, pec_soil, soil
-from ncreel.errors import NcreelError
-from ncreel.settings import CellsSettings
-from ncreel.source import open_series
-from ncreel.timeaxis import TimeAxis
+from ncreel.config.settings import CellsSettings
+from ncreel.core.errors import NcreelError
+from ncreel.input.source import open_series
+from ncreel.input.timeaxis import TimeAxis
 
 LN2 = math.log(2.0)
 
@@ -312,8 +312,8 @@ def test_workflow_runs_prepass_and_independent_shards(tmp_path, pg_server):
 
 
 def test_render_memory_grows_with_model_columns():
-    from ncreel.resources import render_mem_mb_calibrated
-    from ncreel.settings import Calibration
+    from ncreel.config.settings import Calibration
+    from ncreel.run.resources import render_mem_mb_calibrated
 
     cal = Calibration(width=960, height=540, dpi=100, preset="medium", crf=18, probe_frames=64,
                       base_mb=150.0, worker_peak_mb=250.0, encoder_peak_mb=60.0,

@@ -1,4 +1,4 @@
-"""CF axis detection (ncreel.cfaxes): which variables are latitude, longitude, x and y.
+"""CF axis detection (ncreel.input.cfaxes): which variables are latitude, longitude, x and y.
 
 Through files written small here (tests/grid_files.py) and directly on the rules.
 """
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import xarray as xr
 from grid_files import write_latlon2d_no_attributes, write_rotated_pole
-from ncreel.cfaxes import _is_lat, _is_lon, _is_spatial, cf_bounds, wrap_longitude
-from ncreel.errors import NcreelError
-from ncreel.source import open_series
+from ncreel.core.errors import NcreelError
+from ncreel.input.cfaxes import _is_lat, _is_lon, _is_spatial, cf_bounds, wrap_longitude
+from ncreel.input.source import open_series
 
 
 def test_rotated_coordinates_are_never_latitude_longitude(tmp_path):

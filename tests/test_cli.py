@@ -8,7 +8,7 @@ import sys
 import pytest
 import yaml
 from ncreel.cli import REQUIRED_KEYS, iter_settings, main, run_file
-from ncreel.configcheck import load_schema
+from ncreel.config.configcheck import load_schema
 
 
 def _ncreel(*args, cwd=None):
@@ -21,7 +21,9 @@ def test_help_lists_every_setting_with_its_default():
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.split("settings (key, default, meaning")[1].splitlines()
     for key, node in load_schema()["properties"].items():
-        line = next((ln for ln in lines if ln.split()[:1] == [key]), None)
+        # The key's own line, not a wrapped description line that starts with the word.
+        line = next((ln for ln in lines if ln.split()[:1] == [key]
+                     and not ln.startswith(" " * 8)), None)
         assert line is not None, f"--help does not list {key}"
         if key in REQUIRED_KEYS:
             assert "(required)" in line

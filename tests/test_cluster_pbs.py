@@ -99,6 +99,28 @@ class FakeQstat:
         return subprocess.CompletedProcess(cmd, rc, stdout, stderr)
 
 
+def test_a_pbs_job_is_never_looked_up_in_slurms_accounting(tmp_path):
+    """A PBS job deleted before it ran has no Exit_status. Where Slurm runs too (its Torque
+    wrappers are why sacct is asked at all), Slurm's job 7 is another job: its COMPLETED
+    made ``7.vm`` read ``success``, seen when both schedulers ran jobs at once."""
+    runner = FakeQstat([(0, (PBSPRO / "deleted_before_run.json").read_text(), "")])
+    asked = []
+
+    def with_sacct(cmd, timeout=60):
+        if cmd[0] == "sacct":
+            asked.append(cmd)
+            return subprocess.CompletedProcess(cmd, 0, "COMPLETED|0:0\n", "")
+        return runner(cmd, timeout)
+
+    jobid = next(iter(json.loads((PBSPRO / "deleted_before_run.json").read_text())["Jobs"]))
+    assert "." in jobid
+    assert status(jobid, with_sacct, tmp_path) == "failed"
+    assert asked == []
+    # A bare id (Slurm's qsub wrapper) still asks Slurm's accounting.
+    runner.results = [UNSUPPORTED, (0, "", "")]
+    assert status("7", with_sacct, tmp_path) == "success" and asked
+
+
 def json_runner(name):
     return FakeQstat([(0, (PBSPRO / name).read_text(), "")])
 
@@ -262,7 +284,7 @@ def test_qsub_line_from_declared_resources():
     cmd = pbs.build_qsub(props(), "/w/job.sh", queue="casper", account="UABC0001",
                          log_dir="logs/pbs")
     assert cmd == ["qsub", "-N", "nc_process_shard_00001", "-j", "oe", "-o",
-                   "logs/pbs/nc_process_shard_00001.7.log", "-V", "-l",
+                   "logs/pbs/nc_process_shard_00001.7.log", "-l",
                    "select=1:ncpus=1:mem=700MB,walltime=01:35:00", "-A", "UABC0001",
                    "-q", "casper", "/w/job.sh"]
 

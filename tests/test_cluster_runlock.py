@@ -42,7 +42,7 @@ def test_lock_kept_while_a_job_of_the_killed_run_still_runs(tmp_path):
     # again, both writing the same .part files (seen: FileNotFoundError frames/00000.part).
     import sys
 
-    from ncreel.errors import NcreelError
+    from ncreel.core.errors import NcreelError
 
     locks = make_lock(tmp_path, dead_pid())
     scripts = tmp_path / ".snakemake" / "scripts"
@@ -172,7 +172,7 @@ def test_killed_run_beside_the_recorded_live_run_clears_only_its_own_lock(tmp_pa
 
 def test_run_lock_is_exclusive_and_released_by_sigkill(tmp_path):
     from ncreel.cluster.runlock import hold_run_lock
-    from ncreel.errors import NcreelError
+    from ncreel.core.errors import NcreelError
 
     lock = tmp_path / "results/r/.ncreel-run.lock"
     code = ("import sys, time; sys.path.insert(0, sys.argv[2]); "
@@ -268,7 +268,7 @@ def test_bad_place_for_the_run_lock_or_outputs_is_one_line(tmp_path, case, place
     """results/, results/<run>, logs/<run> that are files or dangling links: one line
     naming the path and what to do (was FileExistsError at common.smk)."""
     from ncreel.cluster.runlock import hold_run_lock
-    from ncreel.errors import NcreelError
+    from ncreel.core.errors import NcreelError
 
     lock, places = _bad_place(tmp_path, case)
     with pytest.raises(NcreelError) as err:
@@ -294,7 +294,7 @@ def test_full_file_system_when_the_run_lock_is_taken_is_one_line(tmp_path, which
     """results/ or logs/ on a full file system: one line naming it (was OSError ENOSPC, or
     no error at all until a job wrote there: a full disk still creates empty files)."""
     from ncreel.cluster.runlock import hold_run_lock
-    from ncreel.errors import NcreelError
+    from ncreel.core.errors import NcreelError
 
     mnt = tmp_path / "mnt"
     _mount_tmpfs(mnt)
@@ -319,7 +319,7 @@ def test_read_only_place_is_one_line(tmp_path):
     """A results/ that cannot be written: one line naming it — a read-only file system
     (as root, who may write any directory), or a directory without write permission."""
     from ncreel.cluster.runlock import hold_run_lock
-    from ncreel.errors import NcreelError
+    from ncreel.core.errors import NcreelError
 
     results = tmp_path / "results"
     if os.geteuid() == 0:

@@ -142,7 +142,7 @@ def test_run_job_ids_are_the_runs_own_queued_and_started_jobs(tmp_path):
     attempts record (its own Snakemake rewrote the marker without it). Another run's
     jobs and finished attempts are not the run's."""
     from ncreel.cluster.runstatus import run_job_ids
-    from ncreel.incomplete import marker_path
+    from ncreel.run.incomplete import marker_path
 
     for output, jobid in (("results/b/segments/00000.mp4", "11"),
                           ("results/a/segments/00000.mp4", "12"),

@@ -2,7 +2,7 @@
 
 import pytest
 from ncreel.cluster.schedulers import job_scheduler
-from ncreel.errors import NcreelError
+from ncreel.core.errors import NcreelError
 
 
 def test_job_scheduler_is_declared_not_guessed():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from ncreel.cluster.secrets import pbs_password_note
-from ncreel.errors import NcreelError
+from ncreel.core.errors import NcreelError
 from snakemake_executor_plugin_pbs_pro.submit_string import qsub_environment
 
 PASSWORD = "s3cret:with\\odd"
@@ -22,7 +22,8 @@ def test_a_load_with_only_pgpassword_stops_before_any_job(tmp_path):
     with pytest.raises(NcreelError) as err:
         pbs_password_note(DB, {"PGPASSWORD": PASSWORD}, home=tmp_path)
     text = str(err.value)
-    assert text.startswith("PGPASSWORD is not passed to PBS jobs (qsub -V would copy it")
+    assert text.startswith("PGPASSWORD is not passed to PBS jobs (a job's variables are in "
+                           "its Variable_List")
     assert "put it in ~/.pgpass (chmod 600" in text and PASSWORD not in text
     assert not list(tmp_path.iterdir())  # nothing written
 

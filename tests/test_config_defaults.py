@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 import yaml
 from ncreel.cells import ETR_DEFAULTS
-from ncreel.configcheck import (
+from ncreel.config.configcheck import (
     RENAMED_KEYS,
     load_schema,
     schema_defaults,
     upgrade_renamed_keys,
 )
-from ncreel.errors import NcreelError
+from ncreel.core.errors import NcreelError
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = load_schema()

@@ -1,4 +1,4 @@
-"""Parse-time checks of config values (``ncreel.configcheck``): run and table names."""
+"""Parse-time checks of config values (``ncreel.config.configcheck``): run and table names."""
 
 import pytest
 
@@ -16,8 +16,8 @@ import pytest
     ("ok", "Geo.MixedCase", ("Geo", "MixedCase")),
 ])
 def test_check_names(run, table, expected):
-    from ncreel.configcheck import check_names
-    from ncreel.errors import NcreelError
+    from ncreel.config.configcheck import check_names
+    from ncreel.core.errors import NcreelError
     from ncreel.pg.sql import table_name
 
     if isinstance(expected, tuple):
@@ -38,8 +38,8 @@ def test_check_names(run, table, expected):
 def test_check_colours(cfg, expected):
     # Before: a bad cmap failed in calibrate_render with a traceback; vmin >= vmax gave a
     # one-colour movie without a word.
-    from ncreel.configcheck import check_colours
-    from ncreel.errors import NcreelError
+    from ncreel.config.configcheck import check_colours
+    from ncreel.core.errors import NcreelError
 
     if expected is None:
         check_colours(cfg)
@@ -51,7 +51,7 @@ def test_check_colours(cfg, expected):
 def test_nested_cli_values_get_yaml_types():
     # `--config 'map={coastlines: false}'` arrived as 'false' and failed the schema;
     # projection_params {central_longitude: 180} reached cartopy as '180'.
-    from ncreel.configcheck import coerce_cli_values
+    from ncreel.config.configcheck import coerce_cli_values
 
     given = {"map": {"coastlines": "false", "projection_params": {
         "central_longitude": "-100", "standard_parallels": ["33", "45.5"]}},
@@ -72,7 +72,7 @@ def test_nested_cli_values_get_yaml_types():
 
 def test_report_before_results(tmp_path):
     # `snakemake --report` of a run without results ended in a multi-line WorkflowError.
-    from ncreel.configcheck import report_before_results
+    from ncreel.config.configcheck import report_before_results
 
     movie = str(tmp_path / "movie.mp4")
     assert report_before_results(["snakemake", "--report", "r.html"], [movie]) == movie
@@ -86,7 +86,7 @@ def test_report_before_results(tmp_path):
 
 def test_top_level_cli_null_is_null_where_allowed():
     # `--config table=null` made a table named "null"; `vmin=null` failed the schema.
-    from ncreel.configcheck import coerce_cli_values
+    from ncreel.config.configcheck import coerce_cli_values
 
     given = {"table": "null", "vmin": "null", "run": "null", "cmap": "viridis"}
     config = dict(given, width=160)
@@ -97,7 +97,7 @@ def test_top_level_cli_null_is_null_where_allowed():
 
 def test_schema_error_says_yaml_needs_a_space_after_the_colon():
     import jsonschema
-    from ncreel.configcheck import load_schema, schema_error_message
+    from ncreel.config.configcheck import load_schema, schema_error_message
 
     config = {"input": "x.nc", "variable": "v", "run": "r", "map": {"projection:Robinson": None}}
     err = next(jsonschema.Draft7Validator(load_schema()).iter_errors(config))
@@ -112,7 +112,7 @@ _SCHEMA_WORDS = ("Additional properties", "does not match", "is not valid under"
 
 def _errors(config):
     import jsonschema
-    from ncreel.configcheck import load_schema
+    from ncreel.config.configcheck import load_schema
 
     base = {"input": "x.nc", "variable": "v", "run": "r"}
     return list(jsonschema.Draft202012Validator(load_schema()).iter_errors({**base, **config}))
@@ -137,7 +137,7 @@ def _errors(config):
                                         "accepted: use field, etr_risk, or package.module"),
 ])
 def test_schema_errors_are_plain_sentences(config, expected):
-    from ncreel.configcheck import schema_error_message
+    from ncreel.config.configcheck import schema_error_message
 
     messages = [schema_error_message(e) for e in _errors(config)]
     assert len(messages) == 1, messages
@@ -147,7 +147,7 @@ def test_schema_errors_are_plain_sentences(config, expected):
 
 def test_every_key_with_a_wrong_type_names_the_key_plainly():
     from ncreel.cli import iter_settings
-    from ncreel.configcheck import schema_error_message
+    from ncreel.config.configcheck import schema_error_message
 
     for key, node in iter_settings():
         if "." in key or node.get("type") is None:
@@ -164,7 +164,7 @@ def test_every_key_with_a_wrong_type_names_the_key_plainly():
 
 def test_a_missing_required_key_is_named():
     import jsonschema
-    from ncreel.configcheck import load_schema, schema_error_message
+    from ncreel.config.configcheck import load_schema, schema_error_message
 
     errs = jsonschema.Draft202012Validator(load_schema()).iter_errors({"input": "a", "run": "r"})
     assert [schema_error_message(e) for e in errs] == [
@@ -185,8 +185,8 @@ def test_a_missing_required_key_is_named():
 def test_a_run_file_of_its_own_data_must_name_its_run(tmp_path, files, overrides, refused):
     import json
 
-    from ncreel.configcheck import check_run_named
-    from ncreel.errors import NcreelError
+    from ncreel.config.configcheck import check_run_named
+    from ncreel.core.errors import NcreelError
 
     paths = []
     for i, doc in enumerate(files):
@@ -216,3 +216,36 @@ def test_snakemake_stops_a_run_file_without_run_before_writing_anything(tmp_path
         "line `run: NAME` (outputs then go to results/NAME/)"], proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
     assert not (work / "results").exists()
+
+
+def test_region_table_is_deprecated_for_cells_region():
+    from ncreel.config.configcheck import upgrade_renamed_keys
+    from ncreel.core.errors import NcreelError
+
+    config = {"region": {"name": "France", "table": "global"}, "cells": {"model": "field"}}
+    assert upgrade_renamed_keys(config) == [
+        "config key 'region.table' is deprecated: write cells.region: global"]
+    assert config == {"region": {"name": "France"},
+                      "cells": {"model": "field", "region": "global"}}
+    config = {"region": {"lon": [0, 10], "lat": [0, 10], "table": "region"}}
+    assert upgrade_renamed_keys(config) == [
+        "config key 'region.table' is deprecated: region is the default (the table has the "
+        "movie's cells); remove it"]
+    assert config == {"region": {"lon": [0, 10], "lat": [0, 10]}}
+    both = {"region": {"name": "France", "table": "global"},
+            "cells": {"region": {"file": "f.geojson"}}}
+    with pytest.raises(NcreelError, match="'region.table' and 'cells.region' are both set"):
+        upgrade_renamed_keys(both)
+    odd = {"region": {"name": "France", "table": "globl"}}  # the schema names it
+    assert upgrade_renamed_keys(odd) == [] and odd["region"]["table"] == "globl"
+
+
+def test_dates_yaml_reads_in_time_range_are_text_again():
+    import datetime
+
+    from ncreel.config.configcheck import coerce_dates
+
+    config = {"time_range": [datetime.date(1990, 6, 1),
+                             datetime.datetime(1999, 12, 31, 18, 0)]}
+    coerce_dates(config)
+    assert config["time_range"] == ["1990-06-01", "1999-12-31 18:00:00"]

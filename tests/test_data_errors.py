@@ -11,10 +11,10 @@ from pathlib import Path
 import netCDF4
 import numpy as np
 import pytest
-from ncreel.errors import DiskFull, NcreelError
-from ncreel.jobrecord import failure_reason
-from ncreel.resources import memory_attempt
-from ncreel.source import open_series
+from ncreel.core.errors import DiskFull, NcreelError
+from ncreel.input.source import open_series
+from ncreel.run.jobrecord import failure_reason
+from ncreel.run.resources import memory_attempt
 
 N_TIME, NY, NX, BAD = 24, 6, 8, 12
 

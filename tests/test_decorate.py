@@ -11,13 +11,13 @@ import pytest
 import yaml
 from conftest import ROOT
 from matplotlib.figure import Figure
-from ncreel.errors import NcreelError
+from ncreel.config.settings import RenderSettings, SeriesSelection
+from ncreel.core.errors import NcreelError
+from ncreel.jobs.runconfig import load_config
+from ncreel.region.selection import open_selection
 from ncreel.render.decorate import decorate_params
 from ncreel.render.frame import frame_difference
 from ncreel.render.segment import make_renderer
-from ncreel.runconfig import load_config
-from ncreel.selection import open_selection
-from ncreel.settings import RenderSettings, SeriesSelection
 from snakemake.utils import validate
 from test_overlays import write_weather
 

@@ -28,6 +28,7 @@ PACKAGES = {
     "contourpy": ("contourpy", "contourpy"),
     "healpix": ("healpix", "healpix"),
     "imageio_ffmpeg": ("imageio-ffmpeg", "imageio-ffmpeg"),
+    "intake_esm": ("intake-esm", "intake-esm"),
     "matplotlib": ("matplotlib-base", "matplotlib"),
     "netCDF4": ("netcdf4", "netcdf4"),
     "numpy": ("numpy", "numpy"),
@@ -42,6 +43,7 @@ PACKAGES = {
     "uxarray": ("uxarray", "uxarray"),
     "xarray": ("xarray", "xarray"),
     "yaml": ("pyyaml", "pyyaml"),
+    "zarr": ("zarr", "zarr"),
     "zstandard": ("zstandard", "zstandard"),
 }
 #: Programs an env provides besides Python packages, and the ncreel module that runs them.

@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
+from ncreel.config.settings import RenderSettings
+from ncreel.input.source import open_series
 from ncreel.render.frame import FrameRenderer
 from ncreel.render.frametext import PlainFormatter
 from ncreel.render.segment import make_renderer, time_labels
-from ncreel.settings import RenderSettings
-from ncreel.source import open_series
 
 SAMPLE = Path(__import__("iris_sample_data").__file__).parent / "sample_data"
 LONG = ("Near-Surface Air Temperature Daily Maximum over the Ice-Free Ocean Surface of the "

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import fuzz_inputs as fz
 import pytest
-from ncreel.errors import NcreelError
-from ncreel.inputcheck import check_input_sizes, check_opens
+from ncreel.core.errors import NcreelError
+from ncreel.input.inputcheck import check_input_sizes, check_opens
 
 #: Failures of every kind the fuzzer tells apart, all of which must stay at 0.
 FAILURES = ("traceback", "hang", "crash", "noise", "unnamed")
@@ -142,7 +142,7 @@ def test_netcdf3_name_that_is_not_utf8_is_one_line_naming_it(tmp_path, fmt):
     assert text.startswith(f"input '{bad}': the name of an attribute of variable 'tas'")
     assert "'long\ufffdname', has byte 0xff at position 4" in text and "not UTF-8" in text
     # ncreel inspect opens with the reader, without the size check first in its path.
-    from ncreel.source import open_series
+    from ncreel.input.source import open_series
 
     with pytest.raises(NcreelError) as err:
         open_series(str(bad), "tas")

@@ -23,11 +23,11 @@ from grid_files import (
     write_rotated_pole,
 )
 from ncreel.cells import CellContext, CellGeometry, ShardRows, cells_settings, field_model
-from ncreel.errors import NcreelError
+from ncreel.config.settings import CellsSettings, RenderSettings, SeriesSelection
+from ncreel.core.errors import NcreelError
+from ncreel.input.source import open_series
+from ncreel.region.selection import open_selection
 from ncreel.render.segment import make_renderer
-from ncreel.selection import open_selection
-from ncreel.settings import CellsSettings, RenderSettings, SeriesSelection
-from ncreel.source import open_series
 from test_layouts import colour, pixel
 
 
@@ -378,7 +378,7 @@ def test_cells_beyond_the_geostationary_disk_have_no_polygon(tmp_path):
 
 
 def test_unwrap_rows_keeps_values_after_a_missing_longitude():
-    from ncreel.gridmap import unwrap_rows
+    from ncreel.input.gridmap import unwrap_rows
 
     lon = np.array([[170.0, np.nan, -170.0, -160.0],
                     [-172.0, 178.0, -172.0, -162.0]])
@@ -400,3 +400,48 @@ def test_a_dropped_grid_mapping_attribute_takes_the_only_mapping_and_says_so(tmp
         assert len(notes) == 1 and "names no grid_mapping; the file's only grid mapping " \
             "variable 'Lambert_Conformal' (lambert_conformal_conic) is taken" in notes[0]
         np.testing.assert_allclose(s.cell_coordinates()[0], truth["lat"], atol=1e-9)
+
+
+# one geometry per run --------------------------------------------------------------------
+
+def test_a_grid_mapping_contradicting_the_files_lat_lon_is_one_line_before_any_job(tmp_path):
+    # The mapping's pole at (0, 0) beside lat/lon of the true pole: the table's lat/lon
+    # came from the 2-D arrays, its polygons and the frames from the mapping (every
+    # centre outside its own polygon).
+    from ncreel.jobs.preflight import inspect
+    from ncreel.jobs.runconfig import load_config
+    from snakemake.utils import validate
+    from test_runconfig import user_config
+
+    path, truth = write_rotated_pole(tmp_path / "bad.nc", aux_latlon=True, north_first=True,
+                                     mapping={"grid_mapping_name": "rotated_latitude_longitude",
+                                              "grid_north_pole_latitude": 0.0,
+                                              "grid_north_pole_longitude": 0.0})
+    with open_series(str(path), "tas") as s:
+        x, y = s.grid_xy()
+        lon_m, lat_m = s.mapping.to_lonlat(*np.meshgrid(x, y))
+    # The worst cell by hand: the largest great-circle distance between the two centres,
+    # in cells (the mapping's centres are 5.5 degrees apart on its rotated sphere).
+    lat_f, lon_f = truth["lat"], truth["lon"]
+    cos = (np.sin(np.radians(lat_m)) * np.sin(np.radians(lat_f)) + np.cos(np.radians(lat_m))
+           * np.cos(np.radians(lat_f)) * np.cos(np.radians(lon_m - lon_f)))
+    apart = np.degrees(np.arccos(np.clip(cos, -1, 1)))
+    j, i = np.unravel_index(np.argmax(apart), apart.shape)
+    want = (f"cell (rlat={5 - j}, rlon={i}) is at lat {lat_m[j, i]:.4f}, lon "
+            f"{lon_m[j, i]:.4f} by the mapping and at lat {lat_f[j, i]:.4f}, lon "
+            f"{lon_f[j, i]:.4f} by 'lat'/'lon'")
+    for call in (lambda: load_config(user_config(input=str(path), variable="tas", run="g"),
+                                      validate=validate),
+                 lambda: inspect(str(path), "tas")):
+        with pytest.raises(NcreelError) as err:
+            call()
+        msg = str(err.value)
+        assert "\n" not in msg and want in msg, msg
+        assert "grid mapping 'rotated_pole' (rotated_latitude_longitude) and the file's " \
+            "'lat'/'lon' place the cells differently" in msg
+    # Agreeing ones pass: ncreel's own, and EUMETSAT's float32 lat/lon beside its mapping.
+    good, _ = write_rotated_pole(tmp_path / "good.nc", aux_latlon=True)
+    stereo, _ = _with_time("toa_brightness_stereographic.nc", "data", tmp_path / "s.nc")
+    for p, v in ((good, "tas"), (stereo, "data")):
+        with open_series(str(p), v) as s:
+            s.check_one_geometry()

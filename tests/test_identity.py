@@ -8,8 +8,8 @@ import netCDF4
 import numpy as np
 import pytest
 from layouts import write_rectilinear
-from ncreel.errors import NcreelError
-from ncreel.identity import check_inputs, file_identity, input_identities, input_stamps
+from ncreel.core.errors import NcreelError
+from ncreel.input.identity import check_inputs, file_identity, input_identities, input_stamps
 
 
 def _rewrite(path, **kw):
@@ -75,7 +75,7 @@ def test_string_times_in_a_group_digest_the_same_and_open_files_survive(tmp_path
     open leaves xarray's handle usable (HDF5 shares one file between two handles)."""
     import xarray as xr
     from layouts import write_group, write_string_times
-    from ncreel.identity import header_digest
+    from ncreel.input.identity import header_digest
 
     p = write_string_times(tmp_path / "s.nc", ["2007-10-01T00:00:00Z", "2007-10-01T06:00:00Z"])
     g = write_group(tmp_path / "g.nc", p)
@@ -87,16 +87,16 @@ def test_string_times_in_a_group_digest_the_same_and_open_files_survive(tmp_path
 
 
 def test_the_check_child_fits_in_what_shard_jobs_declare_for_it(sample_nc):
-    """The input check's child process (``python -m ncreel.identity``) stays within
-    :data:`ncreel.resources.IDENTITY_CHECK_MB`, which a shard job's ``mem_mb`` adds for it
+    """The input check's child process (``python -m ncreel.input.identity``) stays within
+    :data:`ncreel.run.resources.IDENTITY_CHECK_MB`, which a shard job's ``mem_mb`` adds for it
     (PBS counts that child against the job's memory)."""
     import subprocess
     import sys
 
-    from ncreel.resources import IDENTITY_CHECK_MB
+    from ncreel.run.resources import IDENTITY_CHECK_MB
 
     code = ("import resource, sys\n"
-            "from ncreel.identity import check_inputs, input_identities\n"
+            "from ncreel.input.identity import check_inputs, input_identities\n"
             "paths = [sys.argv[1]]\n"
             "check_inputs(input_identities(paths), paths)\n"
             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")

@@ -1,4 +1,4 @@
-"""No import cycles in the ncreel package, and :mod:`ncreel.settings` is a leaf.
+"""No import cycles in the ncreel package, and :mod:`ncreel.config.settings` is a leaf.
 
 The graph is read from the source with :mod:`ast`, function-level imports included: a
 cycle that a lazy import hides at start-up is still a cycle to whoever changes either
@@ -172,11 +172,63 @@ def test_no_import_cycles():
 
 def test_settings_is_a_leaf():
     """Login-node tools read settings and calibration without the scientific stack."""
-    assert import_graph()["ncreel.settings"] <= {"ncreel", "ncreel.errors", "ncreel.io"}
+    assert import_graph()["ncreel.config.settings"] <= {
+        "ncreel", "ncreel.core", "ncreel.core.errors", "ncreel.core.io"}
 
 
-@pytest.mark.parametrize("module", ["ncreel.settings", "ncreel.cells", "ncreel.source",
-                                    "ncreel.cfaxes", "ncreel.timeaxis", "ncreel.mesh"])
+#: The package's folders, lowest first: each may import only itself and those before it.
+LAYERS = ["core", "config", "pg", "input", "cells", "region", "run", "cluster", "render",
+          "report", "jobs"]
+#: What the package's top level holds: its entry points (and the package itself).
+ENTRY_POINTS = {"ncreel", "ncreel.__main__", "ncreel.cli", "ncreel.sample"}
+
+
+def layer(module: str) -> int:
+    """Rank of a module's folder in :data:`LAYERS`; entry points rank above all."""
+    if module in ENTRY_POINTS:
+        return len(LAYERS)
+    return LAYERS.index(module.split(".")[1])
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Imports from a folder to one later in :data:`LAYERS` (``ncreel`` itself excepted)."""
+    return [f"{a} -> {b}" for a in sorted(graph) for b in sorted(graph[a])
+            if b != "ncreel" and layer(b) > layer(a)]
+
+
+def test_layers_see_a_wrong_way_import():
+    graph = {"ncreel.input.source": {"ncreel.render.frame", "ncreel.core.errors"},
+             "ncreel.render.frame": {"ncreel.input.source"}, "ncreel.core.errors": set()}
+    assert upward_imports(graph) == ["ncreel.input.source -> ncreel.render.frame"]
+
+
+def test_folders_import_only_lower_folders():
+    """Reading inputs never imports the cells, rendering, the cluster code... (LAYERS)."""
+    graph = import_graph()
+    assert not upward_imports(graph), "\n".join(upward_imports(graph))
+
+
+def test_top_level_holds_entry_points_and_folders_only():
+    top = {p.stem for p in PACKAGE.glob("*.py")}
+    assert top == {"__init__", "__main__", "cli", "sample"}
+    folders = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    assert folders == set(LAYERS)
+    for name in folders:  # each opens with a docstring of its concern
+        tree = ast.parse((PACKAGE / name / "__init__.py").read_text())
+        assert ast.get_docstring(tree), name
+
+
+def test_no_two_modules_share_a_name():
+    """Nor a module and a workflow script (``process_shard`` was both)."""
+    stems = [p.stem for p in PACKAGE.rglob("*.py") if p.stem != "__init__"]
+    stems += [p.stem for p in (PACKAGE.parent / "scripts").glob("*.py")]
+    assert sorted(s for s in set(stems) if stems.count(s) > 1) == []
+
+
+@pytest.mark.parametrize("module", ["ncreel.config.settings", "ncreel.cells",
+                                    "ncreel.input.source", "ncreel.input.cfaxes",
+                                    "ncreel.input.timeaxis", "ncreel.input.mesh",
+                                    "ncreel.region.restrict", "ncreel.jobs.runconfig"])
 def test_imports_alone(module):
     """Each module imports first in a fresh interpreter (what a lazy cycle breaks)."""
     subprocess.run([sys.executable, "-c", f"import {module}"], check=True,

@@ -1,10 +1,10 @@
-"""ncreel.incomplete reads the incomplete marks Snakemake itself writes."""
+"""ncreel.run.incomplete reads the incomplete marks Snakemake itself writes."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ncreel.incomplete import interrupted_outputs, marked_incomplete, marker_path
+from ncreel.run.incomplete import interrupted_outputs, marked_incomplete, marker_path
 from snakemake.persistence.file import FilePersistence
 
 

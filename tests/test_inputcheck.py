@@ -11,8 +11,8 @@ import netCDF4
 import numpy as np
 import pytest
 import xarray as xr
-from ncreel.errors import NcreelError
-from ncreel.inputcheck import MAX_TIME_STEPS, check_input_sizes, netcdf3_size
+from ncreel.core.errors import NcreelError
+from ncreel.input.inputcheck import MAX_TIME_STEPS, check_input_sizes, netcdf3_size
 from workflow_run import make_workdir
 
 FORMATS = ["NETCDF3_CLASSIC", "NETCDF3_64BIT_OFFSET", "NETCDF3_64BIT_DATA"]

@@ -1,7 +1,7 @@
-"""``ncreel.io.atomic_path``: an output appears under its final name only when complete."""
+"""``ncreel.core.io.atomic_path``: an output appears under its final name only when complete."""
 
 import pytest
-from ncreel.io import atomic_path
+from ncreel.core.io import atomic_path
 
 
 def test_file_appears_only_on_success(tmp_path):

@@ -12,9 +12,9 @@ import time
 
 import pytest
 from conftest import ROOT
-from ncreel.errors import JobInterrupted, NcreelError, ProgramKilled
-from ncreel.jobrecord import failure_reason, read_attempts
-from ncreel.resources import memory_attempt
+from ncreel.core.errors import JobInterrupted, NcreelError, ProgramKilled
+from ncreel.run.jobrecord import failure_reason, read_attempts
+from ncreel.run.resources import memory_attempt
 
 
 def _attempts(*records):
@@ -45,7 +45,7 @@ def _wrapped(inner, how):
 def test_a_signal_wrapped_in_another_error_is_an_interruption(how):
     """SIGTERM while an import creates a class surfaces as ``RuntimeError`` caused by the
     handler's JobInterrupted (seen killing a shard during ``import matplotlib``)."""
-    from ncreel.jobrecord import failure_signal
+    from ncreel.run.jobrecord import failure_signal
 
     exc = _wrapped(JobInterrupted(signal.SIGTERM), how)
     assert failure_reason(exc) == "interrupted" and failure_signal(exc) == "SIGTERM"
@@ -74,8 +74,8 @@ def test_memory_grows_only_after_memory_like_failures():
 _JOB = textwrap.dedent("""
     import sys, time
     sys.path.insert(0, {workflow!r})
-    from ncreel.logs import configure
-    from ncreel.jobrecord import record_attempt
+    from ncreel.run.logs import configure
+    from ncreel.run.jobrecord import record_attempt
 
     class Smk:
         log = [{log!r}]
@@ -134,8 +134,8 @@ def test_ffmpeg_killed_by_a_signal_is_told_apart():
 _ATTEMPT = textwrap.dedent("""
     import os, signal, sys, time
     sys.path.insert(0, {workflow!r})
-    from ncreel.jobrecord import record_attempt
-    from ncreel.logs import configure
+    from ncreel.run.jobrecord import record_attempt
+    from ncreel.run.logs import configure
 
     class Smk:
         log = [{log!r}]
@@ -184,8 +184,8 @@ def test_a_job_that_failed_after_its_script_is_not_attempt_1_again(tmp_path):
     """As on PBS: qdel of a sub-job right after its script's ``ok`` end line (its own
     Snakemake still checking outputs). Snakemake retries it as attempt 2; the record
     said ``attempt 1`` twice and read the first as the successful result."""
-    from ncreel.jobrecord import attempt_count
     from ncreel.report.resourcepage import collect_jobs
+    from ncreel.run.jobrecord import attempt_count
 
     log = tmp_path / "00000.log"
     _attempt(log, 1)  # script ended ok, the job was deleted after it
@@ -205,7 +205,7 @@ def test_attempt_numbers_follow_snakemake_whatever_ended_the_last(tmp_path):
     _attempt(log, 3, "fail")
     _attempt(log, 4)
     assert _summary(log) == [(2, "killed", None), (3, "failed", "error"), (4, "ok", None)]
-    from ncreel.jobrecord import attempt_count
+    from ncreel.run.jobrecord import attempt_count
     assert attempt_count(read_attempts(tmp_path / "a.log.attempts.jsonl")) == 4
     # a new run of the job starts again at 1; its first attempt failed, the rerun is 2
     _attempt(log, 1, "fail")
@@ -283,7 +283,7 @@ _STOP = ("ncreel: error: process_shard shard=00001: not run again: its attempt 1
     ({**_interrupted(), "runtime": None}, 2, True),      # no runtime: cannot tell
 ])
 def test_retry_verdict(previous, attempt, runs):
-    from ncreel.jobrecord import retry_verdict
+    from ncreel.run.jobrecord import retry_verdict
 
     ok, line = retry_verdict(previous, attempt, rule="process_shard",
                              wildcards="shard=00001", environ={})
@@ -298,7 +298,7 @@ def test_retry_verdict(previous, attempt, runs):
 
 
 def test_retry_verdict_after_a_refusal_and_under_the_pbs_pro_executor():
-    from ncreel.jobrecord import retry_verdict
+    from ncreel.run.jobrecord import retry_verdict
 
     refused = {"attempt": 2, "status": "failed", "reason": "not_retried",
                "stopped_attempt": 1, "signal": "SIGTERM", "message": _STOP}
@@ -310,7 +310,7 @@ def test_retry_verdict_after_a_refusal_and_under_the_pbs_pro_executor():
 
 
 def test_scheduler_deadline_from_slurm():
-    from ncreel.jobrecord import scheduler_deadline
+    from ncreel.run.jobrecord import scheduler_deadline
 
     assert scheduler_deadline({}) is None  # not in a Slurm job
     assert scheduler_deadline({"SLURM_JOB_ID": "7", "SLURM_JOB_END_TIME": "1790000000"}) \

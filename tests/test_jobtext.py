@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from ncreel.jobtext import (
+from ncreel.run.jobtext import (
     PLAIN_PATH,
     envvar_problem,
     input_link,
@@ -161,7 +161,7 @@ def test_input_link_has_the_files_time_and_jobs_only_name_it(tmp_path, monkeypat
 
 
 def test_unwritable_places_are_one_line(tmp_path, monkeypatch):
-    from ncreel.errors import NcreelError
+    from ncreel.core.errors import NcreelError
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "ro").mkdir()

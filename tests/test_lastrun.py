@@ -1,10 +1,10 @@
-"""``ncreel.lastrun``: the report and the status of a run use the settings it ran with."""
+"""``ncreel.run.lastrun``: the report and the status of a run use the settings it ran with."""
 
 import json
 
 from ncreel.cli import main as ncreel_main
-from ncreel.configcheck import reporting_only
-from ncreel.lastrun import LAST, read_record, record_run, report_config
+from ncreel.config.configcheck import reporting_only
+from ncreel.run.lastrun import LAST, read_record, record_run, report_config
 
 DEMO = {"run": "demo", "input": "resources/A1B_north_america.nc", "width": 640,
         "map": {"projection": "PlateCarree", "projection_params": {}}}
@@ -56,3 +56,39 @@ def test_status_without_a_run_name_is_the_last_runs(tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"the last run made in {tmp_path}: tas_day" in err
     assert "run 'tas_day' has no shard plan yet" in err
+
+
+def test_a_runs_record_names_the_software_it_ran_with(tmp_path):
+    """The commit (whose envs/lock/ rebuilds the environment) and every package version."""
+    import subprocess
+    from importlib.metadata import version
+
+    from conftest import ROOT
+
+    path = record_run({"run": "demo", "variable": "tas"}, [], None, directory=tmp_path)
+    sw = read_record(path)["software"]
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
+                          text=True)
+    assert sw["commit"] == (head.stdout.strip() if head.returncode == 0 else None)
+    assert sw["packages"]["snakemake"] == version("snakemake")
+    assert sw["packages"]["numpy"] == version("numpy")
+    import ncreel
+
+    assert sw["ncreel"] == ncreel.__version__
+
+
+def test_a_copy_without_git_records_no_commit(tmp_path, monkeypatch):
+    import shutil
+
+    import ncreel
+    from conftest import ROOT
+
+    copy = tmp_path / "copy"  # a checkout's files without .git
+    (copy / "workflow").mkdir(parents=True)
+    shutil.copy(ROOT / "Snakefile", copy / "Snakefile")
+    shutil.copytree(ROOT / "workflow" / "ncreel", copy / "workflow" / "ncreel")
+    monkeypatch.setattr(ncreel, "__file__", str(copy / "workflow" / "ncreel" / "__init__.py"))
+    from ncreel.run.software import software
+
+    sw = software()
+    assert sw["commit"] is None and sw["local_changes"] is None and sw["packages"]

@@ -19,13 +19,13 @@ from layouts import (
     write_wrf,
 )
 from ncreel.cells import CellContext, CellGeometry, ShardRows, cells_settings, field_model
-from ncreel.errors import NcreelError
+from ncreel.config.settings import CellsSettings, RenderSettings
+from ncreel.core.errors import NcreelError
+from ncreel.input.source import open_series
 from ncreel.pg.copytext import open_copy_writer
 from ncreel.pg.sql import load_script
 from ncreel.render.maps import map_xy
 from ncreel.render.segment import make_renderer, time_labels
-from ncreel.settings import CellsSettings, RenderSettings
-from ncreel.source import open_series
 
 # Coastlines off: these tests read cell colours at cell centres, which a line may cover.
 RENDER = RenderSettings.from_params({

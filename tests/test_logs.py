@@ -1,4 +1,4 @@
-"""ncreel.logs.stop_on_signals: which signals stop a job, in a real child process."""
+"""ncreel.run.logs.stop_on_signals: which signals stop a job, in a real child process."""
 
 import os
 import subprocess
@@ -6,7 +6,7 @@ import sys
 
 CODE = """
 import signal
-from ncreel.logs import stop_on_signals
+from ncreel.run.logs import stop_on_signals
 stop_on_signals()
 print(signal.getsignal(signal.SIGHUP) is signal.SIG_IGN,
       signal.getsignal(signal.SIGINT) is signal.SIG_IGN,

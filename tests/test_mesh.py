@@ -20,11 +20,11 @@ from meshes import (
     write_ugrid,
 )
 from ncreel.cells import ShardRows
-from ncreel.errors import NcreelError
+from ncreel.config.settings import CellsSettings, RenderSettings
+from ncreel.core.errors import NcreelError
+from ncreel.input.source import open_series
 from ncreel.render.maps import map_xy
 from ncreel.render.segment import make_renderer
-from ncreel.settings import CellsSettings, RenderSettings
-from ncreel.source import open_series
 
 uxarray = pytest.importorskip("uxarray")
 

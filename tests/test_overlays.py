@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import xarray as xr
-from ncreel.errors import NcreelError
+from ncreel.config.settings import RenderSettings, SeriesSelection
+from ncreel.core.errors import NcreelError
+from ncreel.region.selection import open_selection
 from ncreel.render.frame import FrameRenderer, frame_difference
 from ncreel.render.maps import PlainPlateCarree
 from ncreel.render.overlays import (
@@ -16,8 +18,6 @@ from ncreel.render.overlays import (
     read_overlay_fields,
 )
 from ncreel.render.segment import make_renderer
-from ncreel.selection import open_selection
-from ncreel.settings import RenderSettings, SeriesSelection
 
 LON = np.arange(2.5, 360.0, 5.0)  # 72 columns, 0...360
 LAT = np.arange(-87.5, 90.0, 5.0)  # 36 rows
@@ -172,7 +172,7 @@ def test_bad_overlays_stop_before_any_job(tmp_path, contours, vectors, message):
 
 def test_u_without_v_is_a_schema_error():
     import jsonschema
-    from ncreel.configcheck import load_schema, schema_error_message
+    from ncreel.config.configcheck import load_schema, schema_error_message
 
     config = {"input": "a.nc", "variable": "tas", "run": "r", "vectors": {"u": "uas"}}
     errs = list(jsonschema.Draft202012Validator(load_schema()).iter_errors(config))
@@ -212,7 +212,7 @@ def test_contour_levels_no_frame_crosses_are_said_once(tmp_path, caplog, levels,
 
 def test_an_empty_contour_level_list_is_a_schema_error():
     import jsonschema
-    from ncreel.configcheck import load_schema, schema_error_message
+    from ncreel.config.configcheck import load_schema, schema_error_message
 
     config = {"input": "a.nc", "variable": "tas", "run": "r",
               "contours": {"variable": "psl", "levels": []}}
@@ -300,7 +300,7 @@ def test_gridlines_are_labelled_and_composited_like_coastlines(tmp_path, project
     assert [degree_label(v, "lon") for v in (0, 30, -120, 180, 200)] == [
         "0°", "30°E", "120°W", "180°", "160°W"]
     assert [degree_label(v, "lat") for v in (0, 45, -15)] == ["0°", "45°N", "15°S"]
-    from ncreel.region import region_from_config
+    from ncreel.region.spec import region_from_config
 
     reg = region_from_config(region)
     path = write_weather(tmp_path / "w.nc")
@@ -346,7 +346,7 @@ def test_gridline_labels_do_not_overlap(tmp_path, box, size):
     # A tall, narrow region got five longitude labels on a 65 pixel wide map, printed
     # over each other ("170°E175°E180°175°W170°W"); a 160 x 96 frame, three latitude
     # labels in 40 pixels.
-    from ncreel.region import region_from_config
+    from ncreel.region.spec import region_from_config
 
     reg = region_from_config(box)
     path = write_weather(tmp_path / "w.nc")
@@ -420,7 +420,7 @@ def test_overlays_on_projected_grids_stop_before_any_job(tmp_path, kind, message
     import grid_files
     import yaml
     from conftest import ROOT
-    from ncreel.runconfig import load_config
+    from ncreel.jobs.runconfig import load_config
     from snakemake.utils import validate
 
     write = {"rotated": grid_files.write_rotated_pole, "lambert": grid_files.write_lambert,

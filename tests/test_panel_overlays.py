@@ -8,13 +8,13 @@ import logging
 import numpy as np
 import pytest
 import xarray as xr
-from ncreel.errors import NcreelError
-from ncreel.panels import PanelReader, plan_panels
+from ncreel.config.settings import RenderSettings, SeriesSelection
+from ncreel.core.errors import NcreelError
+from ncreel.jobs.stats import panel_statistics
+from ncreel.region.selection import open_selection
 from ncreel.render.frame import frame_difference
+from ncreel.render.panelplan import PanelReader, plan_panels
 from ncreel.render.segment import PanelFrames, time_labels
-from ncreel.selection import open_selection
-from ncreel.settings import RenderSettings, SeriesSelection
-from ncreel.stats import panel_statistics
 from test_overlays import write_weather
 
 CONTOURS = {"variable": "psl", "levels": 6}
@@ -24,8 +24,8 @@ VECTORS = {"u": "uas", "v": "vas", "density": 12, "colour": "white"}
 def _plan(main, panels, **top):
     sel = SeriesSelection(paths=(main,), variable="tas", time_dim=None, select={}, lat=None,
                           lon=None, time=None)
-    cfg = {"input": main, "variable": "tas", "select": {}, "cmap": "viridis", "vmin": None,
-           "vmax": None, "contours": None, "vectors": None, **top}
+    cfg = {"input": main, "variable": "tas", "select": {}, "sel": {}, "cmap": "viridis",
+           "vmin": None, "vmax": None, "contours": None, "vectors": None, **top}
     with open_selection(sel) as s:
         labels = time_labels(s)
         return plan_panels(panels, config=cfg, selection=sel, movie_labels=labels,
@@ -169,7 +169,7 @@ def test_mesh_panel_with_overlays_is_refused_naming_the_panel(tmp_path, weather)
 
 def test_u_without_v_on_a_panel_is_a_schema_error():
     import jsonschema
-    from ncreel.configcheck import load_schema, schema_error_message
+    from ncreel.config.configcheck import load_schema, schema_error_message
 
     config = {"input": "a.nc", "variable": "tas", "run": "r",
               "panels": [{}, {"vectors": {"u": "uas"}}]}

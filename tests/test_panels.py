@@ -1,4 +1,4 @@
-"""Panel layouts (``ncreel.panels``, ``ncreel.render.panels``): fast path vs full redraw,
+"""Panel layouts (``ncreel.render.panelplan``, ``ncreel.render.panels``): fast path vs full redraw,
 time matching by label, per-panel limits, and bad layouts stopped with one line."""
 
 from __future__ import annotations
@@ -7,16 +7,16 @@ import numpy as np
 import pytest
 import xarray as xr
 from layouts import LAT_ATTRS, LON_ATTRS, time_coord
-from ncreel.errors import NcreelError
-from ncreel.panels import PanelReader, plan_panels
+from ncreel.config.settings import RenderSettings, SeriesSelection
+from ncreel.core.errors import NcreelError
+from ncreel.jobs.stats import panel_statistics
+from ncreel.region.selection import open_selection
 from ncreel.render.frame import frame_difference
 from ncreel.render.maps import map_features, map_projection, map_scale
+from ncreel.render.panelplan import PanelReader, plan_panels
 from ncreel.render.panels import Panel, PanelRenderer, grid_size
 from ncreel.render.segment import PanelFrames, time_labels
 from ncreel.sample import sample_path
-from ncreel.selection import open_selection
-from ncreel.settings import RenderSettings, SeriesSelection
-from ncreel.stats import panel_statistics
 
 MAP = {"coastlines": None, "borders": False, "projection": "PlateCarree",
        "projection_params": {}}
@@ -85,7 +85,7 @@ def _scenarios(columns=None):
     a, e = str(sample_path("A1B_north_america.nc")), str(sample_path("E1_north_america.nc"))
     sel = SeriesSelection(paths=(a,), variable="air_temperature", time_dim=None, select={},
                           lat=None, lon=None, time=None)
-    cfg = {"input": a, "variable": "air_temperature", "select": {}, "cmap": "viridis",
+    cfg = {"input": a, "variable": "air_temperature", "select": {}, "sel": {}, "cmap": "viridis",
            "vmin": None, "vmax": None}
     panels = [{"name": "A1B"}, {"name": "E1", "input": e},
               {"difference_of": ["A1B", 1]}]
@@ -131,8 +131,8 @@ def _write(path, *, start, n, ny=4, nx=5, offset=0.0, name="tas", lat=None,
 def _plan(tmp_path, main, panels, *, width=480, height=270, columns=None, **top):
     sel = SeriesSelection(paths=(main,), variable="tas", time_dim=None, select={}, lat=None,
                           lon=None, time=None)
-    cfg = {"input": main, "variable": "tas", "select": {}, "cmap": "viridis", "vmin": None,
-           "vmax": None, **top}
+    cfg = {"input": main, "variable": "tas", "select": {}, "sel": {}, "cmap": "viridis",
+           "vmin": None, "vmax": None, **top}
     with open_selection(sel) as s:
         labels = time_labels(s)
         return plan_panels(panels, config=cfg, selection=sel, movie_labels=labels,
@@ -226,7 +226,7 @@ def test_difference_in_units_ncreel_cannot_read_says_they_were_compared_as_text(
     ("K", "not a unit", None), ("  K", "K ", True),
 ])
 def test_same_units_reads_udunits_spellings(a, b, same):
-    from ncreel.units import same_units
+    from ncreel.input.units import same_units
 
     assert same_units(a, b) is same
 
@@ -270,12 +270,12 @@ def test_a_mesh_panel_is_refused_naming_the_panel(tmp_path):
 
 def test_panel_keys_are_settings_with_suggestions():
     from ncreel.cli import settings_detail
-    from ncreel.configcheck import schema_error_message, unknown_key_message
+    from ncreel.config.configcheck import schema_error_message, unknown_key_message
 
     assert "Two other panels" in settings_detail("panels[].difference_of")
     assert "'panels[].name'" in unknown_key_message("nmae", "panels.0")
     import jsonschema
-    from ncreel.configcheck import load_schema
+    from ncreel.config.configcheck import load_schema
 
     errors = list(jsonschema.Draft202012Validator(load_schema()).iter_errors(
         {"input": "a.nc", "variable": "v", "run": "r", "panels": [{"difference_of": [0]}]}))
@@ -285,10 +285,10 @@ def test_panel_keys_are_settings_with_suggestions():
 
 def test_a_shard_job_stops_when_a_panel_file_was_replaced(tmp_path):
     from ncreel.cells import cells_settings
-    from ncreel.identity import input_identities
-    from ncreel.process_shard import run_shard
-    from ncreel.settings import CellsSettings, EncodeSettings
-    from ncreel.shardplan import Shard
+    from ncreel.config.settings import CellsSettings, EncodeSettings
+    from ncreel.input.identity import input_identities
+    from ncreel.jobs.shard import run_shard
+    from ncreel.run.shardplan import Shard
 
     main = _write(tmp_path / "main.nc", start=0, n=3)
     other = _write(tmp_path / "other.nc", start=0, n=3, offset=5.0)

@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 from ncreel.cells import ShardRows, cells_settings
 from ncreel.cells.normalised import NormalisedRows, cell_area
-from ncreel.errors import NcreelError
+from ncreel.config.settings import CellsSettings
+from ncreel.core.errors import NcreelError
+from ncreel.input.source import open_series
 from ncreel.pg.layout import layout_tables, split_columns, storage_order
 from ncreel.pg.load import load_copy, load_normalised
 from ncreel.pg.reduce import reduce_cells, reduce_normalised
-from ncreel.settings import CellsSettings
-from ncreel.source import open_series
 
 #: Steps of the sample written per shard (two shards).
 SHARDS = [(0, 2), (2, 3)]
@@ -402,3 +402,24 @@ def test_a_load_killed_during_its_swap_attaches_nothing_and_a_rerun_works(
     assert s["replaced"] == 3 * 37 * 49 and _rows(conn, "k") == before
     assert conn.execute("SELECT count(*) FROM pg_class WHERE relkind = 'r' AND relname LIKE "
                         "'ncreel%'").fetchone()[0] == 0
+
+
+def test_a_column_type_clash_stops_the_normalised_load_before_it_stages(postgis_conn,
+                                                                         sample_nc, tmp_path):
+    # The sample is float32 (value real); a packed or 64-bit run writes double precision.
+    conn, info = postgis_conn, postgis_conn.info.dsn
+    norm = write_run(sample_nc, tmp_path, layout="normalised", table="clash")
+    f = norm["files"]
+    load_normalised(f, conninfo=info, table="clash", run="r1", columns=norm["columns"])
+    wider = [(n, "double precision" if n == "value" else t) for n, t in norm["columns"]]
+    with pytest.raises(NcreelError) as err:
+        load_normalised({**f, "values": norm["parts"]["values"]}, conninfo=info,
+                        table="clash", run="r2", columns=wider, jobs=2)
+    assert "table clash_values has column value of type real, but this run writes double " \
+        "precision" in str(err.value) and "\n" not in str(err.value)
+    from ncreel.pg.sql import run_tables
+
+    left = [run_tables(f"clash_{k}", "r2")[n][-1] for k in ("cells", "steps", "values")
+            for n in ("stage", "staged")]
+    assert not [n for n in left if conn.execute("SELECT to_regclass(%s) IS NOT NULL",
+                                                (f'"{n}"',)).fetchone()[0]]

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from cells_data import write_risk_nc
-from ncreel.errors import NcreelError
+from ncreel.core.errors import NcreelError
 from ncreel.pg.copytext import concatenate, open_copy_writer, write_copy_rows
 from ncreel.pg.load import conninfo_for, job_conninfo, load_copy, safe_conninfo
 from ncreel.pg.sql import load_script
@@ -428,3 +428,40 @@ def test_psql_script_loads_utf8_text_into_a_latin1_database_under_lang_c(pg_serv
         conn.execute("SET client_encoding = 'UTF8'")
         got = [row[0] for row in conn.execute("SELECT label FROM t_latin1 ORDER BY cell_id")]
     assert got == ["°C", "Zürich"]
+
+
+def _left(conn, table: str, run: str) -> list[str]:
+    """The tables a load of `run` into `table` makes while it runs, of those that exist."""
+    from ncreel.pg.sql import run_tables
+
+    names = run_tables(table, run)
+    return [n for n in (names["stage"][-1], names["staged"][-1]) if conn.execute(
+        "SELECT to_regclass(%s) IS NOT NULL", (f'"{n}"',)).fetchone()[0]]
+
+
+@pytest.mark.parametrize("jobs", [1, 3])
+def test_a_column_type_clash_is_one_line_before_loading(pg_server, pg_conn, tmp_path, jobs):
+    # A float32 run (value real) and a packed-int16 run (value double precision) in one
+    # table: found at the final ATTACH with PostgreSQL's raw message, which said "nothing
+    # changed" while database.jobs: 3 left the ncreel_stage_* tables behind.
+    table = f"t_types{jobs}"
+    load_copy(_write(tmp_path / "a.copy", 4), conninfo=pg_server["conninfo"], table=table,
+              run="float32", columns=COLS)
+    packed = [("cell_id", "bigint"), ("value", "double precision"), ("label", "text")]
+    files = [_write(tmp_path / f"s{i}.copy", 4, start=4 * i) for i in range(3)]
+    with pytest.raises(NcreelError) as err:
+        load_copy(files, conninfo=pg_server["conninfo"], table=table, run="packed",
+                  columns=packed, jobs=jobs)
+    msg = str(err.value)
+    assert "\n" not in msg and (f"table {table} has column value of type real, but this run "
+                                "writes double precision") in msg, msg
+    assert _left(pg_conn, table, "packed") == [] and _count(pg_conn, table) == 4
+    # The psql script says the same, and leaves nothing either.
+    _write(tmp_path / "cells.copy", 4)
+    (tmp_path / "cells.sql").write_text(load_script(table, packed, "cells.copy", run="p2"))
+    proc = subprocess.run(["psql", "-X", "-q", "-h", pg_server["host"], "-U", "postgres", "-d",
+                           "postgres", "-f", "cells.sql"], cwd=tmp_path, capture_output=True,
+                          text=True)
+    assert f"table {table} has column value of type real, but this run writes double " \
+        "precision" in proc.stderr, proc.stderr
+    assert _left(pg_conn, table, "p2") == [] and _count(pg_conn, table) == 4

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import psycopg
 import pytest
-from ncreel.errors import NcreelError
+from ncreel.core.errors import NcreelError
 from ncreel.pg.copytext import write_copy_rows
 from ncreel.pg.load import _stage_names, load_copy
 from ncreel.pg.sql import load_script
@@ -409,7 +409,7 @@ def test_rule_script_reports_one_error_line(pg_server, tmp_path, monkeypatch):
     assert msg.startswith("ncreel: error: database (") and "cannot connect" in msg, msg
     assert "\n" not in msg and not (tmp_path / "load.json").exists()
     # The attempt is recorded as failed (sys.exit bypasses the excepthook).
-    from ncreel import jobrecord
+    from ncreel.run import jobrecord
 
     assert jobrecord._FAILED and jobrecord.read_attempts(
         jobrecord.attempts_path(tmp_path / "load.log"))[-1]["mem_mb"] == 400

@@ -19,9 +19,9 @@ from grid_files import write_polar_stereographic, write_rotated_pole
 from layouts import write_curvilinear, write_rectilinear
 from meshes import voronoi_mesh, write_healpix, write_mpas
 from ncreel.cells import ShardRows, cells_settings
+from ncreel.config.settings import CellsSettings
+from ncreel.input.source import open_series
 from ncreel.pg.load import load_copy
-from ncreel.settings import CellsSettings
-from ncreel.source import open_series
 
 NATURAL_EARTH = Path(__file__).resolve().parents[1] / "workflow/ncreel/data/natural_earth"
 

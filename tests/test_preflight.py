@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from grid_files import write_rotated_pole
 from PIL import Image
@@ -87,3 +88,23 @@ def test_what_the_workflow_would_refuse_is_one_line(tmp_path, eofs_data):
     ok = _inspect(eofs_data / "hgt_djf.nc", "z", "--select", "pressure=0", "--no-preview")
     assert ok.returncode == 0, ok.stderr
     assert "select: pressure=0" in ok.stdout
+
+
+def test_times_out_of_order_are_said_and_an_undecidable_order_refused(tmp_path):
+    from layouts import write_rectilinear
+
+    path, _ = write_rectilinear(tmp_path / "m.nc", n_time=4, time_values=[0.0, 2.0, 1.0, 3.0])
+    proc = _inspect(path, "tas", "--no-preview")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout.splitlines()
+    assert f"time order: NOT as stored: '{path}' holds its times out of order (1 step(s) " \
+        "earlier than the one before, first 2000-01-02T00:00:00 after " \
+        "2000-01-03T00:00:00): steps read in time order" in out
+    assert "frames: first '2000-01-01', last '2000-01-04'" in out
+    assert "note: detection was sure of everything above" not in out
+    path, _ = write_rectilinear(tmp_path / "gap.nc", n_time=4,
+                                time_values=[0.0, 2.0, np.nan, 1.0])
+    proc = _inspect(path, "tas", "--no-preview")
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and "where those go cannot be decided" \
+        in lines[0]

@@ -1,4 +1,4 @@
-"""One shard job (``ncreel.process_shard.run_shard``): its COPY rows, PNG frames and segment."""
+"""One shard job (``ncreel.jobs.shard.run_shard``): its COPY rows, PNG frames and segment."""
 
 import json
 
@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import xarray as xr
 from ncreel.cells import cells_settings
-from ncreel.process_shard import run_shard
-from ncreel.settings import CellsSettings, EncodeSettings, RenderSettings, SeriesSelection
-from ncreel.shardplan import Shard, frame_name
+from ncreel.config.settings import CellsSettings, EncodeSettings, RenderSettings, SeriesSelection
+from ncreel.jobs.shard import run_shard
+from ncreel.run.shardplan import Shard, frame_name
 from render_data import ffprobe, write_noisy_nc
 
 RENDER = {"width": 160, "height": 96, "dpi": 40, "cmap": "viridis",
@@ -65,3 +65,59 @@ def test_failed_shard_leaves_no_output_under_its_final_name(inputs):
         _run(nc, d, render={**RENDER, "cmap": "no-such-colormap"})
     assert not any((d / n).exists() for n in ("frames", "rows.copy", "seg.mp4"))
     assert not list(d.glob("*.part"))
+
+
+def _selection(nc, **extra):
+    return SeriesSelection(paths=(str(nc),), variable="tas", time_dim="time", select={},
+                           lat=None, lon=None, time=None, **extra)
+
+
+def test_a_movie_only_shard_computes_no_row_and_a_table_only_one_draws_nothing(
+        inputs, monkeypatch):
+    """Config outputs: [movie] passes no rows file, [table] no segment; neither pass runs
+    (the rows model and the renderer would raise if they did)."""
+    nc, d = inputs
+    import ncreel.jobs.shard as shard_job
+
+    def no(*args, **kw):
+        raise AssertionError("not wanted")
+
+    monkeypatch.setattr(shard_job.ShardRows, "for_series", no)
+    info = run_shard(_selection(nc), Shard(1, 3, 7), stats_json=d / "stats.json",
+                     cell_mean_npy=None, frames_dir=d / "frames", rows_path=None,
+                     render=RenderSettings.from_params(RENDER), segment=d / "seg.mp4",
+                     encode=ENCODE, cells=CELLS)
+    assert info["frames"] == 4 and info["rows"] == 0
+    assert int(ffprobe(d / "seg.mp4")["nb_read_frames"]) == 4
+    assert not (d / "rows.copy").exists()
+    monkeypatch.undo()
+    monkeypatch.setattr(shard_job, "render_shard", no)
+    (d / "stats.json").write_text(json.dumps({"vmin": None, "vmax": None}))  # no limits
+    info = run_shard(_selection(nc), Shard(1, 3, 7), stats_json=d / "stats.json",
+                     cell_mean_npy=d / "cell_mean.npy", frames_dir=None,
+                     rows_path=d / "rows.copy", render=RenderSettings.from_params(RENDER),
+                     segment=None, encode=ENCODE, cells=CELLS)
+    assert info["frames"] == 0 and info["rows"] == 4 * 9 * 12
+
+
+def test_rows_of_a_time_window_keep_the_whole_series_time_index(inputs):
+    """time_range/time_every: a shard's step t is step 2 + 3 t of the file, and its rows
+    say so (the same time_index as a run of every step), with that step's time and value."""
+    nc, d = inputs
+    selection = _selection(nc, window=[2, 11, 3])  # steps 2, 5, 8 of the file
+    info = run_shard(selection, Shard(0, 1, 3), stats_json=d / "stats.json",
+                     cell_mean_npy=d / "cell_mean.npy", frames_dir=None,
+                     rows_path=d / "rows.copy", render=RenderSettings.from_params(RENDER),
+                     segment=None, encode=ENCODE, cells=CELLS)
+    assert info["rows"] == 2 * 9 * 12
+    with xr.open_dataset(nc, decode_times=False) as ds:
+        data = ds["tas"].values
+        times = ds["time"].values
+    fields = [ln.split("\t") for ln in (d / "rows.copy").read_text().splitlines()]
+    t = np.array([int(f[0]) for f in fields])
+    cell = np.array([int(f[3]) for f in fields])
+    assert sorted(set(t)) == [5, 8]
+    np.testing.assert_allclose([float(f[7]) for f in fields], data.reshape(11, -1)[t, cell],
+                               rtol=1e-6)
+    # time_value: the file's own number of that step
+    assert {int(f[0]): float(f[2]) for f in fields} == {5: times[5], 8: times[8]}

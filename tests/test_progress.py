@@ -1,10 +1,10 @@
-"""Progress lines in a job's log (``ncreel.progress``), at a bounded rate, not on stderr."""
+"""Progress lines in a job's log (``ncreel.run.progress``), at a bounded rate, not on stderr."""
 
 import logging
 import re
 
-from ncreel.logs import configure
-from ncreel.progress import Progress
+from ncreel.run.logs import configure
+from ncreel.run.progress import Progress
 
 
 class FakeClock:
@@ -42,7 +42,7 @@ def test_progress_bounded_rate_and_job_log_only(tmp_path, capsys):
     assert "shard 00000 frames 0..999: 500/1000 frames (50 %)" in text
     assert "1000/1000 frames (100 %)" in text and "ETA 0 s" in text
     assert re.search(r"slow: \d+/1000 frames .*ETA \d+ s, rows_written \d+", text)
-    assert "ncreel.progress" not in capsys.readouterr().err
+    assert "ncreel.run.progress" not in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------ the controller's lines
@@ -51,7 +51,7 @@ import os  # noqa: E402
 import socket  # noqa: E402
 from base64 import urlsafe_b64encode  # noqa: E402
 
-from ncreel.runwatch import RunCounts, run_line, shard_frames_done, watch_run  # noqa: E402
+from ncreel.cluster.runwatch import RunCounts, run_line, shard_frames_done, watch_run  # noqa: E402
 from test_cluster_runstatus import CALIBRATION  # noqa: E402
 
 
@@ -82,7 +82,7 @@ def _marker(work, shard, jobid=None):
 
 
 def _worker_line(shard, start, stop, done):
-    return (f"2026-12-01 10:00:00,000 INFO ncreel.progress[42]: shard {shard} frames "
+    return (f"2026-12-01 10:00:00,000 INFO ncreel.run.progress[42]: shard {shard} frames "
             f"{start}..{stop}: {done}/{stop - start + 1} frames (50 %), 1.00 frames/s, "
             "ETA 5 s\n")
 
@@ -147,7 +147,7 @@ def test_controller_line_format_and_bounded_rate(tmp_path):
     clock, said = SetClock(), []
     logs = tmp_path / "logs"
     logs.mkdir()
-    from ncreel.runwatch import RunWatch
+    from ncreel.cluster.runwatch import RunWatch
 
     watch = RunWatch(lambda: rows, said.append, log_of=lambda s: logs / f"{s}.log",
                      clock=clock)
@@ -167,7 +167,7 @@ def test_controller_line_format_and_bounded_rate(tmp_path):
 def test_controller_rate_counts_from_the_plan_not_from_the_first_line(tmp_path):
     """Frames drawn between the plan's appearance and the first read that sees it count
     over the time since the last read that found no plan (a rate never overstated)."""
-    from ncreel.runwatch import RunWatch
+    from ncreel.cluster.runwatch import RunWatch
 
     rows = [{"shard": "00000", "frames": 100, "state": "to do", "started": False}]
     plan = []

@@ -7,19 +7,16 @@ import pytest
 import xarray as xr
 from layouts import write_curvilinear, write_rectilinear
 from ncreel.cells import CellGeometry, ShardRows, cells_settings
-from ncreel.errors import NcreelError
-from ncreel.region import (
-    RegionSeries,
-    _runs,
-    country_box,
-    region_features,
-    region_from_config,
-)
+from ncreel.config.settings import CellsSettings, SeriesSelection
+from ncreel.core.errors import NcreelError
+from ncreel.jobs.stats import write_statistics
+from ncreel.region.naturalearth import country_box
+from ncreel.region.restrict import RegionSeries, _runs
+from ncreel.region.selection import open_selection, table_series
+from ncreel.region.spec import region_from_config
 from ncreel.render.frame import frame_difference
+from ncreel.render.maps import region_features
 from ncreel.render.segment import make_renderer
-from ncreel.selection import open_selection, table_series
-from ncreel.settings import CellsSettings, SeriesSelection
-from ncreel.stats import write_statistics
 from test_layouts import RENDER, assert_map_right
 
 LAT = np.arange(-85.0, 90.0, 10.0)  # 18 rows
@@ -240,7 +237,7 @@ def test_other_variables_are_read_on_the_region(tmp_path, lon):
 def test_snakemake_validates_configs_with_and_without_region_and_overlays(extra):
     # Snakemake sets the schema's nested defaults even where the value is null (and
     # fails): region, contours and vectors must validate unset, null and set.
-    from ncreel.configcheck import schema_path
+    from ncreel.config.configcheck import schema_path
     from snakemake.utils import validate
 
     config = {"input": "a.nc", "variable": "tas", "run": "r", **extra}

@@ -9,11 +9,11 @@ import pytest
 import shapely
 from layouts import write_rectilinear
 from ncreel.cells import ShardRows, cells_settings
-from ncreel.errors import NcreelError
-from ncreel.region import polygon_box, region_from_config
-from ncreel.regionpolygon import cover_cells, edge_distance, read_polygon_file
-from ncreel.selection import open_selection
-from ncreel.settings import CellsSettings, SeriesSelection
+from ncreel.config.settings import CellsSettings, SeriesSelection
+from ncreel.core.errors import NcreelError
+from ncreel.region.polygon import cover_cells, edge_distance, read_polygon_file
+from ncreel.region.selection import open_selection
+from ncreel.region.spec import polygon_box, region_from_config
 from scipy.integrate import quad
 
 # WGS 84 (NIMA TR8350.2): semi-major axis and first eccentricity squared.
@@ -119,7 +119,7 @@ def test_antimeridian_polygon_gives_a_box_across_it(tmp_path):
     d = edge_distance(poly, np.array([179.9]), np.array([-17.5]))
     assert d[0] > 200_000
     # The outline drawn has no edge along the seam.
-    from ncreel.region import region_features
+    from ncreel.render.maps import region_features
 
     (outline,) = region_features(region_from_config({"file": str(mp)}))
     for line in outline.lines:
@@ -200,7 +200,7 @@ def test_curvilinear_and_projected_grids_get_the_polygon_table(tmp_path, kind):
     from grid_files import write_rotated_pole
     from layouts import write_curvilinear
     from ncreel.cells import CellGeometry
-    from ncreel.source import open_series
+    from ncreel.input.source import open_series
 
     if kind == "curvilinear":
         path, _ = write_curvilinear(tmp_path / "c.nc", ny=12, nx=14, lon0=150.0, dlon=3.0)
@@ -236,7 +236,7 @@ def test_an_edited_polygon_file_changes_the_jobs_parameters(tmp_path):
     first = region_from_config({"file": str(gj)}).to_params()
     assert region_from_config({"file": str(gj)}).to_params() == first
     geojson(gj, [(0, 0), (10, 0), (6, 10), (0, 0)])  # same bounds, another triangle
-    from ncreel.region import region_polygon
+    from ncreel.region.spec import region_polygon
 
     region_polygon.cache_clear()
     second = region_from_config({"file": str(gj)}).to_params()
@@ -269,7 +269,7 @@ def test_polygon_across_the_files_seam_keeps_its_cells_in_order(tmp_path, lon):
 def test_mesh_table_keeps_the_faces_that_intersect_the_polygon(tmp_path):
     from meshes import voronoi_mesh, write_ugrid
     from ncreel.cells.geometry import MeshGeometry
-    from ncreel.source import open_series
+    from ncreel.input.source import open_series
 
     path = tmp_path / "mesh.nc"
     write_ugrid(path, voronoi_mesh(200))
@@ -301,14 +301,99 @@ def test_mesh_table_keeps_the_faces_that_intersect_the_polygon(tmp_path):
     assert got == want
 
 
-def test_every_natural_earth_country_is_a_valid_area():
-    # Antarctica's ring along the pole once made its outline a collection with lines.
-    from ncreel.region import _country_geometries, country_polygon
+def _source_rings(name):
+    # A country's polygons as the shipped file holds them: lists of (n, 2) lon/lat rings,
+    # unsplit (a ring may step across 180 or circle a pole).
+    from ncreel.region.naturalearth import _country_arcs, _country_geometries
 
+    arcs, g = _country_arcs(), _country_geometries()[name]
+    polygons = g["arcs"] if g["type"] == "MultiPolygon" else [g["arcs"]]
+    return [[np.concatenate([arcs[i] if i >= 0 else arcs[~i][::-1] for i in ids])
+             for ids in polygon] for polygon in polygons]
+
+
+def test_every_natural_earth_country_has_its_own_area_and_no_edge_round_the_globe():
+    # Fiji's, Russia's and Antarctica's outlines once had rings that stepped across 180
+    # read as running 360 degrees the other way: Fiji was 162 075 km2, Russia 11 % too
+    # big, Antarctica 10 % too small (its coast circles the south pole).
+    from ncreel.region.naturalearth import _country_geometries, country_polygon
+    from ncreel.region.polygon import cea_area
+    from pyproj import Geod
+
+    geod = Geod(ellps="WGS84")
     for name in _country_geometries():
         poly = country_polygon(name)
         assert poly.geom_type in ("Polygon", "MultiPolygon") and poly.is_valid, name
-        assert poly.area > 0 and -180 <= poly.bounds[0] and poly.bounds[2] <= 180, name
+        assert -180 <= poly.bounds[0] and poly.bounds[2] <= 180, name
+        for ring in shapely.get_rings(shapely.get_parts(poly)):
+            x, y = shapely.get_coordinates(ring).T
+            cut = (np.abs(x) == 180) | (np.abs(y) == 90)  # the seam or a pole
+            wide = (np.abs(np.diff(x)) > 180) & ~(cut[:-1] & cut[1:])
+            assert not wide.any(), name
+        # The country's own area: its unsplit rings on the ellipsoid (geodesic edges,
+        # pyproj.Geod handles a step across 180 and a ring round a pole); a polygon is
+        # its largest ring less the others (holes; Antarctica's ring at the pole).
+        own = 0.0
+        for rings in _source_rings(name):
+            a = sorted(abs(geod.polygon_area_perimeter(r[:, 0], r[:, 1])[0]) for r in rings)
+            own += a[-1] - sum(a[:-1])
+        assert cea_area(np.array([poly]))[0] == pytest.approx(own, rel=1e-3), name
+
+
+def test_fiji_table_on_a_quarter_degree_grid_by_hand(tmp_path):
+    # Fiji lies within 170...190 east: in 0...360 longitudes its rings need no split, so
+    # the cells it touches, their covered fractions and edge distances are computed here
+    # without the antimeridian. The table once kept 110 cells (76 touch Fiji), with 41
+    # fractions off by more than 0.02 and ocean cells at -9 405 m.
+    from pyproj import Geod
+
+    fiji = shapely.union_all([shapely.Polygon(np.column_stack([r[:, 0] % 360, r[:, 1]]))
+                              for rings in _source_rings("Fiji") for r in rings])
+    lat, lon = np.arange(-22.875, -11.9, 0.25), np.arange(170.125, 190.0, 0.25)
+    path, _ = write_rectilinear(tmp_path / "g.nc", lat=lat, lon=lon, n_time=1)
+    sel = SeriesSelection(paths=[str(path)], variable="tas", time_dim=None, select={},
+                          lat=None, lon=None, time=None,
+                          region=region_from_config("Fiji").to_params())
+    with open_selection(sel) as s:
+        rows = ShardRows.for_series(s, cell_mean=np.zeros(s.shape[1:]), cells=CellsSettings
+                                    .from_params(cells_settings({"geometry": "none"})))
+        out = rows.rows(0, s.read(0, 1))
+    x, y = np.asarray(out["lon_raw"]), np.asarray(out["lat"])
+    cx, cy = (a.ravel() for a in np.meshgrid(lon, lat))
+    boxes = shapely.box(cx - 0.125, cy - 0.125, cx + 0.125, cy + 0.125)
+    touch = shapely.intersects(boxes, fiji)
+    assert touch.sum() == 76
+    assert sorted(zip(x, y, strict=True)) == sorted(zip(cx[touch], cy[touch], strict=True))
+
+    # Covered fraction: areas in the equal-area cylindrical map of the ellipsoid (x in
+    # radians of longitude, y Snyder's q), edges densified to 0.005 degrees.
+    def area(g):
+        g = shapely.segmentize(g, 0.005)
+        return shapely.area(shapely.transform(g, lambda p: np.column_stack(
+            [np.radians(p[:, 0]), authalic_q(p[:, 1])])))
+
+    cells = shapely.box(x - 0.125, y - 0.125, x + 0.125, y + 0.125)
+    want = area(shapely.intersection(cells, fiji)) / area(cells)
+    np.testing.assert_allclose(out["covered_fraction"], want, atol=1e-5)
+    seam = np.abs(x - 180.0) < 0.2
+    assert seam.sum() >= 4 and (want[seam] > 0).all()
+    # Edge distance: to the nearest point of Fiji's coast every 0.001 degree, geodesic.
+    coast = shapely.get_coordinates(shapely.segmentize(fiji.boundary, 0.001))
+    _, _, dist = Geod(ellps="WGS84").inv(
+        np.repeat(x, len(coast)), np.repeat(y, len(coast)),
+        np.tile(coast[:, 0], len(x)), np.tile(coast[:, 1], len(x)))
+    near = np.asarray(dist).reshape(len(x), len(coast)).min(axis=1)
+    sign = np.where(shapely.intersects_xy(fiji, x, y), 1.0, -1.0)
+    np.testing.assert_allclose(out["edge_distance_m"], sign * near, atol=60.0)
+
+
+def test_a_cell_near_the_pole_measures_to_the_coast_not_the_pole():
+    # Antarctica is closed along the south pole: no edge there (nor along the seam).
+    from ncreel.region.naturalearth import country_polygon
+
+    d = edge_distance(country_polygon("Antarctica"), np.array([0.0, 179.99]),
+                      np.array([-89.9, -89.0]))
+    assert (d > 400_000).all()  # the Ross Ice Shelf reaches 85.2 S; the pole is 11 km away
 
 
 @pytest.mark.parametrize("value", [3, "", None, ["a.geojson"]])
@@ -323,7 +408,7 @@ def test_polygon_written_across_the_antimeridian_is_split_and_said(tmp_path, cap
     # other way, 340 degrees round the globe. Read as the 20-degree box, with a warning.
     path = geojson(tmp_path / "pacific.geojson", [(170, 0), (-170, 0), (-170, 10), (170, 10),
                                                   (170, 0)])
-    with caplog.at_level("WARNING", logger="ncreel.regionpolygon"):
+    with caplog.at_level("WARNING", logger="ncreel.region.polygon"):
         region = read_polygon_file(path)
     assert "read as crossing the antimeridian" in caplog.text
     assert region.area == pytest.approx(200.0)
@@ -335,6 +420,15 @@ def test_polygon_written_across_the_antimeridian_is_split_and_said(tmp_path, cap
                                                                 (180, 90), (-180, 90),
                                                                 (-180, 80)]))
     assert cap.area == pytest.approx(3600.0) and "antimeridian" not in caplog.text
+
+
+def test_polygon_file_ring_round_a_pole_is_its_polar_cap(tmp_path):
+    # A ring round the south pole written unsplit (90-degree steps, one across 180) is
+    # the cap south of it, whichever way it is wound.
+    ring = [(0, -70), (90, -70), (180, -70), (-90, -70), (0, -70)]
+    for i, r in enumerate((ring, ring[::-1])):
+        cap = read_polygon_file(geojson(tmp_path / f"cap{i}.geojson", r))
+        assert cap.area == pytest.approx(360.0 * 20.0) and cap.bounds[1] == -90.0
 
 
 def test_projected_polygon_across_the_antimeridian_is_split(tmp_path):

@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 from layouts import write_rectilinear
 from ncreel.cells import ShardRows, cells_settings
+from ncreel.config.settings import CellsSettings, SeriesSelection
 from ncreel.pg.load import load_copy
-from ncreel.region import region_from_config
-from ncreel.selection import open_selection
-from ncreel.settings import CellsSettings, SeriesSelection
+from ncreel.region.selection import open_selection
+from ncreel.region.spec import region_from_config
 
 LAT = np.arange(-27.5, 30.0, 5.0)
 LON = np.arange(0.0, 360.0, 5.0)  # 0...360: the cells 177.5..182.5 are split at 180

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 from ncreel.render.calibrate import calibrate_render
-from ncreel.resources import render_mem_mb_calibrated, render_runtime_calibrated
+from ncreel.run.resources import render_mem_mb_calibrated, render_runtime_calibrated
 from render_data import spec, write_noisy_nc
 
 

@@ -6,18 +6,11 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from ncreel.config.settings import MapSettings, RenderSettings
+from ncreel.region.naturalearth import border_lines, coastline_lines
 from ncreel.render.frame import FrameRenderer, frame_difference
-from ncreel.render.maps import (
-    PlainPlateCarree,
-    border_lines,
-    coastline_lines,
-    map_features,
-    map_projection,
-    map_scale,
-    map_xy,
-)
+from ncreel.render.maps import PlainPlateCarree, map_features, map_projection, map_scale, map_xy
 from ncreel.render.segment import map_settings
-from ncreel.settings import MapSettings, RenderSettings
 
 NY, NX = 36, 72
 LAT = np.linspace(87.5, -87.5, NY)
@@ -141,7 +134,7 @@ def test_plain_platecarree_draws_cartopys_map_without_importing_it():
     assert frame_difference(plain, geo)["share_differing"] <= 0.003
     code = ("import sys, numpy as np; from ncreel.render.segment import map_settings; "
             "from ncreel.render.frame import FrameRenderer; "
-            "from ncreel.settings import MapSettings; "
+            "from ncreel.config.settings import MapSettings; "
             "p, f = map_settings(MapSettings(coastlines=None, borders=False, "
             "projection='PlateCarree', projection_params={}), lon=np.arange(-120.0, -60.0, 5.0), "
             "lat=np.arange(20.0, 60.0, 5.0)); "
@@ -161,8 +154,8 @@ def test_plain_platecarree_draws_cartopys_map_without_importing_it():
 def test_grid_with_lat_lon_by_units_gets_a_map(tmp_path, attrs):
     """Latitude/longitude found by CF units (no long_name, or a capitalised one): a map."""
     import xarray as xr
+    from ncreel.input.source import open_series
     from ncreel.render.segment import make_renderer
-    from ncreel.source import open_series
 
     lat_attrs = {"units": "degrees_north", **({"long_name": "Latitude"}
                                              if "long_name" in attrs else {})}

@@ -5,7 +5,7 @@ import subprocess
 
 import numpy as np
 import pytest
-from ncreel.errors import NcreelError
+from ncreel.core.errors import NcreelError
 from ncreel.render.frame import FrameRenderer
 from ncreel.render.movie import SegmentEncoder, concat_segments, encode_movie
 from render_data import H, W, ffprobe, fields, needs_ffprobe, renderer

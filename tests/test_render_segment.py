@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from ncreel.render.segment import png_sample, render_shard
-from ncreel.shardplan import Shard, frame_name
+from ncreel.run.shardplan import Shard, frame_name
 from render_data import decode, ffprobe, needs_ffprobe, spec, write_noisy_nc
 
 

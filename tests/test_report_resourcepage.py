@@ -36,6 +36,16 @@ def test_flags(tmp_path, declared, measured, flags):
     assert row["flags"] == flags
 
 
+def test_a_job_too_short_to_be_sampled_has_no_measured_memory(tmp_path):
+    """Snakemake's benchmark writes max_rss 0 for a job that ended before its first
+    memory sample: no headroom is computed from it (it divided by zero) and it says so."""
+    job = _job(tmp_path, "j", mem_mb=150, runtime=5, max_rss=0, wall_s=0.3)
+    [row] = collect_jobs([job])
+    assert row["max_rss_mb"] is None and row["mem_headroom"] is None
+    assert row["flags"] == "max_rss not sampled (the job ended first)"
+    assert row["wall_s"] == 0.3
+
+
 def test_run_numbers_from_job_rows():
     from ncreel.report.summary import run_numbers
 

@@ -66,6 +66,13 @@ def test_small_movie_is_embedded_as_it_is(tmp_path):
     assert shown["movie_in_page"] == "movie"
     out, _, _ = _embedded_movie(page, tmp_path)
     assert out.read_bytes() == movie.read_bytes()
+    # What the run ran with: rebuilding its environment starts from these.
+    from importlib.metadata import version
+
+    import ncreel
+    assert f"ncreel {ncreel.__version__}" in page.read_text()
+    assert f"Snakemake {version('snakemake')}" in page.read_text()
+    assert shown["software"]["packages"]["xarray"] == version("xarray")
 
 
 def test_large_movie_becomes_a_copy_that_fits_the_report(tmp_path):

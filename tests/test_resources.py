@@ -8,8 +8,10 @@ import shutil
 
 import pytest
 from conftest import ROOT
-from ncreel import resources, source, stats
-from ncreel.resources import (
+from ncreel.input import source
+from ncreel.jobs import stats
+from ncreel.run import resources
+from ncreel.run.resources import (
     SCHEDULER_JOB_OVERHEAD_MB,
     job_overhead_mb,
     said_over_cap,
@@ -52,8 +54,8 @@ RULES = sorted((ROOT / "workflow/rules").glob("*.smk"))
 
 
 def test_every_rule_takes_mem_mb_and_runtime_from_resources_py():
-    """No rule writes a number: mem_mb goes through rule_mem_mb (ncreel.resources plus the
-    per-job overhead), runtime through rule_runtime or a ncreel.resources function."""
+    """No rule writes a number: mem_mb goes through rule_mem_mb (ncreel.run.resources plus the
+    per-job overhead), runtime through rule_runtime or a ncreel.run.resources function."""
     found = {"mem_mb": 0, "runtime": 0}
     for path in RULES:
         for n, line in enumerate(path.read_text().splitlines(), 1):
@@ -64,7 +66,7 @@ def test_every_rule_takes_mem_mb_and_runtime_from_resources_py():
             found[key] = found.get(key, 0) + 1
             ok = value.startswith("rule_mem_mb(") if key == "mem_mb" else (
                 value.startswith("rule_runtime(") or re.match(r"lambda [^:]*: res\.\w+\(", value))
-            assert ok, f"{path.name}:{n}: {key} not from ncreel.resources: {line.strip()}"
+            assert ok, f"{path.name}:{n}: {key} not from ncreel.run.resources: {line.strip()}"
     assert found["mem_mb"] == found["runtime"] >= 9
 
 
@@ -94,7 +96,7 @@ def test_no_overhead_added_where_the_pbs_pro_executor_adds_it():
 
 
 def test_memory_model_uses_the_block_sizes_it_models():
-    src = (ROOT / "workflow/ncreel/resources.py").read_text()
+    src = (ROOT / "workflow/ncreel/run/resources.py").read_text()
     assert not re.search(r"1_000_000|\d\s*\*\s*2\s*\*\*\s*20", src), "copy of a block size"
     sig = inspect.signature(resources._rows_mb).parameters
     assert sig["max_block_cells"].default is source.MAX_BLOCK_CELLS

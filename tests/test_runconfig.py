@@ -1,4 +1,4 @@
-"""ncreel.runconfig: the one call common.smk makes to check the config and read the input,
+"""ncreel.jobs.runconfig: the one call common.smk makes to check the config and read the input,
 and the one that makes a run's side effects."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 import xarray as xr
 import yaml
 from conftest import ROOT
-from ncreel.errors import NcreelError
-from ncreel.runconfig import load_config, start_run
+from ncreel.core.errors import NcreelError
+from ncreel.jobs.runconfig import load_config, start_run
 from snakemake.utils import validate
 
 
@@ -147,3 +147,90 @@ def test_normalised_layout_is_checked_before_any_job(sample_nc, tmp_path, monkey
                        "1813 cells"):
         load_config(user_config(input=str(sample_nc), run="demo",
                                 cells={"layout": "normalised"}), validate=validate)
+
+
+def test_outputs_steps_levels_and_the_tables_extent(sample_nc, eofs_data, tmp_path):
+    from conftest import plev_file
+
+    rc = load_config(user_config(input=str(sample_nc), run="r", outputs=["table"],
+                                 time_range=["1990", 1999], time_every=3), validate=validate)
+    assert rc.outputs == ("table",) and rc.table_on and not rc.movie_on
+    assert rc.window == (130, 140, 3) and rc.grid["n_time"] == 4
+    assert rc.series["window"] == [130, 140, 3]
+    assert any("showing 4 of 240 steps" in n and "time_index" in n for n in rc.notes)
+    movie = load_config(user_config(input=str(sample_nc), run="r", outputs=["movie"],
+                                    cells={"model": "no_such_module:model"}),
+                        validate=validate)  # no table: its model is never imported
+    assert movie.cell_columns == [] and "window" not in movie.series
+    # the table's own extent: a country inside the movie's box
+    region = load_config(user_config(input=str(sample_nc), run="r",
+                                     region={"lon": [-125, -66], "lat": [24, 50]},
+                                     cells={"region": "Mexico"}), validate=validate)
+    assert region.series["region"]["name"] is None
+    assert region.series["table_region"]["name"] == "Mexico"
+    assert region.series["table_region"]["key"] == "cells.region"
+    assert ("covered_fraction", "double precision") in region.cell_columns
+    assert region.table_grid != region.grid
+    path = plev_file(eofs_data, tmp_path / "z.nc")
+    lev = load_config(user_config(input=str(path), variable="z", run="r",
+                                  sel={"plev": "850 hPa"}), validate=validate)
+    assert lev.series["select"] == {"plev": 1}
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"time_range": [2200, 2300]}, r"^config key 'time_range': \[2200, 2300\] holds no step"),
+    ({"time_range": ["1990-13", 1999]}, r"^config key 'time_range': '1990-13' is not a date"),
+    ({"time_every": 0}, r"^config key 'time_every' = 0 must be at least 1"),
+    ({"outputs": []}, r"^config key 'outputs'"),
+    ({"outputs": ["movie", "csv"]}, r"^config key 'outputs.1' = 'csv' is not one of"),
+    ({"cells": {"region": "Atlantis"}}, r"^config 'cells.region': no country named 'Atlantis'"),
+    ({"cells": {"region": {"lon": [0, 10], "lat": [0, 10]}}},
+     r"^config 'cells.region': lon 0..10, lat 0..10 holds no cell centre"),
+    ({"sel": {"latitude": 99}}, r"^config key 'sel.latitude': 99 is not a value"),
+])
+def test_new_settings_refuse_in_one_line(sample_nc, values, message):
+    with pytest.raises(NcreelError, match=message):
+        load_config(user_config(input=str(sample_nc), run="r", **values), validate=validate)
+
+
+def test_a_frame_too_small_for_its_maps_is_one_line_with_a_size_that_fits(sample_nc):
+    # Two panels at 160 x 96 passed the 64 x 48-per-panel check; calibrate_render then
+    # died with a traceback ("no grid cell is visible in its map area"): the colour bars'
+    # tick labels of the data's range leave the maps no room. The same renderer decides now.
+    config = user_config(input=str(sample_nc), run="tiny", panels=[{}, {}], width=160,
+                         height=96)
+    with pytest.raises(NcreelError) as err:
+        load_config(config, validate=validate)
+    msg = str(err.value)
+    assert "\n" not in msg and msg.startswith(
+        "config keys 'width', 'height': a 160 x 96 frame leaves 2 panels no room") and \
+        msg.endswith("width: 240, height: 144 fits (or fewer panels, or panel_columns)")
+    rc = load_config(user_config(input=str(sample_nc), run="tiny", panels=[{}, {}],
+                                 width=240, height=144), validate=validate)
+    # ... and that size draws with the run's own colour limits.
+    from ncreel.config.settings import RenderSettings
+    from ncreel.jobs.stats import panel_statistics
+    from ncreel.render.segment import PanelFrames
+
+    render = RenderSettings.from_params(rc.render)
+    limits = panel_statistics(render.panels, rc.grid["n_time"])
+    PanelFrames(render.panels, render, limits, [str(t) for t in range(240)]).close()
+
+
+def test_the_panel_limit_is_named(sample_nc):
+    with pytest.raises(NcreelError, match=r"^config key 'panels' has 17 entries: it takes "
+                                          r"at most 16 \(`ncreel settings panels` says"):
+        load_config(user_config(input=str(sample_nc), run="many", panels=[{}] * 17),
+                    validate=validate)
+
+
+def test_cell_polygons_on_a_grid_without_lat_lon_stop_before_any_job(tmp_path):
+    # Refused only inside the shard jobs, after statistics and calibration, before.
+    from grid_files import write_projected_no_mapping
+
+    path, _ = write_projected_no_mapping(tmp_path / "p.nc")
+    config = user_config(input=str(path), variable="v", run="xy", cells={"geometry": "text"})
+    with pytest.raises(NcreelError, match=r"^config key 'cells.geometry': the grid has no "
+                                          r"latitude/longitude .* set cells.geometry: none"):
+        load_config(config, validate=validate, main=False)  # every job's parse too
+    load_config(user_config(input=str(path), variable="v", run="xy"), validate=validate)

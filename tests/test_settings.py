@@ -1,4 +1,4 @@
-"""Typed settings (ncreel.settings): round trips through params/JSON, bad values named."""
+"""Typed settings (ncreel.config.settings): round trips through params/JSON, bad values named."""
 
 from __future__ import annotations
 
@@ -8,9 +8,7 @@ import pickle
 
 import pytest
 from ncreel.cells import cells_settings
-from ncreel.errors import NcreelError
-from ncreel.selection import open_selection
-from ncreel.settings import (
+from ncreel.config.settings import (
     Calibration,
     CellsSettings,
     EncodeSettings,
@@ -18,10 +16,12 @@ from ncreel.settings import (
     RenderSettings,
     SeriesSelection,
 )
+from ncreel.core.errors import NcreelError
+from ncreel.region.selection import open_selection
 
 SERIES = {"paths": ["a.nc", "b.nc"], "variable": "forecast/tas", "time_dim": None,
           "select": {"level": 0}, "lat": None, "lon": "nav_lon", "time": None,
-          "steps": [[[0, 3]], [[1, 4]]]}
+          "steps": [[0, 0, 3], [1, 1, 4]]}
 MAP = {"coastlines": None, "borders": True, "projection": "Robinson",
        "projection_params": {"central_longitude": 180}}
 RENDER = {"width": 160, "height": 96, "dpi": 100, "cmap": "viridis", "map": MAP}

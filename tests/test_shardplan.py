@@ -1,5 +1,5 @@
 import pytest
-from ncreel.shardplan import frame_name, plan_shards
+from ncreel.run.shardplan import frame_name, plan_shards
 
 
 @pytest.mark.parametrize("n_time, per", [(240, 60), (240, 100), (1, 1), (7, 3), (5, 50), (1001, 7)])
@@ -33,7 +33,7 @@ def test_plan_cache_reads_calibration_once_per_version(tmp_path):
     import json
     import os
 
-    from ncreel.shardplan import ShardPlanCache, plan_shards
+    from ncreel.run.shardplan import ShardPlanCache, plan_shards
 
     path = tmp_path / "calibration.json"
     base = {"width": 10, "height": 10, "dpi": 10.0, "preset": "ultrafast", "crf": 23,

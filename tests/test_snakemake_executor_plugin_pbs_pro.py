@@ -80,7 +80,7 @@ def test_array_qsub_line():
                                    account="UABC0001", log_dir="logs/pbs", array_size=4,
                                    log_tag="abc")
     assert cmd == ["qsub", "-N", "nc_process_shard", "-j", "oe", "-o",
-                   "logs/pbs/nc_process_shard.abc.^array_index^.log", "-V", "-l",
+                   "logs/pbs/nc_process_shard.abc.^array_index^.log", "-l",
                    "select=1:ncpus=2:mem=1500MB,walltime=00:12:00", "-J", "0-3",
                    "-A", "UABC0001", "-q", "casper@casper-pbs", "/w/a.sh"]
     with pytest.raises(ValueError, match="at least 2"):
@@ -107,14 +107,50 @@ def test_mem_request_is_declared_mem_plus_the_jobs_own_snakemake():
     node = submit_string.build_qsub(props(), "/w/a.sh", queue=None, account=None, log_dir="l",
                           node_cores=128, node_mem_gb=235, job_overhead_mb=200)
     assert node[node.index("-l") + 1].startswith("select=1:ncpus=128:mem=235GB,")
-    assert "-v" not in submit_string.build_qsub(props(), "/w/a.sh", queue=None, account=None,
-                                      log_dir="l", job_overhead_mb=0)
+    # 0 too: the job learns which executor submitted it (it resubmits only what it should,
+    # so a memory-killed attempt that saw SIGTERM is retried, not taken for a qdel).
+    zero = submit_string.build_qsub(props(), "/w/a.sh", queue=None, account=None,
+                                    log_dir="l", job_overhead_mb=0)
+    assert zero[zero.index("-v") + 1] == "SNAKEMAKE_PBS_PRO_JOB_OVERHEAD_MB=0"
+
+
+def test_jobs_get_the_variables_they_need_by_name_never_all(tmp_path):
+    """No ``-V`` (it put every token and cloud key of the user's shell in the job's
+    Variable_List, which ``qstat -f`` shows to every user): ``-v`` with the names of what a
+    job needs, those the setting and ``--envvars`` add, never PGPASSWORD; a value ``qsub -v``
+    cannot carry (a quote, a backslash) is left out and named."""
+    environ = {"PATH": "/venv/bin:/usr/bin", "LANG": "en_US.UTF-8", "LC_TIME": "C",
+               "VIRTUAL_ENV": "/venv", "SNAKEMAKE_PROFILE": "casper", "HOME": "/home/ada",
+               "MY_API_TOKEN": "tok", "AWS_SECRET_ACCESS_KEY": "k", "PGPASSWORD": "pw",
+               "PGHOST": "db", "NCREEL_X": "1", "ODD": "a'b", "TMPDIR": "/tmp/login"}
+    names, unsafe = submit_string.job_env_names(["NCREEL_*", "PGHOST", "ODD", "PGPASSWORD"],
+                                                environ)
+    assert names == ["LANG", "LC_TIME", "NCREEL_X", "PATH", "PGHOST", "SNAKEMAKE_PROFILE",
+                     "VIRTUAL_ENV"]
+    assert unsafe == ["ODD"]
+    cmd = submit_string.build_qsub(props(), "/w/a.sh", queue=None, account=None,
+                                   log_dir="l", job_overhead_mb=200, env=names)
+    assert "-V" not in cmd
+    assert cmd[cmd.index("-v") + 1] == ",".join(
+        [*names, "SNAKEMAKE_PBS_PRO_JOB_OVERHEAD_MB=200"])
+    # The executor: the setting and Snakemake's --envvars, the unsafe one said once.
+    from snakemake_executor_plugin_pbs_pro.executor import ExecutorSettings
+    from snakemake_executor_plugin_pbs_pro.run import PbsRun
+
+    said = []
+    settings = ExecutorSettings(queue="q", no_account=True, env="NCREEL_*, ODD")
+    run = PbsRun(settings, runner=None, state_dir=tmp_path, environ=environ,
+                 log=said.append, check_commands=False, envvars=["MY_API_TOKEN"])
+    assert run.qsub_kw()["env"] == ["LANG", "LC_TIME", "MY_API_TOKEN", "NCREEL_X", "PATH",
+                                    "SNAKEMAKE_PROFILE", "VIRTUAL_ENV"]
+    assert said == ["pbs-pro: not passed to PBS jobs: ODD (a quote or a backslash in the "
+                    "value, which qsub -v cannot carry)"]
 
 
 def test_job_overhead_setting_and_the_workflows_side_agree():
     """The executor's setting defaults to the measured overhead, and ncreel's resources
     module recognises the variable the executor sets in each job (so it adds nothing)."""
-    from ncreel import resources
+    from ncreel.run import resources
     from snakemake_executor_plugin_pbs_pro import ExecutorSettings
 
     assert ExecutorSettings().job_overhead_mb == submit_string.DEFAULT_JOB_OVERHEAD_MB

@@ -1,14 +1,15 @@
-"""Reading series (ncreel.source) from real NetCDF files: slices, selections, files in time
+"""Reading series (ncreel.input.source) from real NetCDF files: slices, selections, files in time
 order, overlapping times, bad input."""
 
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 import xarray as xr
-from ncreel.errors import NcreelError
-from ncreel.selection import open_selection
-from ncreel.source import open_series
+from ncreel.core.errors import NcreelError
+from ncreel.input.source import open_series
+from ncreel.region.selection import open_selection
 
 
 def test_sample_header(sample_nc):
@@ -105,7 +106,9 @@ def test_truncated_netcdf4_says_what_to_do(tmp_path, sample_nc):
 
 
 def test_directory_input_says_directory(tmp_path):
-    with pytest.raises(NcreelError, match=r"is a directory: name its files"):
+    with pytest.raises(NcreelError, match=r"is a directory, neither a NetCDF file nor a Zarr "
+                                          r"store \(no zarr.json, .zgroup or .zarray in it\): "
+                                          r"name its files"):
         open_series(str(tmp_path), "v")
 
 
@@ -136,7 +139,8 @@ def test_glob_of_files_split_along_time(tmp_path, sample_nc):
 
 # Files whose times overlap ----------------------------------------------------------------
 
-def _days_file(path, days, *, change=None):
+def _days_file(path, days, *, change=None, calendar="noleap",
+               units="days since 2000-01-01"):
     """``tas(time, lat, lon)`` on the given days since 2000-01-01; value 100*day + cell."""
     days = np.asarray(days, dtype=np.float64)
     values = (100.0 * days[:, None, None] + np.arange(6.0).reshape(1, 2, 3)).astype(np.float32)
@@ -144,8 +148,7 @@ def _days_file(path, days, *, change=None):
         values[np.isin(days, change)] += 0.5  # a re-run that differs on these days
     values[:, 0, 0] = np.nan  # a masked cell: NaN equals NaN when comparing repeats
     xr.Dataset({"tas": (("time", "lat", "lon"), values, {"units": "K"})},
-               coords={"time": ("time", days, {"units": "days since 2000-01-01",
-                                               "calendar": "noleap"}),
+               coords={"time": ("time", days, {"units": units, "calendar": calendar}),
                        "lat": ("lat", [0.0, 1.0], {"units": "degrees_north"}),
                        "lon": ("lon", [0.0, 1.0, 2.0], {"units": "degrees_east"})}
                ).to_netcdf(path, encoding={"tas": {"_FillValue": -1e30}})
@@ -160,7 +163,7 @@ def _truth(days):
 
 
 def test_overlapping_files_with_equal_data_keep_each_time_once(tmp_path):
-    from ncreel.settings import SeriesSelection
+    from ncreel.config.settings import SeriesSelection
 
     a = _days_file(tmp_path / "run_a.nc", range(0, 6))
     b = _days_file(tmp_path / "run_b.nc", range(3, 9))   # a restart: days 3-5 again
@@ -174,7 +177,7 @@ def test_overlapping_files_with_equal_data_keep_each_time_once(tmp_path):
         spec = s.spec()
     assert t.labels == [f"2000-01-0{d + 1}T00:00:00" for d in range(9)]
     np.testing.assert_array_equal(t.values, np.arange(9.0))
-    assert spec["steps"] == [[[0, 6]], [[3, 6]]]
+    assert spec["steps"] == [[0, 0, 6], [1, 3, 6]]
     # Every job reopens the same steps from the spec, without comparing data again.
     with open_selection(SeriesSelection.from_params(spec)) as again:
         assert again.counts == (6, 3) and again.note == ""
@@ -203,15 +206,16 @@ def test_a_file_repeated_whole_adds_nothing(tmp_path):
 
 
 def test_repeats_inside_a_later_file_read_around_the_gap(tmp_path):
-    # The later file's kept steps are two runs (days 1-4 and 6); reads cross the gap.
+    # The later file's kept steps are two runs (days 1-4 and 6), and its times fall
+    # between the earlier file's: read in time order, crossing from file to file.
     a = _days_file(tmp_path / "a.nc", [0, 5])
     b = _days_file(tmp_path / "b.nc", range(1, 7))
     with open_series([a, b], "tas") as s:
-        assert s.steps == (((0, 2),), ((0, 4), (5, 6)))
+        assert s.steps == ((0, 0, 1), (1, 0, 4), (0, 1, 2), (1, 5, 6))
         assert f"times of '{b}' (2000-01-02T00:00:00 .. 2000-01-07T00:00:00) fall inside " \
-            "those of" in s.note
-        np.testing.assert_array_equal(s.read(0, 7), _truth([0, 5, 1, 2, 3, 4, 6]))
-        np.testing.assert_array_equal(s.read(4, 7), _truth([3, 4, 6]))
+            "those of" in s.note and s.note.endswith("steps read in time order")
+        np.testing.assert_array_equal(s.read(0, 7), _truth([0, 1, 2, 3, 4, 5, 6]))
+        np.testing.assert_array_equal(s.read(4, 7), _truth([4, 5, 6]))
 
 
 def test_a_time_repeated_inside_one_file(tmp_path):
@@ -221,7 +225,7 @@ def test_a_time_repeated_inside_one_file(tmp_path):
     days = [0, 1, 2, 3, 2, 3, 4, 5]
     path = _days_file(tmp_path / "cat.nc", days)
     with open_series(path, "tas") as s:
-        assert s.steps == (((0, 4), (6, 8)),)
+        assert s.steps == ((0, 0, 4), (0, 6, 8))
         assert f"'{path}' repeats 2 times 2000-01-03T00:00:00 .. 2000-01-04T00:00:00 of " \
             "itself with equal values of 'tas': kept once, from itself" in s.note
         np.testing.assert_array_equal(s.read(0, 6), _truth(range(6)))
@@ -233,11 +237,97 @@ def test_a_time_repeated_inside_one_file(tmp_path):
         open_series(bad, "tas")
 
 
+# Times out of order ---------------------------------------------------------------------
+
+def _reopened(s):
+    from ncreel.config.settings import SeriesSelection
+
+    return open_selection(SeriesSelection.from_params(s.spec()))
+
+
+@pytest.mark.parametrize("days", [[0, 2, 1, 3], [5, 4, 3, 2, 1, 0], [3, 0, 1, 2]])
+def test_times_out_of_order_in_a_file_are_read_in_time_order(tmp_path, days):
+    # Used as they came once: time_index 1 was 3 January, and nothing said so.
+    path = _days_file(tmp_path / "m.nc", days)
+    with open_series(path, "tas") as s:
+        assert s.time_note.startswith(f"'{path}' holds its times out of order (") and \
+            s.time_note.endswith("steps read in time order") and s.time_note in s.note
+        want = sorted(days)
+        np.testing.assert_array_equal(s.read(0, s.n_time), _truth(want))
+        np.testing.assert_array_equal(s.read(1, 3), _truth(want[1:3]))
+        labels = s.time_axis().labels
+        assert labels == [f"2000-01-0{d + 1}T00:00:00" for d in want]
+        np.testing.assert_array_equal(s.time_axis().values, want)
+        with _reopened(s) as again:  # every job reads the same order, without a note
+            np.testing.assert_array_equal(again.read(0, s.n_time), _truth(want))
+            assert again.time_axis().labels == labels and again.note == ""
+
+
+def test_files_whose_times_interleave_are_read_in_time_order(tmp_path):
+    a = _days_file(tmp_path / "a.nc", [0, 2, 4])
+    b = _days_file(tmp_path / "b.nc", [1, 3, 5, 6])
+    with open_series(str(tmp_path / "*.nc"), "tas") as s:
+        assert s.steps == ((0, 0, 1), (1, 0, 1), (0, 1, 2), (1, 1, 2), (0, 2, 3), (1, 2, 4))
+        assert s.time_note == (f"times of '{b}' (2000-01-02T00:00:00 .. 2000-01-07T00:00:00) "
+                               f"fall inside those of '{a}' (2000-01-01T00:00:00 .. "
+                               "2000-01-05T00:00:00): steps read in time order")
+        np.testing.assert_array_equal(s.read(0, 7), _truth(range(7)))
+        np.testing.assert_array_equal(s.read(2, 5), _truth(range(2, 5)))
+        assert s.time_axis().labels == [f"2000-01-0{d + 1}T00:00:00" for d in range(7)]
+    # Files one after the other: as they are, no note.
+    c = _days_file(tmp_path / "c.nc", [7, 8])
+    with open_series([c, b], "tas") as s:
+        assert s.steps is None and s.time_note == "" and s.counts == (4, 2)
+
+
+def test_undecoded_times_out_of_order_are_ordered_by_their_numbers(tmp_path):
+    path = _days_file(tmp_path / "m.nc", [10, 30, 20], units="model days")
+    with open_series(path, "tas") as s:
+        assert "first 20 after 30" in s.time_note
+        np.testing.assert_array_equal(s.time_axis().values, [10, 20, 30])
+        np.testing.assert_array_equal(s.read(0, 3), _truth([10, 20, 30]))
+
+
+@pytest.mark.parametrize("case, message", [
+    ("missing", "times out of order (2000-01-02T00:00:00 after 2000-01-03T00:00:00) beside 1 "
+                "step(s) without a time: where those go cannot be decided"),
+    ("calendars", "times of different calendars or units cannot be put in one order"),
+    ("units", "(calendar noleap) and"),
+    ("timeless", "has no time ncreel can decode (2 of 2 'time' values are missing (fill "
+                 "values); those steps have no time), so its place among the 2 input files "
+                 "cannot be decided"),
+])
+def test_an_order_that_cannot_be_decided_is_one_line(tmp_path, case, message):
+    if case == "missing":
+        paths = [_days_file(tmp_path / "m.nc", [0, 2, np.nan, 1])]
+    elif case == "calendars":
+        paths = [_days_file(tmp_path / "a.nc", [0, 1]),
+                 _days_file(tmp_path / "b.nc", [2, 3], calendar="360_day")]
+    elif case == "units":
+        paths = [_days_file(tmp_path / "a.nc", [0, 1]),
+                 _days_file(tmp_path / "b.nc", [2, 3], units="model days")]
+    else:
+        paths = [_days_file(tmp_path / "a.nc", [0, 1]),
+                 _days_file(tmp_path / "b.nc", [np.nan, np.nan])]
+    with pytest.raises(NcreelError, match=re.escape(message)) as err:
+        open_series(paths, "tas")
+    assert "\n" not in str(err.value) and paths[-1] in str(err.value)
+    # Calendar names cftime takes for one another are one calendar.
+    same = [_days_file(tmp_path / "g.nc", [0, 1], calendar="gregorian"),
+            _days_file(tmp_path / "s.nc", [2, 3], calendar="standard")]
+    with open_series(same, "tas") as s:
+        assert s.n_time == 4 and s.time_note == ""
+    # Steps without a time among steps in order stay where they are.
+    path = _days_file(tmp_path / "gap.nc", [0, np.nan, 2])
+    with open_series(path, "tas") as s:
+        assert s.steps is None and s.time_note == ""
+
+
 def test_input_paths_say_the_real_reason(tmp_path):
     import os
 
-    from ncreel.errors import NcreelError
-    from ncreel.source import resolve_paths
+    from ncreel.core.errors import NcreelError
+    from ncreel.input.source import resolve_paths
 
     fifo = tmp_path / "pipe.nc"
     os.mkfifo(fifo)
@@ -268,14 +358,43 @@ def test_input_paths_say_the_real_reason(tmp_path):
 
 def test_unreadable_input_says_permission_denied(tmp_path):
     import os
+    import tempfile
 
-    from ncreel.errors import NcreelError
-    from ncreel.source import resolve_paths
+    from ncreel.core.errors import NcreelError
+    from ncreel.input.source import resolve_paths
 
-    if os.geteuid() == 0:
-        pytest.skip("root reads every file")
-    f = tmp_path / "secret.nc"
-    f.write_bytes(b"CDF")
-    f.chmod(0)
-    with pytest.raises(NcreelError, match=r"cannot be read \(permission denied\)"):
-        resolve_paths(str(f))
+    if os.geteuid() != 0:
+        f = tmp_path / "secret.nc"
+        f.write_bytes(b"CDF")
+        f.chmod(0)
+        with pytest.raises(NcreelError, match=r"cannot be read \(permission denied\)"):
+            resolve_paths(str(f))
+        return
+    # Root reads every file: the same check in a forked child that has become user
+    # nobody (real and effective ids: os.access asks for the real one), on a file in a
+    # directory nobody can enter (pytest's own temp dirs are root's alone).
+    with tempfile.TemporaryDirectory(dir="/tmp") as d:
+        os.chmod(d, 0o755)
+        f = Path(d) / "secret.nc"
+        f.write_bytes(b"CDF")
+        f.chmod(0)
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns into pytest
+            try:
+                os.setgroups([])
+                os.setgid(65534)
+                os.setuid(65534)
+                try:
+                    resolve_paths(str(f))
+                    said = "no error"
+                except NcreelError as err:
+                    said = str(err)
+                os.write(write, said.encode())
+            finally:
+                os._exit(0)
+        os.close(write)
+        with os.fdopen(read) as fh:
+            said = fh.read()
+        os.waitpid(pid, 0)
+    assert "cannot be read (permission denied)" in said, said

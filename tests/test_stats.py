@@ -9,8 +9,8 @@ import json
 import numpy as np
 import pytest
 import xarray as xr
-from ncreel.source import open_series
-from ncreel.stats import N_BINS, series_statistics, write_statistics
+from ncreel.input.source import open_series
+from ncreel.jobs.stats import N_BINS, series_statistics, write_statistics
 
 LAT = ("lat", [10.0, 20.0, 30.0], {"units": "degrees_north"})
 LON = ("lon", [0.0, 40.0, 80.0, 120.0], {"units": "degrees_east"})
@@ -155,3 +155,24 @@ def test_all_missing_field(tmp_path):
         assert (stats["vmin"], stats["vmax"], stats["n_finite"]) == (0.0, 1.0, 0)
         stats = write_statistics(s, tmp_path / "stats.json", tmp_path / "mean.npy", vmax=5.0)
     assert (stats["vmin"], stats["vmax"]) == (4.75, 5.0)
+
+
+def test_statistics_compute_only_what_the_outputs_need(tmp_path):
+    """outputs [table]: no colour limits (no second pass) but cell means; [movie]: the
+    limits and no cell_mean.npy; stats.json records the outputs."""
+    rng = np.random.default_rng(3)
+    path = write(tmp_path / "t.nc", rng.normal(280, 5, (6, 3, 4)).astype("f4"))
+    finite, (p2, p98) = numpy_truth(path)
+    with open_series(path, "tas") as s:
+        table = write_statistics(s, tmp_path / "a.json", tmp_path / "a.npy",
+                                 outputs=("table",))
+        movie = write_statistics(s, tmp_path / "b.json", None, outputs=("movie",))
+    assert table["vmin"] is None and table["vmax"] is None and table["binning"] is None
+    assert table["outputs"] == ["table"] and (tmp_path / "a.npy").exists()
+    with xr.open_dataset(path) as ds:
+        np.testing.assert_allclose(np.load(tmp_path / "a.npy"), ds["tas"].mean("time"),
+                                   rtol=1e-6)
+    assert json.loads((tmp_path / "a.json").read_text())["vmin"] is None
+    assert movie["outputs"] == ["movie"] and not (tmp_path / "b.npy").exists()
+    assert movie["vmin"] == pytest.approx(p2, rel=1e-6)
+    assert movie["vmax"] == pytest.approx(p98, rel=1e-6)

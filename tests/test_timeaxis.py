@@ -1,13 +1,13 @@
-"""Time axis detection and decoding (ncreel.timeaxis), through real files and directly."""
+"""Time axis detection and decoding (ncreel.input.timeaxis), through real files and directly."""
 
 
 import numpy as np
 import pytest
 import xarray as xr
-from conftest import derive_nc
-from ncreel.errors import NcreelError
-from ncreel.source import open_series
-from ncreel.timeaxis import detect_time_dim
+from conftest import derive_nc, needs_programs
+from ncreel.core.errors import NcreelError
+from ncreel.input.source import open_series
+from ncreel.input.timeaxis import detect_time_dim
 
 
 def test_renamed_time_dim_with_months_since(tmp_path, sample_nc):
@@ -58,7 +58,7 @@ def test_no_time_dimension(tmp_path):
 
 
 def test_postgres_type_of_an_axis_without_labels():
-    from ncreel.timeaxis import TimeAxis
+    from ncreel.input.timeaxis import TimeAxis
 
     def axis(labels, calendar="standard"):
         return TimeAxis(np.zeros(len(labels)), labels, calendar, "days since 2000-01-01", True)
@@ -246,7 +246,7 @@ ISO_CASES = [  # text, calendar, (year, month, day, hour, minute, second) or Non
 @pytest.mark.parametrize("text, calendar, want", ISO_CASES)
 def test_iso_dates_of_files_and_config_follow_one_rule(text, calendar, want):
     from ncreel.cells.soil import parse_date
-    from ncreel.timeaxis import parse_iso_date
+    from ncreel.input.timeaxis import parse_iso_date
 
     got = parse_iso_date(text, calendar)
     if want is None:
@@ -280,3 +280,74 @@ def test_time_strings_in_a_file_decode_by_the_same_rule(tmp_path):
     assert t.labels[:3] == ["2001-01-01T00:00:00", "2001-01-02T00:00:00",
                             "2001-01-03T00:00:00"]
     assert t.labels[3] is None and "1 of 4 'Times' strings are not ISO 8601 dates" in t.note
+
+
+@needs_programs("cdo")
+def test_cdo_absolute_time_axis_of_icon_output_decodes_to_its_dates(tmp_path):
+    # ICON output on its triangles, its time axis rewritten by CDO itself (`cdo -a`: the
+    # form ICON writes, `day as %Y%m%d.%f`, 6-hourly): the dates, hours included, are those
+    # xarray decodes from the original relative axis, and the values are the file's.
+    import subprocess
+
+    from meshes import icon_triangles, write_icon
+
+    lon, lat, lon_b, lat_b = icon_triangles(120)
+    write_icon(tmp_path / "rel.nc", lon, lat, lon_b, lat_b, nt=6)
+    subprocess.run(["cdo", "-s", "-a", "copy", str(tmp_path / "rel.nc"),
+                    str(tmp_path / "abs.nc")], check=True, capture_output=True)
+    with xr.open_dataset(tmp_path / "abs.nc", decode_times=False) as ds:
+        assert ds["time"].attrs["units"] == "day as %Y%m%d.%f"
+        assert ds["time"].values[1] == 19790101.25
+        want_values = ds["tas"].values
+    with xr.open_dataset(tmp_path / "rel.nc",
+                         decode_times=xr.coders.CFDatetimeCoder(use_cftime=True)) as ds:
+        want = [d.isoformat() for d in ds["time"].values]
+    with open_series(str(tmp_path / "abs.nc"), "tas") as s:
+        t = s.time_axis()
+        got = s.read(0, s.n_time)
+    assert t.decoded and t.note == "" and t.calendar == "proleptic_gregorian"
+    assert t.labels == want and t.labels[1] == "1979-01-01T06:00:00"
+    assert t.postgres_type == "timestamp without time zone"
+    np.testing.assert_array_equal(got[:, 0, :], want_values)
+    from ncreel.render.timelabels import series_labels
+
+    with open_series(str(tmp_path / "abs.nc"), "tas") as s:
+        assert series_labels(s)[:2] == ["1979-01-01 00:00", "1979-01-01 06:00"]
+
+
+@pytest.mark.parametrize("units, calendar, values, want", [
+    ("day as %Y%m%d.%f", "proleptic_gregorian", [20981118.5, 20981119.0416666667],
+     ["2098-11-18T12:00:00", "2098-11-19T01:00:00"]),
+    ("month as %Y%m.%f", "360_day", [209802.0, 209802.5],  # half of a 30-day February
+     ["2098-02-01T00:00:00", "2098-02-16T00:00:00"]),
+    ("month as %Y%m.%f", "noleap", [209802.5], ["2098-02-15T00:00:00"]),
+    ("year as %Y.%f", "360_day", [2000.0, 2000.5], ["2000-01-01T00:00:00",
+                                                    "2000-07-01T00:00:00"]),
+    ("day as %Y%m%d.%f", "noleap", [20000229.0, 20000301.0], [None, "2000-03-01T00:00:00"]),
+])
+def test_absolute_time_axes_keep_the_fraction_in_the_calendar(tmp_path, units, calendar,
+                                                                values, want):
+    path = tmp_path / "abs.nc"
+    xr.Dataset({"v": (("time", "y", "x"), np.arange(len(values) * 6.0).reshape(-1, 2, 3))},
+               coords={"time": ("time", values, {"units": units, "calendar": calendar,
+                                                 "standard_name": "time"})}).to_netcdf(path)
+    with open_series(str(path), "v") as s:
+        t = s.time_axis()
+    assert t.labels == want
+    assert t.decoded
+    if None in want:
+        assert t.note == (f"{path}: 1 of 2 'time' values are not dates of the {calendar} "
+                          f"calendar in units '{units}'")
+    else:
+        assert t.note == ""
+
+
+def test_absolute_time_axis_is_time_evidence_without_a_time_name(tmp_path):
+    path = tmp_path / "abs.nc"
+    xr.Dataset({"v": (("step", "lev", "y", "x"), np.zeros((2, 3, 2, 2)))},
+               coords={"step": ("step", [20000101.0, 20000102.0],
+                                {"units": "day as %Y%m%d.%f"}),
+                       "lev": ("lev", [1.0, 2.0, 3.0])}).to_netcdf(path)
+    with open_series(str(path), "v", select={"lev": 0}) as s:
+        assert s.time_dim == "step"
+        assert s.time_axis().labels == ["2000-01-01T00:00:00", "2000-01-02T00:00:00"]

@@ -19,14 +19,14 @@ import xarray as xr
 import yaml
 from conftest import ROOT
 from layouts import LAT_ATTRS, LON_ATTRS, time_coord
-from ncreel.errors import NcreelError
+from ncreel.core.errors import NcreelError
+from ncreel.jobs.runconfig import load_config
 from ncreel.render.timelabels import (
     check_time_format,
     frame_labels,
     strftime_date,
     time_format_note,
 )
-from ncreel.runconfig import load_config
 from snakemake.utils import validate
 
 matplotlib.use("Agg")
@@ -175,15 +175,15 @@ def test_bad_format_stops_load_config_with_one_line(sample_nc):
 def _shard_frame(tmp_path, rc, name):
     """Render the run's steps 0..2 as a shard job does; return frame 1's pixels."""
     from ncreel.cells import cells_settings
-    from ncreel.identity import input_identities
-    from ncreel.process_shard import run_shard
-    from ncreel.settings import (
+    from ncreel.config.settings import (
         CellsSettings,
         EncodeSettings,
         RenderSettings,
         SeriesSelection,
     )
-    from ncreel.shardplan import Shard
+    from ncreel.input.identity import input_identities
+    from ncreel.jobs.shard import run_shard
+    from ncreel.run.shardplan import Shard
     from PIL import Image
 
     out = tmp_path / name
@@ -204,9 +204,9 @@ def _shard_frame(tmp_path, rc, name):
 
 
 def test_the_format_reaches_the_frames_a_shard_job_draws(sample_nc, tmp_path):
+    from ncreel.config.settings import RenderSettings, SeriesSelection
+    from ncreel.region.selection import open_selection
     from ncreel.render.segment import make_renderer
-    from ncreel.selection import open_selection
-    from ncreel.settings import RenderSettings, SeriesSelection
 
     small = {"width": 480, "height": 270, "input": str(sample_nc)}
     auto = load_config(user_config(**small), validate=validate)
@@ -246,10 +246,10 @@ def _write(path, *, start, n):
 
 
 def test_panels_match_by_date_whatever_the_format_shows(tmp_path):
+    from ncreel.config.settings import RenderSettings, SeriesSelection
+    from ncreel.jobs.stats import panel_statistics
+    from ncreel.region.selection import open_selection
     from ncreel.render.segment import PanelFrames, time_labels
-    from ncreel.selection import open_selection
-    from ncreel.settings import RenderSettings, SeriesSelection
-    from ncreel.stats import panel_statistics
 
     main = _write(tmp_path / "main.nc", start=3, n=4)  # 2000-01-04 .. 01-07
     other = _write(tmp_path / "other.nc", start=0, n=10)  # 2000-01-01 .. 01-10

@@ -10,6 +10,7 @@ import cftime
 import numpy as np
 import pytest
 import xarray as xr
+from ncreel.input.source import open_series
 from ncreel.render.segment import time_labels
 from ncreel.render.timelabels import (
     date_resolution,
@@ -18,7 +19,6 @@ from ncreel.render.timelabels import (
     parse_label,
     step_seconds,
 )
-from ncreel.source import open_series
 
 SAMPLE = Path(__import__("iris_sample_data").__file__).parent / "sample_data"
 

@@ -33,9 +33,9 @@ import numpy as np
 import xarray as xr
 import ncreel, ncreel.cells
 from ncreel.cells import ETR_DEFAULTS, ShardRows, cells_settings
-from ncreel.configcheck import schema_path
-from ncreel.settings import CellsSettings
-from ncreel.source import open_series
+from ncreel.config.configcheck import schema_path
+from ncreel.config.settings import CellsSettings
+from ncreel.input.source import open_series
 
 assert ncreel.__file__.startswith(sys.argv[1]), ncreel.__file__
 print("schema", schema_path())

@@ -24,8 +24,8 @@ from layouts import (
     write_string_times,
     write_wrf,
 )
+from ncreel.input.source import open_series
 from ncreel.sample import sample_path
-from ncreel.source import open_series
 from workflow_run import make_workdir, probe, psql_load, snakemake
 
 pytestmark = pytest.mark.integration

@@ -78,7 +78,7 @@ def _wait_for_start(work, proc, timeout=600):
 
 
 def _summary(work):
-    from ncreel.jobrecord import read_attempts
+    from ncreel.run.jobrecord import read_attempts
 
     return [(a["attempt"], a["status"], a.get("reason"), a.get("signal"))
             for a in read_attempts(work / ATTEMPTS)]

@@ -77,7 +77,7 @@ def test_statistics_memory_covers_the_largest_panel_grid(tmp_path):
         proc = snakemake(work, "--configfile", f"{name}.json", "-n")
         mem[name] = _statistics_mem_mb(proc.stdout)
     # The statistics job holds per-cell sums of the largest grid: the big panel's.
-    from ncreel.resources import statistics_mem_mb
+    from ncreel.run.resources import statistics_mem_mb
 
     assert mem["one"] == statistics_mem_mb(ny=4, nx=5)
     assert mem["big"] == statistics_mem_mb(ny=1000, nx=1000) > mem["one"], mem

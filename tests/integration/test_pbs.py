@@ -740,7 +740,7 @@ def test_a_job_deleted_after_its_script_ended_is_recorded_as_attempt_2(pbs, tmp_
     attempt 1 ``failed`` (``after_script``) then attempt 2 ``ok`` -- it used to say
     ``attempt 1`` twice -- and ``ncreel status`` counts 2 attempts."""
     from ncreel.cluster.runstatus import shard_status
-    from ncreel.jobrecord import read_attempts
+    from ncreel.run.jobrecord import read_attempts
 
     work = workdir(tmp_path_factory, sample_nc, "pbs_attempts")
     record = work / "logs/demo/process_shard/00000.log.attempts.jsonl"
@@ -784,20 +784,30 @@ def test_a_shard_deleted_with_qdel_is_not_resubmitted(pbs, tmp_path_factory, sam
     line without ``qsub``, and the run ends non-zero. The shard was submitted exactly once;
     PBS ended it in substate 91 (terminated); its attempts record holds attempt 1 only.
 
-    The user's ``PGPASSWORD`` is in no job's ``Variable_List``, which ``qstat -f`` shows
-    to every user (``query_other_jobs``), and in no file of the run."""
-    from ncreel.jobrecord import read_attempts
+    The job's ``Variable_List``, which ``qstat -f`` shows to every user
+    (``query_other_jobs``), holds what the job needs (PATH, the run's virtualenv) and none
+    of the secrets in the user's shell -- an API token, AWS keys, ``PGPASSWORD`` (``qsub
+    -V`` put them all there) -- read as user ``nobody``; ``PGPASSWORD`` is in no file of
+    the run."""
+    from ncreel.run.jobrecord import read_attempts
 
     work = workdir(tmp_path_factory, sample_nc, "pbs_qdel")
     record = work / "logs/demo/process_shard/00000.log.attempts.jsonl"
     out = work / "snakemake.out"
     password = "pw-only-for-this-test"
-    with shard_started(work, record, out, PGPASSWORD=password) as (proc, start):
+    secrets = {"PGPASSWORD": password, "MY_API_TOKEN": "tok-only-for-this-test",
+               "AWS_ACCESS_KEY_ID": "AKIAONLYFORTHISTEST", "GITHUB_TOKEN": "ghp_onlyforthis",
+               "AWS_SECRET_ACCESS_KEY": "aws-secret-only-for-this-test"}
+    with shard_started(work, record, out, **secrets) as (proc, start):
         jobid = start["jobid"]
         shown = subprocess.run(["runuser", "-u", "nobody", "--", QSTAT, "-f", jobid],
                                capture_output=True, text=True, timeout=60).stdout
-        assert "Variable_List" in shown and password not in shown.replace("\n\t", "")
-        assert "PGPASSWORD" not in shown.replace("\n\t", ""), shown
+        shown = shown.replace("\n\t", "")  # qstat folds long lines
+        variables = re.search(r"Variable_List = (.*)", shown).group(1)
+        path = re.search(r"(?:^|,)PATH=([^,]*)", variables).group(1)
+        assert str(Path(sys.executable).parent) in path.split(":"), variables
+        for name, value in secrets.items():
+            assert name not in shown and value not in shown, name
         subprocess.run([QDEL, jobid], check=True, env=pbs_env(), timeout=60)
         assert proc.wait(timeout=400) != 0, out.read_text()[-3000:]
     log = out.read_text()

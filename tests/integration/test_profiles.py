@@ -98,8 +98,8 @@ def test_shard_memory_scales_with_attempt(repo, tmp_path):
     assert mem1 > 0
     # Snakemake evaluates the rule's mem_mb with `attempt`; the profiles retry twice.
     sys.path.insert(0, str(ROOT / "workflow"))
-    from ncreel import resources as res
-    from ncreel.settings import Calibration
+    from ncreel.config.settings import Calibration
+    from ncreel.run import resources as res
 
     calibration = Calibration.from_json(repo / "results/demo/calibration.json")
     kw = {"ny": 37, "nx": 49, "n_frames": 60}

@@ -99,7 +99,7 @@ def test_polygon_region_on_a_mesh_run_keeps_the_intersecting_faces(tmp_path):
     import shapely
     from meshes import voronoi_mesh, write_mpas
     from ncreel.cells.geometry import MeshGeometry
-    from ncreel.source import open_series
+    from ncreel.input.source import open_series
 
     path = tmp_path / "mpas.nc"
     write_mpas(path, voronoi_mesh(200), nt=2, levels=2)

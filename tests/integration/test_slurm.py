@@ -139,15 +139,39 @@ def now() -> str:
 
 
 SLURM_ENV = {"SBATCH_ACCOUNT": ACCOUNT, "SBATCH_PARTITION": PARTITION}
+#: Secret-looking variables in the user's shell: no other user may see them.
+SECRETS = {"PGPASSWORD": "pw-only-for-this-test", "MY_API_TOKEN": "tok-only-for-this-test",
+           "AWS_ACCESS_KEY_ID": "AKIAONLYFORTHISTEST", "GITHUB_TOKEN": "ghp_onlyforthis",
+           "AWS_SECRET_ACCESS_KEY": "aws-secret-only-for-this-test"}
+
+
+def shown_to_others(ids) -> str:
+    """What user ``nobody`` sees of Slurm jobs `ids`: ``scontrol show job -dd`` (jobs
+    slurmctld still holds), ``squeue --format=%all`` and every ``sacct`` field."""
+    out = []
+    for cmd in ([["scontrol", "show", "job", "-dd", i] for i in ids]
+                + [["squeue", "-h", "--format=%all", "-j", ",".join(ids)],
+                   ["sacct", "-a", "-P", "-o", "ALL", "-j", ",".join(ids)]]):
+        out.append(subprocess.run(["runuser", "-u", "nobody", "--", *cmd],
+                                  capture_output=True, text=True, timeout=60).stdout)
+    return "\n".join(out)
 
 
 def test_demo_through_slurm_profile(slurm, tmp_path_factory, sample_nc):
     """The demo through ``--profile profiles/slurm``: every job is a Slurm job that asked
-    for the memory and CPUs its rule declared (sacct ReqMem/ReqCPUS)."""
+    for the memory and CPUs its rule declared (sacct ReqMem/ReqCPUS).
+
+    With tokens, AWS keys and ``PGPASSWORD`` in the user's shell, another user
+    (``nobody``) sees none of them in ``scontrol show job``, ``squeue`` or ``sacct``:
+    Slurm keeps a job's environment (the plugin's ``--export=ALL``) to the job."""
     work = workdir(tmp_path_factory, sample_nc, "slurm_demo")
     since = now()
     log = run_snakemake(work, "--profile", "profiles/slurm", "--config", *SMALL,
-                        "frames_per_shard=60", **SLURM_ENV)
+                        "frames_per_shard=60", **SLURM_ENV, **SECRETS)
+    shown = shown_to_others(list(slurm_ids(log)))
+    assert shown.count("JobId=") >= 1 and "WorkDir=" in shown, shown  # what others see
+    for name, value in SECRETS.items():
+        assert name not in shown and value not in shown, name
     assert count_rows(work / "results/demo/cells.copy") == ROWS
     assert (work / "results/demo/movie.mp4").stat().st_size > 0
     declared, ids = declared_jobs(log), slurm_ids(log)
@@ -358,7 +382,7 @@ def leave_killed_run_beside_live_one(work: Path, demo_jobid: str) -> Path:
     `demo_jobid` in the marker of the output its queued job makes. Returns the locks
     directory.
     """
-    from ncreel.incomplete import marker_path
+    from ncreel.run.incomplete import marker_path
     from test_cluster_runlock import dead_pid
 
     locks = work / ".snakemake/locks"

@@ -330,3 +330,22 @@ def test_sigint_to_a_background_run_stops_it_without_retries(tmp_path, sample_nc
         assert len(starts) == 1, f"{record.name} was retried: {starts}"
         ends = [json.loads(ln) for ln in record.read_text().splitlines() if '"end"' in ln]
         assert all(e["ok"] or e.get("reason") == "interrupted" for e in ends), ends
+
+
+def test_a_run_given_by_config_alone_in_another_directory(tmp_path, sample_nc):
+    # `snakemake --directory DIR --config input=... variable=... run=...` without a run
+    # file stopped with Snakemake's "config/config.yaml ... is not present": the run is
+    # now the --config values; a missing key is ncreel's one line.
+    (tmp_path / "ncreel").mkdir()
+    work = make_workdir(tmp_path / "ncreel")
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    given = [f"input={sample_nc}", "variable=air_temperature", "run=elsewhere"]
+    proc = snakemake(work, "-n", "--directory", str(runs), "--config", *given)
+    assert "statistics" in proc.stdout and "not present" not in proc.stderr
+    proc = snakemake(work, "-n", "--directory", str(runs), "--config", *given[1:],
+                     check=False)
+    errors = [ln for ln in proc.stderr.splitlines() if "error" in ln.lower()]
+    assert proc.returncode != 0 and errors == [
+        "ncreel: error: config key 'input' is required: set it in the run file (`ncreel "
+        "config` writes one) or with --config input=..."], proc.stderr

@@ -4,8 +4,9 @@ One working directory goes through a chain of runs of the same command. Each see
 episode starts it and kills the whole process group (snakemake and its jobs, no clean-up)
 at a seeded delay after a job of the episode's rule has started; two episodes fill the
 file system holding results/ (a tmpfs mounted by the test, so it needs root) during a
-process_shard and during reduce_cells. A last run of the same command must then leave the
-movie, the COPY file and the database holding exactly the input's content.
+process_shard and during reduce_cells, after the run checked that it fits. A last run of
+the same command must then leave the movie, the COPY file and the database holding exactly
+the input's content.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
+from conftest import fill_disk
 from workflow_run import make_workdir
 
 pytestmark = [pytest.mark.integration, pytest.mark.reliability]
@@ -40,13 +42,29 @@ def _workdir(tmp_path: Path) -> Path:
     return make_workdir(tmp_path / "work")
 
 
-def _used(path: Path) -> int:
-    st = os.statvfs(path)
-    return (st.f_blocks - st.f_bfree) * st.f_frsize
+#: The file that fills the disk while a job runs (another user's).
+FILLER = "someone-else"
 
 
-def _resize(mount: Path, size: int) -> None:
-    subprocess.run(["mount", "-o", f"remount,size={size}", str(mount)], check=True)
+def _fill_during(work: Path, cmd: list, rule: str, mount: Path) -> subprocess.CompletedProcess:
+    """Run `cmd` and, once a `rule` job has started, take every free block of `mount`.
+
+    The run checks that its outputs fit before any job (ncreel.jobs.diskguard), so the
+    disk fills after that, as another user's files would: the job is still importing when
+    its script file appears, and meets the full disk at its first write.
+    """
+    seen = _scripts(work)
+    proc = subprocess.Popen(cmd, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.time() + 180
+    while not {n for n in _scripts(work) - seen if n.endswith(f".{rule}.py")}:
+        if proc.poll() is not None or time.time() > deadline:
+            out, err = proc.communicate()
+            raise AssertionError(f"no {rule} job started: {err[-3000:]}")
+        time.sleep(0.01)
+    fill_disk(mount, FILLER)
+    out, err = proc.communicate(timeout=300)
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 def _scripts(work: Path) -> set[str]:
@@ -126,7 +144,6 @@ def test_kill_and_disk_full_then_rerun_is_exact(tmp_path, sample_nc, pg_server, 
     results.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(results)],
                    check=True)
-    big = 64 * 2**20
     hits: dict[str, int] = dict.fromkeys(RULES, 0)
     full: list[str] = []
     # Per rule: kill -9 of one job (Snakemake retries it), of the whole run (the same
@@ -144,38 +161,37 @@ def test_kill_and_disk_full_then_rerun_is_exact(tmp_path, sample_nc, pg_server, 
                 chain.kill()  # calibration done, shards pending: fill the disk while one writes
                 subprocess.run([*cmd, "--until", "calibrate_render"], cwd=work, check=True,
                                capture_output=True)
-                _resize(results, _used(results) + 4096)
-                r = subprocess.run(cmd, cwd=work, capture_output=True, text=True)
+                # The run fits when it starts (it checks before any job); another user's
+                # files take the space once a shard job has started.
+                r = _fill_during(work, cmd, "process_shard", results)
                 assert r.returncode != 0
-                assert any("No space left on device" in p.read_text(errors="replace") for p in
+                assert any("no space left on device" in p.read_text(errors="replace") for p in
                            (work / "logs" / RUN / "process_shard").glob("*.log")), r.stderr
                 # Nothing partial under a final name: a shard's COPY file, if there, is whole
                 # (a job stopped mid-write may leave a .part, which the rerun removes).
                 for done in (results / RUN / "cells").glob("*.copy"):
                     assert len(done.read_bytes().splitlines()) == 4 * NY * NX, done
                 full.append("process_shard")
-                _resize(results, big)
+                (results / FILLER).unlink()
                 chain.start()
             if rule == "reduce_cells" and "reduce_cells" not in full:
                 chain.kill()  # all shards done, reduce pending: fill the disk during it
                 subprocess.run([*cmd, "--until", "process_shard", "preview"], cwd=work,
                                check=True, capture_output=True)
-                shards = sum(p.stat().st_size for p in (results / RUN / "cells").glob("*.copy"))
                 # A joined file of an earlier reduce would be freed by the forced rerun.
                 (results / RUN / "cells.copy").unlink(missing_ok=True)
-                _resize(results, _used(results) + shards // 2)
                 # Only the reduce (forced: the run may have reduced already): other pending
                 # jobs (the report's pictures) would take the space first.
-                r = subprocess.run([*cmd[:3], f"results/{RUN}/cells.copy", "--forcerun",
-                                    "reduce_cells", *cmd[3:]],
-                                   cwd=work, capture_output=True, text=True)
+                r = _fill_during(work, [*cmd[:3], f"results/{RUN}/cells.copy", "--forcerun",
+                                        "reduce_cells", *cmd[3:]], "reduce_cells", results)
                 assert r.returncode != 0
                 log = work / f"logs/{RUN}/reduce_cells.log"
                 said = r.stderr + (log.read_text() if log.exists() else "")
-                assert "No space left on device" in said, r.stderr[-3000:]
+                assert "no space left on device" in said, r.stderr[-3000:]
+                assert "Traceback" not in said, said[-3000:]
                 assert not (results / RUN / "cells.copy").exists(), "partial COPY file kept"
                 full.append("reduce_cells")
-                _resize(results, big)
+                (results / FILLER).unlink()
                 chain.start()
             name = chain.wait_job(rule)
             for _ in range(4):

@@ -4,27 +4,29 @@ All of the workflow's logic lives here; the Snakemake rules and scripts only map
 ``snakemake.input/params/output`` onto these functions. This package never imports
 snakemake, so every function can be unit-tested directly.
 
-Subpackages, one concern each (each ``__init__`` says what it owns and may import):
+Subpackages by concern, each using only those above it in this list (its ``__init__``
+says what it owns; ``tests/test_import_graph.py`` keeps the order):
 
-- :mod:`ncreel.cells`: cell models (the plugin contract, ``field``, ``etr_risk`` and its
-  soil time course), cell geometry, and each shard's result rows;
+- :mod:`ncreel.core`: the one-line error, atomic file writes, process memory, user code;
+- :mod:`ncreel.config`: the config schema and its checks, the typed settings of jobs;
 - :mod:`ncreel.pg`: PostgreSQL COPY text, the load script, the reduce and load steps;
-- :mod:`ncreel.render`: maps, frames, per-shard movie segments, ffmpeg, calibration;
+- :mod:`ncreel.input`: reading inputs: files as one series, axes, grids, meshes, time;
+- :mod:`ncreel.cells`: cell models, cell polygons, each shard's result rows;
+- :mod:`ncreel.region`: a box, a country or a polygon file, and the grid cut to one;
+- :mod:`ncreel.run`: a run's bookkeeping: shard plan, job resources and records, logs;
+- :mod:`ncreel.cluster`: PBS Pro, Slurm, the run lock and status; standard library only;
+- :mod:`ncreel.render`: maps, frames, panels, overlays, per-shard segments, ffmpeg;
 - :mod:`ncreel.report`: pages of the Snakemake report;
-- :mod:`ncreel.cluster`: PBS Pro, Slurm and the run lock; standard library only.
+- :mod:`ncreel.jobs`: what the Snakefile and each job call: the run's configuration, the
+  shard job, the statistics pass, ``ncreel inspect``.
 
-Modules at this level are shared by several of those: the input series
-(:mod:`.source`; :mod:`.cfaxes` and :mod:`.timeaxis`, how its axes are detected
-and its time decoded; :mod:`.inputcheck`, :mod:`.stats`, :mod:`.sample`), the shard plan
-(:mod:`.shardplan`) and one shard job (:mod:`.process_shard`), job resources
-(:mod:`.resources`, :mod:`.jobrecord`, :mod:`.procmem`), config checks
-(:mod:`.configcheck`; :mod:`.runconfig` runs them all at parse time) and small helpers
-(:mod:`.errors`, :mod:`.io`, :mod:`.logs`, :mod:`.progress`). This ``__init__`` imports
-only :mod:`.errors` (standard library), so ``ncreel.cluster`` stays importable without
-third-party packages.
+At this level are the entry points only: :mod:`.cli` (the ``ncreel`` command),
+:mod:`.sample` (``python -m ncreel.sample``: the bundled demo input) and ``__main__``.
+This ``__init__`` imports only :mod:`ncreel.core.errors` (standard library), so
+``ncreel.cluster`` stays importable without third-party packages.
 """
 
-from ncreel.errors import NcreelError
+from ncreel.core.errors import NcreelError
 
 __all__ = ["NcreelError"]
 __version__ = "0.1.0"

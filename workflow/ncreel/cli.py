@@ -23,7 +23,7 @@ import textwrap
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from ncreel.configcheck import load_schema
+from ncreel.config.configcheck import load_schema
 
 #: Keys every run names (config/config.yaml sets them for the demo).
 REQUIRED_KEYS = ("input", "variable", "run")
@@ -42,8 +42,9 @@ def _type_text(node: Mapping) -> str:
 def _default_text(node: Mapping) -> str:
     if "default" not in node:
         return "unset"
-    return json.dumps(node["default"]) if not isinstance(node["default"], str) \
-        else node["default"]
+    # Compact (["movie","table"]): one word in the --help table.
+    return json.dumps(node["default"], separators=(",", ":")) \
+        if not isinstance(node["default"], str) else node["default"]
 
 
 def _first_sentence(text: str) -> str:
@@ -106,7 +107,7 @@ def settings_detail(key: str | None = None, width: int = WIDTH) -> str:
     found = [(k, n) for k, n in iter_settings()
              if key is None or k == key or k.startswith(f"{key}.")]
     if not found:
-        from ncreel.configcheck import close_keys
+        from ncreel.config.configcheck import close_keys
 
         close = close_keys(str(key))
         raise KeyError(f"'{key}' is not a setting"
@@ -205,10 +206,23 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="overwrite an existing file")
     p = sub.add_parser("inspect", help="what the workflow will make of a file, before any "
                        "job: grid, time axis, rows, a preview frame")
-    p.add_argument("file", help="NetCDF file or glob (quote it)")
+    p.add_argument("file", help="NetCDF file, Zarr store or glob (quote it); or an "
+                   "intake-esm catalog's JSON file, searched with --query")
     p.add_argument("variable", nargs="?", help="variable (omit to list them)")
+    p.add_argument("--query", action="append", metavar="COLUMN=VALUE",
+                   help="catalog column and value, as input.query (repeatable; a column "
+                   "given twice takes either value)")
     p.add_argument("--select", action="append", metavar="DIM=INDEX",
                    help="index to take along an extra dimension (repeatable)")
+    p.add_argument("--sel", action="append", metavar="DIM=VALUE",
+                   help="coordinate value to take along an extra dimension, e.g. "
+                        "plev=85000 or 'plev=850 hPa' (repeatable)")
+    p.add_argument("--time-range", nargs=2, metavar=("START", "STOP"),
+                   help="steps to show, both included: years, YYYY-MM or dates")
+    p.add_argument("--time-every", type=int, default=1, metavar="N",
+                   help="every Nth of those steps")
+    p.add_argument("--outputs", metavar="LIST",
+                   help="movie, table or movie,table (default): what the run makes")
     p.add_argument("--time-dim", help="time dimension, when detection cannot decide")
     p.add_argument("--lat", help="latitude variable")
     p.add_argument("--lon", help="longitude variable")
@@ -253,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
               f"snakemake --profile PROFILE --configfile {out} (or --cores N to run here)")
         return 0
     if args.command == "inspect":
-        from ncreel.preflight import main as inspect_main
+        from ncreel.jobs.preflight import main as inspect_main
 
         return inspect_main(args)
     from ncreel.cluster import runstatus
@@ -262,8 +276,8 @@ def main(argv: list[str] | None = None) -> int:
     if run is None and args.configfile:
         import yaml
 
-        from ncreel.configcheck import check_run_named
-        from ncreel.errors import NcreelError
+        from ncreel.config.configcheck import check_run_named
+        from ncreel.core.errors import NcreelError
 
         try:
             run = (yaml.safe_load(Path(args.configfile).read_text()) or {}).get("run")
@@ -279,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
             run = "demo"
     if run is None:
-        from ncreel.lastrun import LAST, RECORD_DIR, read_record
+        from ncreel.run.lastrun import LAST, RECORD_DIR, read_record
 
         last = read_record(Path(args.workdir) / RECORD_DIR / LAST)
         if last is not None:

@@ -1,11 +1,12 @@
 # Per-cell table: join the shards' COPY files, write the psql load script, and (when a
-# database is configured) load the rows with psycopg.
+# database is configured) load the rows with psycopg. Not in the DAG without `table` in
+# config outputs.
 from ncreel.pg.load import job_conninfo
 
 DATABASE = config["database"]
 LOAD_OUTPUTS = []
 CONNINFO = None
-if DATABASE["url"] or DATABASE["service"]:
+if TABLE_ON and (DATABASE["url"] or DATABASE["service"]):
     try:
         # A password in the config is refused (common.smk, check_database): the job's
         # libpq reads it from ~/.pgpass, PGPASSFILE, a service file or PGPASSWORD.
@@ -94,3 +95,7 @@ rule load_database:
         layout=CELLS["layout"],
     script:
         "../scripts/load_database.py"
+
+
+# What `all` asks of the table (nothing without `table` in config outputs).
+TABLE_OUTPUTS = [COPY_FILE, f"{OUT}/cells.sql", *LOAD_OUTPUTS] if TABLE_ON else []

@@ -1,5 +1,5 @@
 # Parse-time set-up: one call checks the config and reads the input's header
-# (ncreel.runconfig.load_config), one makes the run's side effects (start_run). The shard
+# (ncreel.jobs.runconfig.load_config), one makes the run's side effects (start_run). The shard
 # plan is read from the calibrate_render checkpoint's output (see shard_plan()).
 import os
 import signal
@@ -9,24 +9,51 @@ from pathlib import Path
 from snakemake.io import apply_wildcards
 from snakemake.utils import validate
 
-sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
+# workflow/ of this copy of ncreel (this file is workflow/rules/common.smk): also when ncreel
+# is a module of another workflow, whose own Snakefile is workflow.basedir.
+sys.path.insert(0, str(Path(str(workflow.current_basedir)).parent))
 
-from ncreel import resources as res
+from ncreel.run import resources as res
 from ncreel.cells.soil import needs_prepass
-from ncreel.configcheck import check_run_named, report_before_results, reporting_only
-from ncreel.errors import NcreelError
-from ncreel.incomplete import interrupted_outputs
-from ncreel.jobrecord import attempts_path, read_attempts
-from ncreel.lastrun import report_config
+from ncreel.config.configcheck import (
+    check_run_named,
+    report_before_results,
+    reporting_only,
+)
+from ncreel.core.errors import NcreelError
+from ncreel.run.incomplete import interrupted_outputs
+from ncreel.run.jobrecord import attempts_path, read_attempts
+from ncreel.run.lastrun import report_config
 from ncreel.render.segment import png_sample
-from ncreel.runconfig import load_config, start_run
-from ncreel.settings import Calibration
-from ncreel.shardplan import ShardPlanCache, frame_name
+from ncreel.jobs.runconfig import load_config, start_run
+from ncreel.config.settings import Calibration
+from ncreel.run.shardplan import ShardPlanCache, frame_name
 
 
 def fail(message):
     """Stop with one line naming the problem (no traceback for bad input)."""
     sys.exit(f"ncreel: error: {message}")
+
+
+# ncreel as a module of another workflow (`module ncreel: ...` and `use rule * from ncreel
+# as ncreel_*`, the way snakedeploy deploys workflows): Snakemake names its rules with the
+# user's prefix. Whatever finds a rule by name goes through rule_name() or ncreel_rules();
+# the report, the job records and the resources keep ncreel's own names.
+_MODIFIER = workflow.modifier  # this module's, while its files are parsed
+
+
+def rule_name(name):
+    """The name Snakemake gives ncreel's rule `name` (with the module's prefix, if any)."""
+    return _MODIFIER.modify_rulename(name)
+
+
+def ncreel_rules():
+    """ncreel's rules (Snakemake Rule objects) by ncreel's own names, in definition order.
+
+    Only ncreel's: a workflow that uses ncreel as a module has rules of its own. `rules`
+    here is this module's namespace, which Snakemake fills under the names as written.
+    """
+    return {name: proxy.rule for name, proxy in rules._rules.items()}
 
 
 if workflow.is_main_process and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
@@ -37,7 +64,7 @@ if workflow.is_main_process and signal.getsignal(signal.SIGINT) is signal.SIG_IG
 
 
 # `snakemake --report` without a run file reports the last run made here, with its
-# settings (ncreel.lastrun): the config is replaced before it is checked.
+# settings (ncreel.run.lastrun): the config is replaced before it is checked.
 if workflow.is_main_process and reporting_only(sys.argv):  # the run's own settings
     _given = workflow.config_settings
     for _note in report_config(config, _given.configfiles, _given.config):
@@ -51,8 +78,8 @@ def mem_cap_mb():
     return cap if isinstance(cap, int | float) else None
 
 
-def separate_job(rule_name):
-    """Whether jobs of `rule_name` run as their own scheduler job (Snakemake's processes around
+def separate_job(name):
+    """Whether jobs of ncreel's rule `name` run as their own scheduler job (Snakemake's processes around
     the rule's own then count against the job's memory) and the executor does not add that
     memory itself (pbs-pro does); False locally and for localrules.
     """
@@ -61,28 +88,32 @@ def separate_job(rule_name):
     if res.executor_adds_overhead(plugin.name if remote else None):
         return False
     # Inside the scheduler job Snakemake evaluates resources again: the job must see (and
-    # record, see ncreel.jobrecord) the mem_mb the workflow declared.
-    return (remote or workflow.remote_exec) and rule_name not in workflow._localrules
+    # record, see ncreel.run.jobrecord) the mem_mb the workflow declared.
+    return (remote or workflow.remote_exec) and rule_name(
+        name
+    ) not in workflow._localrules
 
 
-def rule_mem_mb(rule_name, func=None):
-    """The mem_mb of `rule_name`: its own process's (`func`, else ncreel.resources.FIXED_MEM_MB)
-    plus Snakemake's per-job overhead where it exists, saying once when above the cap.
+def rule_mem_mb(name, func=None):
+    """The mem_mb of ncreel's `name` rule, its own process's (`func`, else
+    ncreel.run.resources.FIXED_MEM_MB) plus Snakemake's per-job overhead where it exists,
+    saying once when above the cap.
     """
     if func is None:
-        func = lambda wc, attempt: res.fixed_mem_mb(rule_name, attempt)
+        func = lambda wc, attempt: res.fixed_mem_mb(name, attempt)
     # More memory only after failures more memory can fix (not Ctrl-C, bad input, disk).
-    func = res.by_memory_failures(func, lambda wc: job_attempts(rule_name, wc))
+    func = res.by_memory_failures(func, lambda wc: job_attempts(name, wc))
     return res.said_over_cap(
-        rule_name,
-        res.with_job_overhead(func, lambda: separate_job(rule_name)),
+        name,
+        res.with_job_overhead(func, lambda: separate_job(name)),
         mem_cap_mb,
     )
 
 
-def job_attempts(rule_name, wildcards):
-    """The attempts record of the job of `rule_name` with `wildcards` (ncreel.jobrecord)."""
-    log = workflow.get_rule(rule_name).log[0]
+def job_attempts(name, wildcards):
+    """The attempts record of the job of ncreel's rule `name` with `wildcards`
+    (ncreel.run.jobrecord)."""
+    log = ncreel_rules()[name].log[0]
     return read_attempts(
         attempts_path(apply_wildcards(str(log), dict(wildcards.items())))
     )
@@ -91,18 +122,19 @@ def job_attempts(rule_name, wildcards):
 def attempt_resource(wildcards, attempt):
     """Snakemake's attempt number, as the `attempt` resource of each scripted job.
 
-    With it the job's attempts record (ncreel.jobrecord) numbers attempts as Snakemake
+    With it the job's attempts record (ncreel.run.jobrecord) numbers attempts as Snakemake
     does, also after one that ended without a proper end line.
     """
     return attempt
 
 
-def rule_runtime(rule_name):
-    """The runtime of `rule_name` (minutes), from ncreel.resources.FIXED_RUNTIME_MIN."""
-    return lambda wc, attempt: res.fixed_runtime(rule_name, attempt)
+def rule_runtime(name):
+    """The runtime of ncreel's rule `name` (minutes), from
+    ncreel.run.resources.FIXED_RUNTIME_MIN."""
+    return lambda wc, attempt: res.fixed_runtime(name, attempt)
 
 
-# The whole config pipeline and the input's header: one call (ncreel.runconfig), then the
+# The whole config pipeline and the input's header: one call (ncreel.jobs.runconfig), then the
 # run's side effects (input links, the config file jobs read, the run lock, a killed
 # run's stale lock) in the main process only.
 # A run file without `run:` would run as config/config.yaml's `run: demo` and replace the
@@ -122,6 +154,7 @@ try:
         overrides=workflow.config_settings.config or {},
         validate=validate,
         mem_cap_mb=mem_cap_mb(),
+        main=workflow.is_main_process,
     )
 except NcreelError as err:
     fail(err)
@@ -176,6 +209,18 @@ SHARD_TABLE_FILES = (
     else {}
 )
 PREVIEW = RUN_CONFIG.preview
+# Config outputs: what the run makes. Rules of an output not made are not in the DAG;
+# OUTPUTS_PARAM is in the params of the jobs that do less without it (only when not both:
+# the params, and so the jobs, of a run of both stay as they were).
+MOVIE_ON = RUN_CONFIG.movie_on
+TABLE_ON = RUN_CONFIG.table_on
+OUTPUTS_PARAM = {} if MOVIE_ON and TABLE_ON else {"outputs": list(RUN_CONFIG.outputs)}
+MOVIE_OUTPUTS = (
+    [MOVIE, *[f"{OUT}/movie.{fmt}" for fmt in sorted(set(config["formats"]) - {"mp4"})]]
+    + [PREVIEW]
+    if MOVIE_ON
+    else []
+)
 if workflow.is_main_process and any(
     a == "--report" or a.startswith("--report=") for a in sys.argv[1:]
 ):
@@ -186,7 +231,10 @@ if workflow.is_main_process and any(
         "--configfile",
         file=sys.stderr,
     )
-_missing = report_before_results(sys.argv, [MOVIE, PREVIEW, COPY_FILE])
+_missing = report_before_results(
+    sys.argv,
+    [*([MOVIE, PREVIEW] if MOVIE_ON else []), *([COPY_FILE] if TABLE_ON else [])],
+)
 if _missing and workflow.is_main_process:
     fail(
         f"run '{RUN}' has no results to report yet ({_missing} missing): run the same "
@@ -278,8 +326,8 @@ def report_jobs():
     over the plan). Rules that did not run in this configuration have neither file and are
     left out of the report."""
     jobs = []
-    for rule_ in workflow.rules:
-        if rule_.name in ("all", "resources_report", "contact_sheet") or not rule_.log:
+    for name, rule_ in ncreel_rules().items():
+        if name in ("all", "resources_report", "contact_sheet") or not rule_.log:
             continue
         names = set(rule_.wildcard_names)
         if names == {"shard"}:
@@ -295,8 +343,8 @@ def report_jobs():
             )
             jobs.append(
                 {
-                    "rule": rule_.name,
-                    "job": shard or rule_.name,
+                    "rule": name,
+                    "job": shard or name,
                     "benchmark": bench,
                     "log": apply_wildcards(str(rule_.log[0]), wc),
                 }

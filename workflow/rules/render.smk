@@ -21,6 +21,9 @@ checkpoint calibrate_render:
         mem_mb=rule_mem_mb("calibrate_render"),
         runtime=rule_runtime("calibrate_render"),
     params:
+        # Without a movie the probe writes COPY rows instead of frames (and its cells).
+        **OUTPUTS_PARAM,
+        **({} if MOVIE_ON else {"cells": CELLS}),
         series=SERIES,
         render=RENDER,
         encode=ENCODE,
@@ -74,7 +77,7 @@ DEGRADATION_INPUT = (
         "degradation": rules.degradation_state.output.state,
         "degradation_meta": rules.degradation_state.output.meta,
     }
-    if needs_prepass(CELLS)
+    if needs_prepass(CELLS) and TABLE_ON
     else {}
 )
 
@@ -87,21 +90,29 @@ rule process_shard:
     input:
         RULE_INPUTS,
         **DEGRADATION_INPUT,
+        **({"cell_mean": f"{OUT}/cell_mean.npy"} if TABLE_ON else {}),
         stats=rules.statistics.output.stats,
-        cell_mean=rules.statistics.output.cell_mean,
         calibration=rules.calibrate_render.output.calibration,
     output:
+        # config outputs: the frames and segment (movie), the rows (table)
         **SHARD_TABLE_FILES,
-        frames=directory(f"{OUT}/frames/{{shard}}"),
-        segment=f"{OUT}/segments/{{shard}}.mp4",
-        rows=f"{OUT}/cells/{{shard}}{CELLS['suffix']}",
+        **(
+            {
+                "frames": directory(f"{OUT}/frames/{{shard}}"),
+                "segment": f"{OUT}/segments/{{shard}}.mp4",
+            }
+            if MOVIE_ON
+            else {}
+        ),
+        **({"rows": f"{OUT}/cells/{{shard}}{CELLS['suffix']}"} if TABLE_ON else {}),
     log:
         f"{LOGS}/process_shard/{{shard}}.log",
     benchmark:
         f"{OUT}/benchmarks/process_shard/{{shard}}.tsv"
     conda:
         "../../envs/ncreel.yaml"
-    threads: RENDER_PROCESSES
+    # render worker processes; the rows pass alone (no movie) is one process
+    threads: RENDER_PROCESSES if MOVIE_ON else 1
     resources:
         attempt=attempt_resource,
         mem_mb=rule_mem_mb(

@@ -1,27 +1,31 @@
 # The report's resources page (declared vs measured per job) and contact sheet + run plan.
 # Both run after every job they describe has finished: a job's benchmark file and its
 # attempts record are complete once its outputs exist. They only read small files and draw
-# one figure, so under a scheduler they run where Snakemake runs instead of waiting in a queue.
-
-
-localrules:
-    resources_report,
-    contact_sheet,
+# one figure, so under a scheduler they run where Snakemake runs instead of waiting in a queue
+# (`localrule: True` in each: the `localrules:` directive would miss them under a module's
+# rule prefix, `use rule * from ncreel as ncreel_*`).
 
 
 rule resources_report:
     # Runs after the final outputs exist, so every job above has written its benchmark.
     input:
-        MOVIE,
-        PREVIEW,
-        COPY_FILE,
-        f"{OUT}/cells.sql",
-        LOAD_OUTPUTS,
+        # config outputs: the movie and its poster, the table
+        **({"movie": MOVIE, "poster": PREVIEW} if MOVIE_ON else {}),
+        **({"copy_file": COPY_FILE, "sql": f"{OUT}/cells.sql"} if TABLE_ON else {}),
+        load=LOAD_OUTPUTS,
         calibration=rules.calibrate_render.output.calibration,
         stats=rules.statistics.output.stats,
         # Through the plan (an input function), so that the DAG re-evaluates this job after
-        # the checkpoint like every other job that depends on the plan.
-        segments=lambda wc: [f"{OUT}/segments/{name}.mp4" for name in shard_plan()],
+        # the checkpoint like every other job that depends on the plan: each shard's
+        # last output (segment, else rows).
+        shards=lambda wc: [
+            (
+                f"{OUT}/segments/{name}.mp4"
+                if MOVIE_ON
+                else f"{OUT}/cells/{name}{CELLS['suffix']}"
+            )
+            for name in shard_plan()
+        ],
     output:
         figure=report(
             f"{OUT}/report/resources.png",
@@ -48,6 +52,7 @@ rule resources_report:
         ),
     log:
         f"{LOGS}/resources_report.log",
+    localrule: True
     conda:
         "../../envs/ncreel.yaml"
     threads: 1
@@ -68,16 +73,31 @@ rule resources_report:
 
 
 rule contact_sheet:
+    # The contact sheet of kept frames (a run with a movie) and the run-plan page.
     input:
-        frames=lambda wc: [f"{OUT}/frames/{name}" for name in shard_plan()],
+        frames=lambda wc: (
+            [f"{OUT}/frames/{name}" for name in shard_plan()] if MOVIE_ON else []
+        ),
+        # a run without a movie: its plan is known once its shards have run
+        rows=lambda wc: (
+            []
+            if MOVIE_ON
+            else [f"{OUT}/cells/{name}{CELLS['suffix']}" for name in shard_plan()]
+        ),
         stats=rules.statistics.output.stats,
         calibration=rules.calibrate_render.output.calibration,
     output:
-        sheet=report(
-            f"{OUT}/report/contact_sheet.png",
-            caption="../report/contact_sheet.rst",
-            category="Frames",
-            subcategory="Contact sheet",
+        **(
+            {
+                "sheet": report(
+                    f"{OUT}/report/contact_sheet.png",
+                    caption="../report/contact_sheet.rst",
+                    category="Frames",
+                    subcategory="Contact sheet",
+                )
+            }
+            if MOVIE_ON
+            else {}
         ),
         plan=report(
             f"{OUT}/report/plan.html",
@@ -89,6 +109,7 @@ rule contact_sheet:
         f"{LOGS}/contact_sheet.log",
     benchmark:
         f"{OUT}/benchmarks/contact_sheet.tsv"
+    localrule: True
     conda:
         "../../envs/ncreel.yaml"
     threads: 1

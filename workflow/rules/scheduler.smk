@@ -20,8 +20,8 @@ from ncreel.cluster.slurm import (
     see_cancelled_jobs,
     slurm_env_problem,
 )
-from ncreel.errors import NcreelError
-from ncreel.jobtext import envvar_problem, shell_unsafe
+from ncreel.core.errors import NcreelError
+from ncreel.run.jobtext import envvar_problem, shell_unsafe
 
 if STALE_LOCK_CLEARED:
     # The killed run's scheduler jobs still queued or running would redo work this run
@@ -44,7 +44,7 @@ onstart:
     except NcreelError as err:
         fail(err)
     _settings = workflow.executor_settings
-    # qsub runs without PGPASSWORD (qstat -f shows -V's copy to every user).
+    # PBS jobs never get PGPASSWORD (qstat -f shows a job's variables to every user).
     if _scheduler == "pbs":
         try:
             _note = pbs_password_note(config.get("database"))

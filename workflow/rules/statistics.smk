@@ -9,12 +9,14 @@ STATS_GRID = max(
 
 rule statistics:
     # Colour limits (2-98 % of all values) and each cell's mean over the whole series,
-    # streamed over time blocks, so every shard uses the same colour scale.
+    # streamed over time blocks, so every shard uses the same colour scale. Only what
+    # config outputs need: no colour limits without a movie, no cell_mean.npy (the
+    # table's anomaly) without a table.
     input:
         RULE_INPUTS,
     output:
+        **({"cell_mean": f"{OUT}/cell_mean.npy"} if TABLE_ON else {}),
         stats=f"{OUT}/stats.json",
-        cell_mean=f"{OUT}/cell_mean.npy",
     log:
         f"{LOGS}/statistics.log",
     benchmark:
@@ -34,10 +36,12 @@ rule statistics:
     params:
         # each panel's colour limits (only with panels: other runs' params stay as they were)
         **({"panels": RENDER["panels"]} if PANELS else {}),
+        # what config outputs need: colour limits (movie), cell means (table)
+        **OUTPUTS_PARAM,
         series=SERIES,
         # Size and modification time of each input: a replaced file reruns the run from
         # here even when its time stamp is older (jobs check the full identity, see
-        # ncreel.identity).
+        # ncreel.input.identity).
         # (through a function: Snakemake reads `{name}` in a plain string param as a wildcard)
         inputs=lambda wc: INPUT_STAMPS,
         vmin=config["vmin"],

@@ -5,10 +5,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821
 
-from ncreel.errors import NcreelError  # noqa: E402
-from ncreel.jobrecord import exit_failed, record_attempt  # noqa: E402
-from ncreel.logs import configure  # noqa: E402
+from ncreel.core.errors import NcreelError  # noqa: E402
 from ncreel.pg.load import load_copy, load_normalised, write_summary  # noqa: E402
+from ncreel.run.jobrecord import exit_failed, record_attempt  # noqa: E402
+from ncreel.run.logs import configure  # noqa: E402
 
 configure(snakemake.log[0])  # noqa: F821
 record_attempt(snakemake)  # noqa: F821

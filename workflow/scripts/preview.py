@@ -6,9 +6,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))  # noqa: F821
 
-from ncreel.io import atomic_path  # noqa: E402
-from ncreel.jobrecord import record_attempt  # noqa: E402
-from ncreel.logs import configure  # noqa: E402
+from ncreel.core.io import atomic_path  # noqa: E402
+from ncreel.run.jobrecord import record_attempt  # noqa: E402
+from ncreel.run.logs import configure  # noqa: E402
 
 configure(snakemake.log[0])  # noqa: F821
 record_attempt(snakemake)  # noqa: F821

@@ -94,6 +94,13 @@ class ExecutorSettings(ExecutorSettingsBase):
         metadata={"help": "Resubmit a job deleted with qdel as Snakemake's retries allow "
                   "(default: a deleted job is not resubmitted and the run stops).",
                   "env_var": False, "required": False})
+    env: Optional[str] = field(
+        default=None,
+        metadata={"help": "Comma-separated names (NAME* for a prefix) of environment "
+                  "variables every job gets (qsub -v), beside the executor's own list "
+                  "(PATH, LD_LIBRARY_PATH, the locale, PYTHON*, VIRTUAL_ENV, CONDA_*, "
+                  "SNAKEMAKE_*) and --envvars; no job gets any other.",
+                  "env_var": False, "required": False})
     qstat_failed_polls: int = field(
         default=20,
         metadata={"help": "Polls in a row whose qstat keeps failing before the run stops "
@@ -107,8 +114,9 @@ common_settings = CommonSettings(
     job_deploy_sources=False,
     pass_default_storage_provider_args=True,
     pass_default_resources_args=True,
-    # Jobs inherit the submitting environment (qsub -V): no `export VAR='value'` (quoted
-    # with repr(), which /bin/sh re-parses) in each job's command and jobscript.
+    # Jobs get the variables they need by name (qsub -v NAME, --envvars included): no
+    # `export VAR='value'` (quoted with repr(), which /bin/sh re-parses) in each job's
+    # command and jobscript.
     pass_envvar_declarations_to_cmd=False,
     auto_deploy_default_storage_provider=False,
     init_seconds_before_status_checks=5,
@@ -124,7 +132,8 @@ class Executor(RemoteExecutor):
 
     def __post_init__(self):
         try:
-            self.pbs = PbsRun(self.workflow.executor_settings, log=self.logger.warning)
+            self.pbs = PbsRun(self.workflow.executor_settings, log=self.logger.warning,
+                              envvars=self.envvars())
             # Jobs load the --config values from a file instead of a command line that
             # Snakemake quotes with repr() and /bin/sh re-parses.
             pass_config_by_file(self.workflow.config_settings)
@@ -141,7 +150,7 @@ class Executor(RemoteExecutor):
         return f"cd {shlex.quote(self.workflow.workdir_init)}"
 
     def _array_key(self, job: JobExecutorInterface):
-        if job.is_group() or job.rule.name not in self.pbs.array_rules:
+        if job.is_group() or not self.pbs.is_array_rule(job.rule):
             return None
         return batch_key(json.loads(job.properties()))
 

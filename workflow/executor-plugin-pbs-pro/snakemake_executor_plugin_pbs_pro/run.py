@@ -32,7 +32,8 @@ class RunStopped(RuntimeError):
 
 
 def _runner(cmd: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
-    # Without the secrets qsub -V would show to every user (submit_string.SECRET_ENV).
+    # Without the secrets a job's Variable_List would show to every user
+    # (submit_string.SECRET_ENV).
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                           env=submit_string.qsub_environment())
 
@@ -56,6 +57,10 @@ class PbsRun:
         Told of failed jobs and ``qstat`` trouble (one line each).
     check_commands : bool
         Ask ``qstat --version`` now whether PBS Pro's commands are on PATH.
+    envvars : iterable of str
+        Names of variables Snakemake passes to remote jobs (``--envvars``, a Snakefile's
+        ``envvars:``): every job gets them, beside the executor's list
+        (:data:`.submit_string.JOB_ENV`) and the ``env`` setting.
 
     Raises
     ------
@@ -67,11 +72,18 @@ class PbsRun:
 
     def __init__(self, settings, *, runner: Callable = _runner,
                  state_dir: str | os.PathLike = STATE_DIR, environ=None,
-                 log: Callable[[str], None] | None = None, check_commands: bool = True):
+                 log: Callable[[str], None] | None = None, check_commands: bool = True,
+                 envvars: Iterable[str] = ()):
         env = os.environ if environ is None else environ
         self.settings, self.runner, self.state_dir = settings, runner, Path(state_dir)
         self.log = log or (lambda msg: None)
         self.queue = settings.queue
+        named = [n for n in (getattr(settings, "env", None) or "").split(",") if n.strip()]
+        #: What every job gets from the submitting environment (qsub -v), by name.
+        self.env, unsafe = submit_string.job_env_names([*named, *envvars], env)
+        if unsafe:
+            self.log(f"pbs-pro: not passed to PBS jobs: {', '.join(unsafe)} (a quote or a "
+                     "backslash in the value, which qsub -v cannot carry)")
         try:
             self.account = checks.project_account(settings.account_env,
                                                   no_account=settings.no_account,
@@ -107,6 +119,22 @@ class PbsRun:
         #: Sorted outputs -> PBS id of every job a killed run submitted and never saw end.
         self.killed_runs_jobs = self.journal.open_jobs()
 
+    def is_array_rule(self, rule) -> bool:
+        """Whether jobs of `rule` go out as job arrays (``--pbs-pro-array-rules``).
+
+        A rule is named there by its name, or by its name in the module that defines it:
+        a workflow used as a module with a rule prefix (``use rule * from other as
+        other_*``) has its rules renamed, and the profile it ships names them as it wrote
+        them (``process_shard`` for ``other_process_shard``). Snakemake keeps each
+        module's rules under the written names in the module's ``rules`` namespace.
+        """
+        if rule.name in self.array_rules:
+            return True
+        namespace = (getattr(rule, "module_globals", None) or {}).get("rules")
+        written = getattr(namespace, "_rules", None) or {}
+        return any(getattr(proxy, "rule", None) is rule for name, proxy in written.items()
+                   if name in self.array_rules)
+
     # ----------------------------------------------------------------- submission
 
     def qsub_kw(self) -> dict:
@@ -115,7 +143,7 @@ class PbsRun:
         return dict(queue=self.queue, account=self.account, log_dir=s.log_dir,
                     max_walltime=s.max_walltime, node_cores=s.node_cores,
                     node_mem_gb=s.node_mem_gb, job_overhead_mb=s.job_overhead_mb,
-                    extra_l=[x for x in (s.extra_l or "").split(",") if x])
+                    extra_l=[x for x in (s.extra_l or "").split(",") if x], env=self.env)
 
     def qsub(self, cmd: list[str], outputs_by_id: dict[str, Iterable[str]] | None = None
              ) -> str:

@@ -5,18 +5,64 @@ Standard library only.
 
 from __future__ import annotations
 
+import fnmatch
 import math
 import os
 import shlex
 import subprocess
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from snakemake_executor_plugin_pbs_pro.state import safe_name
 
-#: Environment variables never handed to ``qsub``: ``-V`` copies qsub's environment into
-#: the job's ``Variable_List``, which ``qstat -f`` shows to every user of the server while
-#: ``query_other_jobs`` is true (OpenPBS's default).
+#: Environment variables never handed to ``qsub``, nor to a job: a job's
+#: ``Variable_List`` (what ``qsub -v`` gives it) is shown by ``qstat -f`` to every user of
+#: the server while ``query_other_jobs`` is true (OpenPBS's default).
 SECRET_ENV = ("PGPASSWORD",)
+
+#: What every job is given from the submitting environment, when set (``qsub -v NAME``:
+#: the value is qsub's own), instead of all of it (``-V``, which showed every token and
+#: cloud key of the user's shell to every user of the server): the run's Python, programs
+#: and libraries (``PATH``, ``LD_LIBRARY_PATH``, a virtualenv's or conda's variables,
+#: ``PYTHON*``), the locale, and Snakemake's own variables. A name ending in ``*`` is a
+#: prefix. The ``pbs-pro-env`` setting and Snakemake's ``--envvars`` add names.
+JOB_ENV = ("PATH", "LD_LIBRARY_PATH", "LANG", "LANGUAGE", "LC_*", "TZ", "PYTHONPATH",
+           "PYTHONHOME", "PYTHONNOUSERSITE", "PYTHONUSERBASE", "PYTHONUNBUFFERED",
+           "PYTHONDONTWRITEBYTECODE", "PYTHONWARNINGS", "PYTHONIOENCODING", "VIRTUAL_ENV",
+           "CONDA_*", "MAMBA_EXE", "MAMBA_ROOT_PREFIX", "SNAKEMAKE_*")
+
+#: Characters ``qsub -v`` cannot carry in a value: OpenPBS 23.06 refuses a quote
+#: ("cannot send environment with the job") and doubles a backslash.
+QSUB_V_UNSAFE = ("'", '"', "\\")
+
+
+def job_env_names(extra: Iterable[str] = (), environ: Mapping[str, str] | None = None
+                  ) -> tuple[list[str], list[str]]:
+    """Names of the variables a job gets with ``qsub -v``, and those it cannot get.
+
+    Parameters
+    ----------
+    extra : iterable of str
+        More names (or ``PREFIX*``) beside :data:`JOB_ENV`: the ``pbs-pro-env`` setting,
+        Snakemake's ``--envvars``.
+    environ : mapping, optional
+        The submitting environment (default ``os.environ``).
+
+    Returns
+    -------
+    names : list of str
+        Sorted names set in `environ` that :data:`JOB_ENV` or `extra` name, never one of
+        :data:`SECRET_ENV`.
+    unsafe : list of str
+        Those of them left out because their value holds a character ``qsub -v`` cannot
+        carry (:data:`QSUB_V_UNSAFE`).
+    """
+    environ = os.environ if environ is None else environ
+    wanted = [w.strip() for w in (*JOB_ENV, *extra) if w and w.strip()]
+    names = sorted(n for n in environ if n not in SECRET_ENV
+                   and any(fnmatch.fnmatchcase(n, w) for w in wanted))
+    unsafe = [n for n in names if any(c in environ[n] for c in QSUB_V_UNSAFE)]
+    return [n for n in names if n not in unsafe], unsafe
 
 
 def qsub_environment(environ=None) -> dict:
@@ -106,7 +152,8 @@ def build_qsub(props: dict, jobscript: str, *, queue: str | None, account: str |
                node_mem_gb: int | None = None, default_mem_mb: int = 1000,
                default_runtime: int = 30, extra_l: list[str] | None = None,
                prefix: str = "nc", array_size: int | None = None,
-               log_tag: str | None = None, job_overhead_mb: int = 0) -> list[str]:
+               log_tag: str | None = None, job_overhead_mb: int = 0,
+               env: Iterable[str] = ()) -> list[str]:
     """Return the ``qsub`` argument list for one Snakemake job (no shell involved).
 
     One ``-l select=1:ncpus=N:mem=XMB,walltime=HH:MM:SS`` (Slurm's Torque wrapper keeps
@@ -117,6 +164,8 @@ def build_qsub(props: dict, jobscript: str, *, queue: str | None, account: str |
     these resources, each its own log ``<name>.<log_tag>.<index>.log``. The ``mem`` asked
     for is :func:`request_mem_mb` of the job's ``mem_mb`` and `job_overhead_mb`, which the
     job's own Snakemake learns from ``$SNAKEMAKE_PBS_PRO_JOB_OVERHEAD_MB`` (``qsub -v``).
+    The job gets the variables named in `env` (:func:`job_env_names`) from qsub's
+    environment, ``-v NAME,...``, and no others (never ``-V``).
     """
     res = props.get("resources") or {}
     threads = max(1, int(props.get("threads") or 1))
@@ -140,9 +189,12 @@ def build_qsub(props: dict, jobscript: str, *, queue: str | None, account: str |
         log = Path(log_dir) / f"{name}.{tag}.^array_index^.log"
     else:
         log = Path(log_dir) / f"{name}.{tag}.log"
-    cmd = ["qsub", "-N", name, "-j", "oe", "-o", str(log), "-V", "-l", limits]
-    if job_overhead_mb:
-        cmd += ["-v", f"{JOB_OVERHEAD_ENV}={int(job_overhead_mb)}"]
+    cmd = ["qsub", "-N", name, "-j", "oe", "-o", str(log), "-l", limits]
+    # Always set, 0 included: it also tells the job's own Snakemake (and the workflow) that
+    # this executor submitted it, which decides itself whether a failed job is resubmitted.
+    variables = [n for n in env if n != JOB_OVERHEAD_ENV]
+    variables.append(f"{JOB_OVERHEAD_ENV}={int(job_overhead_mb)}")
+    cmd += ["-v", ",".join(variables)]
     if array_size is not None:
         cmd += ["-J", f"0-{array_size - 1}"]
     if account:

@@ -25,9 +25,9 @@ package owns the cell models and what they produce: :mod:`.context` (the contrac
 built-in models; :mod:`.soil` is the soil fate behind ``etr_risk``), :mod:`.geometry` (cell
 polygons) and :mod:`.rows` (one shard's rows, the table's columns, the ``cells`` settings).
 
-May import: the standard library, numpy, cftime, polars, :mod:`ncreel.source`,
-:mod:`ncreel.errors`, :mod:`ncreel.io` and :mod:`ncreel.pg` (to encode rows as COPY text).
-Not the render code, the report or the cluster code.
+May import: the standard library, numpy, cftime, polars, :mod:`ncreel.core`,
+:mod:`ncreel.config`, :mod:`ncreel.input` and :mod:`ncreel.pg` (to encode rows as COPY
+text). Not regions, the render code, the report or the cluster code.
 """
 
 from ncreel.cells.context import GEOMETRY_COLUMN, RUN_COLUMN, CellContext, cell_model

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ncreel.input.timeaxis import TimeAxis
 from ncreel.pg.types import GEOMETRY_COLUMN, RUN_COLUMN
-from ncreel.timeaxis import TimeAxis
 
 __all__ = ["GEOMETRY_COLUMN", "RUN_COLUMN", "CellContext", "cell_model"]
 

@@ -19,8 +19,8 @@ from ncreel.cells.soil import (
     time_course_columns,
     time_course_enabled,
 )
-from ncreel.configcheck import schema_defaults
-from ncreel.errors import NcreelError
+from ncreel.config.configcheck import schema_defaults
+from ncreel.core.errors import NcreelError
 
 #: Risk classes of :func:`etr_risk_model`, lowest first (one more than thresholds).
 RISK_CLASSES = ("very low", "low", "medium", "high")

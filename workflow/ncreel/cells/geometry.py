@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ncreel.cells.context import GEOMETRY_COLUMN
-from ncreel.cfaxes import cf_bounds
-from ncreel.errors import NcreelError
-from ncreel.gridmap import edges_1d
+from ncreel.core.errors import NcreelError
+from ncreel.input.cfaxes import cf_bounds
+from ncreel.input.gridmap import edges_1d
 
 #: Index ranges of corner k (lower-left, lower-right, upper-right, upper-left) of every
 #: cell in a (ny + 1, nx + 1) corner array.
@@ -340,6 +340,12 @@ def _valid_text(geom) -> str | None:
     return _ewkt(shapely.MultiPolygon(parts)) if parts else None
 
 
+#: Why a grid without latitude/longitude has no cell polygons, and what to do.
+NO_LAT_LON_GEOMETRY = ("config key 'cells.geometry': the grid has no latitude/longitude "
+                       "coordinates, so cell polygons cannot be built: set cells.geometry: "
+                       "none, or name the file's latitude/longitude with lat=NAME lon=NAME")
+
+
 @dataclass
 class CellGeometry:
     """Corner coordinates of every cell, for the optional polygon column.
@@ -425,8 +431,7 @@ class CellGeometry:
             If the grid has no latitude/longitude (a projected x/y grid).
         """
         if lat is None or lon is None:
-            raise NcreelError("config key 'cells.geometry': the grid has no latitude/"
-                              "longitude coordinates, so cell polygons cannot be built")
+            raise NcreelError(NO_LAT_LON_GEOMETRY)
         ny, nx = lat.shape
         if np.all(lat == lat[:, :1]) and np.all(lon == lon[:1, :]):
             y_lo, y_hi = _edges(ds, y_dim, lat[:, 0])
@@ -438,12 +443,12 @@ class CellGeometry:
 
     @classmethod
     def from_series(cls, series) -> CellGeometry:
-        """Corners of the cells of an opened :class:`ncreel.source.Series`, in its orientation.
+        """Corners of the cells of an opened :class:`~ncreel.input.source.Series`, as it is ordered.
 
         A grid with a CF grid mapping (rotated pole, Lambert conformal, polar
         stereographic...) uses its exact corners: the cell edges in projection x/y (CF
         bounds, else midpoints) transformed to longitude/latitude
-        (:meth:`ncreel.source.Series.cell_corners`). Otherwise rectilinear grids use the
+        (:meth:`ncreel.input.source.Series.cell_corners`). Otherwise rectilinear grids use the
         CF ``bounds`` of the latitude/longitude coordinates when present, else midpoints
         between neighbouring centres (:func:`corners_from_centres`); curvilinear grids the
         mean of the four surrounding centres (:func:`corners_2d`), computed on longitudes
@@ -461,8 +466,7 @@ class CellGeometry:
         """
         lat, lon = series.cell_coordinates()
         if lat is None or lon is None:
-            raise NcreelError("config key 'cells.geometry': the grid has no latitude/"
-                              "longitude coordinates, so cell polygons cannot be built")
+            raise NcreelError(NO_LAT_LON_GEOMETRY)
         ny, nx = lat.shape
         exact = series.cell_corners()
         if exact is not None:
@@ -549,7 +553,7 @@ class MeshGeometry:
 
     Parameters
     ----------
-    mesh : ncreel.mesh.Mesh
+    mesh : ncreel.input.mesh.Mesh
     """
 
     def __init__(self, mesh) -> None:

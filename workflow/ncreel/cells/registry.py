@@ -13,7 +13,7 @@ import numpy as np
 from ncreel.cells.context import GEOMETRY_COLUMN, RUN_COLUMN, CellContext
 from ncreel.cells.etr import etr_risk_model
 from ncreel.cells.field import field_model
-from ncreel.errors import NcreelError
+from ncreel.core.errors import NcreelError
 
 #: Built-in models by their config name.
 BUILTIN_MODELS = {"field": field_model, "etr_risk": etr_risk_model}
@@ -82,7 +82,7 @@ def resolve_model(name: str, params: Mapping | None = None) -> ResolvedModel:
     if ":" not in name:
         raise NcreelError(f"config key 'cells.model': unknown model '{name}' (built in: "
                           f"{', '.join(BUILTIN_MODELS)}; or package.module:function)")
-    from ncreel.userimport import import_user_object
+    from ncreel.core.userimport import import_user_object
 
     fn = import_user_object(name, "cells.model")
     if not callable(fn) or not callable(getattr(fn, "columns", None)):

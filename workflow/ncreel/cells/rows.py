@@ -10,12 +10,12 @@ import numpy as np
 
 from ncreel.cells.context import GEOMETRY_COLUMN, CellContext
 from ncreel.cells.etr import ETR_DEFAULTS, _check_etr
-from ncreel.cells.geometry import CellGeometry, fold_longitude
+from ncreel.cells.geometry import NO_LAT_LON_GEOMETRY, CellGeometry, fold_longitude
 from ncreel.cells.registry import ResolvedModel, check_columns, resolve_model
-from ncreel.configcheck import schema_defaults
-from ncreel.errors import NcreelError
+from ncreel.config.configcheck import schema_defaults
+from ncreel.config.settings import COPY_SUFFIXES, CellsSettings
+from ncreel.core.errors import NcreelError
 from ncreel.pg.types import GEOMETRY_TYPES, REGION_COLUMNS, value_type
-from ncreel.settings import COPY_SUFFIXES, CellsSettings
 
 
 @dataclass
@@ -33,6 +33,10 @@ class ShardRows:
         A polygon region's cells (:func:`region_cover`): ``(keep, covered_fraction,
         edge_distance_m)``, each shape (ny * nx,), by cell id; rows of other cells are
         left out.
+    window : (int, int, int) or None
+        The steps of the whole input series the series shows
+        (:attr:`ncreel.input.source.Series.window`): the model's ``time_index`` (the
+        series' step) is written as the step's index in the whole series.
     """
 
     model: ResolvedModel
@@ -40,18 +44,19 @@ class ShardRows:
     columns: list
     geometry: CellGeometry | None = None
     cover: tuple | None = None
+    window: tuple | None = None
 
     @classmethod
     def for_series(cls, series, *, cell_mean: np.ndarray, cells: CellsSettings,
                    state: Mapping | None = None) -> ShardRows:
-        """Set up the configured model for an opened :class:`ncreel.source.Series`.
+        """Set up the configured model for an opened :class:`ncreel.input.source.Series`.
 
         Parameters
         ----------
-        series : ncreel.source.Series
+        series : ncreel.input.source.Series
         cell_mean : numpy.ndarray, shape (ny, nx)
             Per-cell mean from the statistics rule.
-        cells : ncreel.settings.CellsSettings
+        cells : ncreel.config.settings.CellsSettings
             Uses its ``model``, ``params`` and ``geometry``.
         state : mapping, optional
             Pre-pass results for the model (:attr:`CellContext.state`).
@@ -75,7 +80,7 @@ class ShardRows:
         return cls(model=model, ctx=ctx,
                    columns=table_columns(model, ctx, geometry=cells.geometry,
                                          mesh=mesh is not None, region=cover is not None),
-                   geometry=geometry, cover=cover)
+                   geometry=geometry, cover=cover, window=getattr(series, "window", None))
 
     #: Rows formatted per write call when the polygon column is on: its text (~150 bytes
     #: per row) is built per slice, so it adds a bounded amount of memory, not per block.
@@ -85,12 +90,17 @@ class ShardRows:
         """Return the checked, coerced model columns of one block (without ``geom``).
 
         With a polygon region, only the rows of cells that intersect it, with
-        ``covered_fraction`` and ``edge_distance_m`` after the model's columns.
+        ``covered_fraction`` and ``edge_distance_m`` after the model's columns. With a
+        :attr:`window`, ``time_index`` is the step's index in the whole input series.
         """
         declared = self.columns[:-1] if self.geometry is not None else self.columns
         if self.cover is not None:
             declared = declared[:-len(REGION_COLUMNS)]
         out = check_columns(self.model.name, declared, self.model(block, t0, self.ctx))
+        if self.window is not None and "time_index" in out:
+            first, _, every = self.window
+            out["time_index"] = (first + every * np.asarray(out["time_index"], np.int64)
+                                 ).astype(np.int32)
         if (self.geometry is not None or self.cover is not None) and "cell_id" not in out:
             need = "cells.geometry" if self.cover is None else "a polygon region"
             raise NcreelError(f"cell model '{self.model.name}': {need} needs a "
@@ -134,15 +144,15 @@ def region_cover(series) -> tuple | None:
 
     Parameters
     ----------
-    series : ncreel.source.Series
-        The table's series: a :class:`ncreel.region.RegionSeries` cut to a region with
+    series : ncreel.input.source.Series
+        The table's series: a :class:`ncreel.region.restrict.RegionSeries` cut to a region with
         a polygon (a file or a named country) gives lookups; any other series None.
 
     Returns
     -------
     (keep, covered_fraction, edge_distance_m) or None
         numpy arrays of shape (ny * nx,) indexed by cell id: bool, float64 (NaN where not
-        kept), float64 metres (:meth:`ncreel.region.RegionSeries.covered_cells`).
+        kept), float64 metres (:meth:`ncreel.region.restrict.RegionSeries.covered_cells`).
     """
     region = getattr(series, "region", None)
     if region is None or region.table != "region" or region.polygon is None:
@@ -261,11 +271,47 @@ def cells_settings(cells: Mapping) -> dict:
             "suffix": COPY_SUFFIXES[compression], "layout": cells["layout"]}
 
 
+#: The model a probe of the rows (the table-only calibration, the disk check) writes in
+#: place of one that needs the degradation pre-pass, which has not run yet: its rows'
+#: text, and so its cost and size, are much the same.
+PROBE_MODEL = "field"
+
+
+def probe_settings(cells: CellsSettings) -> CellsSettings:
+    """`cells` as a probe of the rows writes them before any job (:data:`PROBE_MODEL`).
+
+    Parameters
+    ----------
+    cells : CellsSettings
+
+    Returns
+    -------
+    CellsSettings
+        `cells`, or with model :data:`PROBE_MODEL` and no parameters when its model needs
+        the degradation pre-pass (:func:`ncreel.cells.soil.needs_prepass`).
+    """
+    import dataclasses
+
+    from ncreel.cells.soil import needs_prepass
+
+    if needs_prepass(cells.to_params()):
+        return dataclasses.replace(cells, model=PROBE_MODEL, params={})
+    return cells
+
+
 def series_columns(series, cells: Mapping) -> list[tuple[str, str]]:
     """Columns of the run's COPY file, from the series header only (parse time).
 
     Resolves (imports) the model, so a bad ``cells.model`` fails before any job runs.
+
+    Raises
+    ------
+    NcreelError
+        A bad model; ``cells.geometry`` on a grid without latitude/longitude (the shard
+        jobs could not build its polygons).
     """
+    if cells["geometry"] != "none" and not series.has_lat_lon:
+        raise NcreelError(NO_LAT_LON_GEOMETRY)
     ctx = CellContext(time=series.time_axis(), cell_mean=np.empty(0),
                       lat=None, lon=None, value_type=value_type(series.dtype),
                       variable=series.variable)

@@ -32,11 +32,11 @@ from pathlib import Path
 import cftime
 import numpy as np
 
-from ncreel.errors import NcreelError
-from ncreel.io import atomic_path
-from ncreel.source import MAX_BLOCK_CELLS
-from ncreel.timeaxis import ISO_FORM, iso_fields
-from ncreel.units import same_units
+from ncreel.core.errors import NcreelError
+from ncreel.core.io import atomic_path
+from ncreel.input.source import MAX_BLOCK_CELLS
+from ncreel.input.timeaxis import ISO_FORM, iso_fields
+from ncreel.input.units import same_units
 
 #: Molar gas constant R, J/(mol K) (CODATA 2018, exact).
 GAS_CONSTANT_J_MOL_K = 8.314462618
@@ -86,7 +86,7 @@ def arrhenius_factor(temperature_k, *, ea_kj_mol: float = 65.4,
 def parse_date(text: str, calendar: str, key: str = "cells.params.applications") -> cftime.datetime:
     """Parse an ISO 8601 date[-time] as a date of the series' CF `calendar`.
 
-    The form is the package's one (:func:`ncreel.timeaxis.iso_fields`), as for time strings
+    The form is the package's one (:func:`ncreel.input.timeaxis.iso_fields`), as for time strings
     in files.
 
     Raises
@@ -363,7 +363,7 @@ def degradation_prepass(factor: Callable[[int, int], np.ndarray], days: np.ndarr
 
 def write_series_degradation_state(series, p: Mapping, starts: Sequence[int],
                                    npy: str | os.PathLike, meta_json: str | os.PathLike) -> dict:
-    """Run :func:`degradation_prepass` on a :class:`ncreel.source.Series`; write the state.
+    """Run :func:`degradation_prepass` on a :class:`ncreel.input.source.Series`; write the state.
 
     Writes ``npy`` (float64, shape (n_starts + n_app + 1, ny * nx), memory-mapped while
     written) and ``meta_json`` (``steps``, ``n_applications``), each renamed into place
@@ -473,7 +473,7 @@ def check_series(p: Mapping, time, read_variable: Callable | None, units_of: Cal
     ----------
     p : mapping
         ``cells.params`` of etr_risk (defaults applied).
-    time : ncreel.timeaxis.TimeAxis
+    time : ncreel.input.timeaxis.TimeAxis
     read_variable : callable or None
         As :attr:`ncreel.cells.CellContext.read_variable`, to check the temperature
         variable's dims (reads one step).
@@ -521,7 +521,7 @@ def check_run(series, cells: Mapping) -> None:
 
     Parameters
     ----------
-    series : ncreel.source.Series
+    series : ncreel.input.source.Series
     cells : mapping
         As from :func:`ncreel.cells.cells_settings`; anything but ``etr_risk`` passes.
 

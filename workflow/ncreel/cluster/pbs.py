@@ -66,6 +66,7 @@ from snakemake_executor_plugin_pbs_pro.state import STATE_DIR, read_marker
 from snakemake_executor_plugin_pbs_pro.submit_string import (
     QsubError,
     build_qsub,
+    job_env_names,
     qsub_environment,
     run_qsub,
     write_wrapper,
@@ -78,7 +79,8 @@ def find_qstat() -> str | None:
 
 
 def _run(cmd: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
-    # Without the secrets qsub -V would show to every user (submit_string.SECRET_ENV).
+    # Without the secrets a job's Variable_List would show to every user
+    # (submit_string.SECRET_ENV).
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                           env=qsub_environment())
 
@@ -164,7 +166,8 @@ def _verdict(jobid: str, rec: dict | None, *, state_dir, runner, log, waits=(0, 
     """Decide one job from its ``qstat`` record (Torque-style records too).
 
     Without a record, or without an exit status in it (Slurm's Torque wrapper): from the
-    exit status its wrapper recorded, then Slurm's accounting; else ``failed``.
+    exit status its wrapper recorded, then Slurm's accounting (for a bare Slurm job id
+    only); else ``failed``.
     """
     if rec is not None:
         verdict = classify(rec)
@@ -178,9 +181,12 @@ def _verdict(jobid: str, rec: dict | None, *, state_dir, runner, log, waits=(0, 
         marker = read_marker(jobid, state_dir)
         if marker is not None:
             return "success" if marker == 0 else "failed"
-    accounted = sacct_status(jobid, runner=runner)
-    if accounted in ("success", "failed"):
-        return accounted
+    # Slurm's Torque wrappers print bare ids (``15``); a PBS id names its server (``15.vm``)
+    # and Slurm's accounting knows nothing of it: where both run, its job 15 is another job.
+    if jobid.isdigit():
+        accounted = sacct_status(jobid, runner=runner)
+        if accounted in ("success", "failed"):
+            return accounted
     log(f"job {jobid} ended without recording an exit status (killed for memory or "
         "walltime, or cancelled): failed")
     return "failed"
@@ -228,8 +234,12 @@ class SubmitError(RuntimeError):
 
 def submit(jobscript: str, *, queue: str | None, account: str | None, log_dir: str,
            state_dir: str = STATE_DIR, require_account: bool = True, runner=_run,
-           account_env: str = ACCOUNT_ENV, **kw) -> str:
+           account_env: str = ACCOUNT_ENV, env: tuple = (), **kw) -> str:
     """Submit `jobscript` with ``qsub``; return the job id ``qsub`` printed.
+
+    The job gets the plugin's list of variables (``submit_string.JOB_ENV``) and those
+    `env` names (``NAME*``: a prefix), by ``qsub -v``; a named one whose value ``qsub -v``
+    cannot carry is said on standard error.
 
     Raises
     ------
@@ -245,7 +255,12 @@ def submit(jobscript: str, *, queue: str | None, account: str | None, log_dir: s
     props = read_properties(jobscript)
     Path(log_dir).mkdir(parents=True, exist_ok=True)
     wrapper = write_wrapper(jobscript, state_dir)
-    cmd = build_qsub(props, str(wrapper), queue=queue, account=account, log_dir=log_dir, **kw)
+    names, unsafe = job_env_names(env)
+    if unsafe:
+        print(f"ncreel-pbs: not passed to the job: {', '.join(unsafe)} (a quote or a "
+              "backslash in the value, which qsub -v cannot carry)", file=sys.stderr)
+    cmd = build_qsub(props, str(wrapper), queue=queue, account=account, log_dir=log_dir,
+                     env=names, **kw)
     try:
         return run_qsub(cmd, runner=runner)
     except QsubError as err:
@@ -308,6 +323,9 @@ def main(argv: list[str] | None = None) -> int:
     sp.add_argument("--node-mem-gb", type=int, default=None)
     sp.add_argument("--extra-l", action="append", default=[],
                     help="extra -l resource, e.g. job_priority=economy")
+    sp.add_argument("--env", action="append", default=[],
+                    help="comma-separated environment variables the job gets too (NAME* "
+                         "for a prefix), beside PATH, the locale, PYTHON*, SNAKEMAKE_*...")
     st = sub.add_parser("status", help="print running/success/failed for a job id")
     st.add_argument("jobid")
     st.add_argument("--state-dir", default=STATE_DIR)
@@ -321,7 +339,8 @@ def main(argv: list[str] | None = None) -> int:
                            state_dir=args.state_dir, require_account=not args.no_account,
                            account_env=args.account_env, max_walltime=args.max_walltime,
                            node_cores=args.node_cores, node_mem_gb=args.node_mem_gb,
-                           extra_l=args.extra_l)
+                           extra_l=args.extra_l,
+                           env=tuple(n for e in args.env for n in e.split(",") if n))
         except (SubmitError, MissingAccount) as err:
             print(f"ncreel-pbs: error: {err}", file=sys.stderr)
             return 1

@@ -25,8 +25,8 @@ import socket
 import time
 from pathlib import Path
 
-from ncreel.errors import NcreelError
-from ncreel.jobrecord import scheduler_job_id
+from ncreel.core.errors import NcreelError
+from ncreel.run.jobrecord import scheduler_job_id
 
 log = logging.getLogger(__name__)
 

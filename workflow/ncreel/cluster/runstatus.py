@@ -4,7 +4,7 @@
 reads only files: the plan (``results/<run>/stats.json`` ``n_time`` and
 ``calibration.json`` ``frames_per_shard``), each shard's outputs, Snakemake's incomplete
 markers (``.snakemake/incomplete/``, which hold the scheduler's job id of a submitted job),
-and each shard job's attempts record (:mod:`ncreel.jobrecord`). Only for a job that a
+and each shard job's attempts record (:mod:`ncreel.run.jobrecord`). Only for a job that a
 scheduler ran does it ask the scheduler (``squeue`` / PBS ``qstat``) whether the job is
 still there.
 
@@ -34,15 +34,15 @@ import sys
 from pathlib import Path
 
 from ncreel.cluster.runlock import run_lock_holder
-from ncreel.errors import NcreelError
-from ncreel.incomplete import marked_incomplete, marker_path
-from ncreel.jobrecord import attempt_count, attempts_path, read_attempts
-from ncreel.settings import Calibration
-from ncreel.shardplan import plan_shards
+from ncreel.config.settings import COPY_SUFFIXES, OUTPUTS, Calibration
+from ncreel.core.errors import NcreelError
+from ncreel.run.incomplete import marked_incomplete, marker_path
+from ncreel.run.jobrecord import attempt_count, attempts_path, read_attempts
+from ncreel.run.shardplan import plan_shards
 
 
 def _incomplete_marker(workdir: Path, output: str) -> dict | None:
-    # Snakemake's FilePersistence mark (ncreel.incomplete); content {"external_jobid": ...}.
+    # Snakemake's FilePersistence mark (ncreel.run.incomplete); content {"external_jobid": ...}.
     path = marker_path(workdir, output)
     try:
         marker = json.loads(path.read_text() or "{}")
@@ -123,7 +123,7 @@ def run_job_ids(workdir: str | os.PathLike = ".", run: str = "demo") -> frozense
 
     A submitted job's id is in Snakemake's incomplete marker of each of its outputs
     (written when it is submitted), and a started job's in its attempts record
-    (:mod:`ncreel.jobrecord`; the job's own Snakemake rewrites the marker without it).
+    (:mod:`ncreel.run.jobrecord`; the job's own Snakemake rewrites the marker without it).
 
     Parameters
     ----------
@@ -178,15 +178,28 @@ def shard_status(workdir: str | os.PathLike = ".", run: str = "demo", *,
     """
     work = Path(workdir)
     out, logs = work / "results" / run, work / "logs" / run
-    n_time = json.loads((out / "stats.json").read_text())["n_time"]
+    stats = json.loads((out / "stats.json").read_text())
+    n_time = stats["n_time"]
     fps = Calibration.from_json(out / "calibration.json").frames_per_shard
+    # A shard is done when its job's outputs are: the segment, or without a movie
+    # (config outputs) its COPY rows, in whichever compression the run writes.
+    movie = "movie" in (stats.get("outputs") or OUTPUTS)
+
+    def shard_output(name: str) -> str:
+        if movie:
+            return f"results/{run}/segments/{name}.mp4"
+        for suffix in COPY_SUFFIXES.values():
+            path = f"results/{run}/cells/{name}{suffix}"
+            if (work / path).exists() or marker_path(work, path).exists():
+                return path
+        return f"results/{run}/cells/{name}{COPY_SUFFIXES['none']}"
     host = socket.gethostname()
     # Snakemake's own lock outlives a Snakemake ended by SIGHUP or SIGKILL; ncreel's run
     # lock is a flock, which the kernel releases when the holder dies.
     held = run_holder(work, run) is not None
     rows = []
     for shard in plan_shards(n_time, fps):
-        seg = f"results/{run}/segments/{shard.name}.mp4"
+        seg = shard_output(shard.name)
         marker = _incomplete_marker(work, seg)
         attempts = read_attempts(attempts_path(logs / "process_shard" / f"{shard.name}.log"))
         last = attempts[-1] if attempts else {}
@@ -234,6 +247,34 @@ def shard_status(workdir: str | os.PathLike = ".", run: str = "demo", *,
     return rows
 
 
+def disk_stop(workdir: str | os.PathLike = ".", run: str = "demo") -> str | None:
+    """Return the line of `run`'s newest job that ended on a full disk, or None.
+
+    Reads every job's attempts record under ``logs/<run>/``
+    (:mod:`ncreel.run.jobrecord`): a job whose newest attempt failed with reason
+    ``disk``, or refused to run again after one that did.
+
+    Returns
+    -------
+    str or None
+        The job (``process_shard 00003``) and the full disk's line as the job said it;
+        None when no job's newest attempt ended on a full disk.
+    """
+    found = []
+    for record in Path(workdir, "logs", run).rglob("*.attempts.jsonl"):
+        attempts = read_attempts(record)
+        disk = [a for a in attempts if a.get("reason") == "disk"]
+        last = attempts[-1] if attempts else {}
+        if disk and last.get("reason") in ("disk", "not_retried"):
+            job = " ".join([str(disk[-1].get("rule") or record.name.split(".")[0]),
+                            *map(str, (disk[-1].get("wildcards") or {}).values())])
+            found.append((float(disk[-1].get("end") or 0), job, disk[-1].get("message")))
+    if not found:
+        return None
+    _, job, message = max(found)
+    return f"{job}: {message or 'no space left on device'}"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print one line per shard and a summary; exit status 0 (1 if there is no plan)."""
     ap = argparse.ArgumentParser(prog="python -m ncreel.cluster.runstatus",
@@ -252,7 +293,14 @@ def main(argv: list[str] | None = None) -> int:
     except NcreelError as err:
         print(f"ncreel: error: {err}", file=sys.stderr)
         return 1
-    print(f"{'shard':<7} {'frames':>6}  {'state':<8} {'attempts':>8}  {'job id':<14} detail")
+    # A run without a movie (config outputs) has steps, not frames.
+    try:
+        stats = json.loads((Path(args.workdir) / "results" / args.run / "stats.json")
+                           .read_text())
+        unit = "frames" if "movie" in (stats.get("outputs") or OUTPUTS) else "steps"
+    except (OSError, ValueError):
+        unit = "frames"
+    print(f"{'shard':<7} {unit:>6}  {'state':<8} {'attempts':>8}  {'job id':<14} detail")
     for r in rows:
         print(f"{r['shard']:<7} {r['frames']:>6}  {r['state']:<8} {r['attempts']:>8}  "
               f"{r['jobid'] or '-':<14} {r['detail']}")
@@ -265,6 +313,9 @@ def main(argv: list[str] | None = None) -> int:
     lock = f"results/{args.run}/.ncreel-run.lock"
     if holder is not None:
         print(f"run {args.run}: running (Snakemake pid {holder or '?'} holds {lock})")
+    elif (disk := disk_stop(args.workdir, args.run)) is not None:
+        # Not "interrupted": the same command would stop again until there is room.
+        print(f"run {args.run}: stopped on a full disk ({disk})")
     elif counts["done"] == len(rows):
         print(f"run {args.run}: complete")
     else:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 
-from ncreel.errors import NcreelError
+from ncreel.core.errors import NcreelError
 
 #: Executor plugin -> the batch scheduler it submits to. A generic executor (e.g.
 #: cluster-generic with ncreel_pbs.py) declares its scheduler in config ``scheduler``.
@@ -64,7 +64,7 @@ def batch_job_ended(scheduler: str | None, jobid: str) -> bool:
     Parameters
     ----------
     scheduler : str or None
-        ``"pbs"`` or ``"slurm"`` (:func:`ncreel.jobrecord.scheduler_job_id`).
+        ``"pbs"`` or ``"slurm"`` (:func:`ncreel.run.jobrecord.scheduler_job_id`).
     jobid : str
         The job id (``123.server``, ``123``).
     """

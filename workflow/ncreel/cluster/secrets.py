@@ -1,13 +1,14 @@
 """Keep a PostgreSQL password in the environment out of what PBS shows every user.
 
-PBS Pro's ``qsub -V`` (the ``pbs-pro`` executor's, ncreel's cluster-generic helper's)
-copies the submitting environment into the job's ``Variable_List``, which ``qstat -f``
-prints to every user of the server while ``query_other_jobs`` is true (OpenPBS's
-default). So ``qsub`` runs without ``PGPASSWORD``
-(``snakemake_executor_plugin_pbs_pro.submit_string.SECRET_ENV``), and ncreel writes the
-password nowhere: a ``load_database`` job on PBS reads it where libpq looks on the
-compute node, ``~/.pgpass`` (or ``PGPASSFILE``) or a service file. Slurm keeps a job's
-environment from other users, so Slurm jobs inherit it as they are.
+A PBS Pro job's variables (``qsub -v``; the ``pbs-pro`` executor's, ncreel's
+cluster-generic helper's) are in its ``Variable_List``, which ``qstat -f`` prints to
+every user of the server while ``query_other_jobs`` is true (OpenPBS's default). So jobs
+get only the variables they need, by name
+(``snakemake_executor_plugin_pbs_pro.submit_string.JOB_ENV``), ``qsub`` runs without
+``PGPASSWORD`` (``SECRET_ENV``), and ncreel writes the password nowhere: a
+``load_database`` job on PBS reads it where libpq looks on the compute node,
+``~/.pgpass`` (or ``PGPASSFILE``) or a service file. Slurm keeps a job's environment from
+other users, so Slurm jobs inherit it as they are.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from ncreel.errors import NcreelError
+from ncreel.core.errors import NcreelError
 
 #: The variable libpq reads a password from.
 PASSWORD_ENV = "PGPASSWORD"
@@ -58,8 +59,8 @@ def pbs_password_note(database: Mapping | None, environ: Mapping | None = None,
                Path(environ["PGSERVICEFILE"]) if environ.get("PGSERVICEFILE")
                else home / ".pg_service.conf"]
     found = [str(p) for p in sources if p.is_file()]
-    why = (f"{PASSWORD_ENV} is not passed to PBS jobs (qsub -V would copy it into the "
-           "job's Variable_List, which qstat -f shows to every user)")
+    why = (f"{PASSWORD_ENV} is not passed to PBS jobs (a job's variables are in its "
+           "Variable_List, which qstat -f shows to every user)")
     if not found:
         raise NcreelError(f"{why}, so the load_database job would connect without a "
                           "password: put it in ~/.pgpass (chmod 600; a line "

@@ -6,7 +6,7 @@ script), :mod:`.reduce` (the reduce rule: one COPY file for
 the run) and :mod:`.load` (the load rule: stream that file into PostgreSQL with psycopg).
 
 May import: the standard library, numpy, polars, zstandard and psycopg (each where it is
-used, inside the function, so the reduce job stays light), and :mod:`ncreel.errors`,
-:mod:`ncreel.io`, :mod:`ncreel.configcheck`. Not :mod:`ncreel.cells` (the models declare
-their columns; this package only encodes them) nor the render code.
+used, inside the function, so the reduce job stays light), :mod:`ncreel.core` and
+:mod:`ncreel.config`. Not :mod:`ncreel.input` nor :mod:`ncreel.cells` (the models declare
+their columns; this package only encodes them), nor the render code.
 """

@@ -19,7 +19,7 @@ from typing import BinaryIO
 
 import numpy as np
 
-from ncreel.io import atomic_path
+from ncreel.core.io import atomic_path
 from ncreel.pg.types import pg_type_for  # noqa: F401  (its home before ncreel.pg.types)
 
 # polars is imported inside the functions that use it: the reduce and load jobs import
@@ -224,8 +224,44 @@ def open_copy_writer(path: str | os.PathLike, compression: str = "none",
 
         raw = open(path, "wb")
         cctx = zstandard.ZstdCompressor(level=3 if level is None else level)
-        return cctx.stream_writer(raw, closefd=True)
+        return _ClosingWriter(cctx.stream_writer(raw, closefd=True), raw)
     raise ValueError(f"compression {compression!r}: use none, gzip or zstd")
+
+
+class _ClosingWriter:
+    """A compressor's stream that closes its file even when its last write fails.
+
+    zstandard's writer leaves the file open when the flush in its ``close`` fails (a full
+    disk), which Python then reports at exit as an unraisable error beside the job's one
+    line; gzip closes its file itself.
+    """
+
+    def __init__(self, stream, raw) -> None:
+        self._stream, self._raw = stream, raw
+
+    def write(self, data) -> int:
+        """Compress and write `data`; return its length."""
+        return self._stream.write(data)
+
+    def flush(self) -> None:
+        """Flush the compressor's buffered output to the file."""
+        self._stream.flush()
+
+    def close(self) -> None:
+        """Finish the compressed stream and close the file, whatever happens."""
+        try:
+            self._stream.close()
+        finally:
+            self._raw.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
 
 
 @contextlib.contextmanager

@@ -33,11 +33,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ncreel.errors import NcreelError
+from ncreel.core.errors import NcreelError
 from ncreel.pg.sql import (
     _do,
     _table,
     advisory_key,
+    column_types_check,
     copy_statement,
     identifier,
     partitioned_checks,
@@ -239,9 +240,10 @@ def create_statement(table: str, columns: Sequence[Sequence[str]]) -> str:
                                 f" in it: set config key 'table' to a new name"))
         body.append(sql.SQL(
             "CREATE TABLE IF NOT EXISTS {t} (\n    {cols}\n) PARTITION BY LIST ({run});\n"
-            "{checks}{columns_check}{index}").format(
+            "{checks}{columns_check}\n{types}{index}").format(
                 t=t, cols=cols, run=identifier("run"), index=index,
-                checks=partitioned_checks(names[kind]), columns_check=columns_check))
+                checks=partitioned_checks(names[kind]), columns_check=columns_check,
+                types=column_types_check(names[kind], split[kind])))
     view = _table(table)
     reg = sql.Literal(view.as_string(None))
     select = sql.SQL(", ").join(sql.SQL("{}.{}").format(identifier(a), identifier(n))

@@ -17,7 +17,7 @@ import os
 import time
 from collections.abc import Sequence
 
-from ncreel.errors import NcreelError
+from ncreel.core.errors import NcreelError
 from ncreel.pg.copytext import open_copy_reader
 from ncreel.pg.sql import (
     SWAP_WAITED_SETTING,
@@ -115,7 +115,7 @@ def job_conninfo(*, url: str | None = None, service: str | None = None) -> str:
         As :func:`conninfo_for`, or the conninfo contains a password (the message says
         where to put it and never quotes it).
     """
-    from ncreel.configcheck import PASSWORD_HELP
+    from ncreel.config.configcheck import PASSWORD_HELP
 
     conninfo, password = split_password(conninfo_for(url=url, service=service))
     if password is not None:
@@ -583,7 +583,7 @@ def write_summary(summary: dict, path: str | os.PathLike) -> None:
     """Write the load summary as JSON (the rule's output marker)."""
     import json
 
-    from ncreel.io import atomic_path
+    from ncreel.core.io import atomic_path
 
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(summary, indent=2) + "\n")

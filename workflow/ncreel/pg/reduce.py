@@ -10,7 +10,7 @@ import logging
 import os
 from collections.abc import Sequence
 
-from ncreel.io import atomic_path
+from ncreel.core.io import atomic_path
 from ncreel.pg.copytext import concatenate
 from ncreel.pg.sql import load_script
 

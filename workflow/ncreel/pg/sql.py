@@ -192,9 +192,47 @@ def create_statement(table: str, columns: Sequence[tuple[str, str]]) -> str:
     stmt = sql.SQL(
         "PERFORM pg_advisory_xact_lock({key});\n"
         "CREATE TABLE IF NOT EXISTS {t} (\n    {body}\n) PARTITION BY LIST ({run});\n"
-        "{checks}").format(key=advisory_key(table), t=t, body=body, run=identifier("run"),
-                           checks=partitioned_checks(table))
+        "{checks}\n{types}").format(key=advisory_key(table), t=t, body=body,
+                                    run=identifier("run"), checks=partitioned_checks(table),
+                                    types=column_types_check(table, columns))
     return _do(stmt)
+
+
+def column_types_check(table: str, columns: Sequence[tuple[str, str]]):
+    """PL/pgSQL raising when a column of `table` has another type than `columns` give it.
+
+    Run before anything of a load is made, so that a clash (a float32 run's ``real``
+    against a packed or 64-bit run's ``double precision``) is one line naming the column
+    and both types, not the ``ATTACH PARTITION`` error after every file was copied, and
+    leaves no table of the run behind. Types are compared as PostgreSQL resolves them
+    (``to_regtype``: ``float8`` is ``double precision``; type modifiers aside); a type
+    the server does not know is left to the load. Columns of other names are the name
+    check's (:func:`ncreel.pg.load._check_table`).
+
+    Returns
+    -------
+    psycopg.sql.Composed
+    """
+    from psycopg import sql
+
+    reg = sql.Literal(_table(table).as_string(None))
+    clash = sql.SQL(
+        "FROM pg_attribute a JOIN (VALUES {rows}) AS w(name, type) ON w.name = a.attname "
+        "WHERE a.attrelid = {reg}::regclass AND a.attnum > 0 AND NOT a.attisdropped AND "
+        "to_regtype(w.type) IS NOT NULL AND a.atttypid <> to_regtype(w.type)::oid").format(
+            rows=sql.SQL(", ").join(sql.SQL("({}, {})").format(sql.Literal(n), sql.Literal(t))
+                                    for n, t in columns), reg=reg)
+    message = sql.Literal(
+        f"table {table.replace('%', '%%')} has column %s of type %s, but this run writes "
+        "%s: the runs of one table share its column types (a float32 variable is written "
+        "as real, a packed or 64-bit one as double precision): set config key 'table' to "
+        "a new name")
+    return sql.SQL(
+        "IF EXISTS (SELECT {clash}) THEN\n"
+        "  RAISE EXCEPTION USING ERRCODE = 'datatype_mismatch', MESSAGE = (SELECT format("
+        "{message}, a.attname, format_type(a.atttypid, a.atttypmod), w.type) {clash} "
+        "ORDER BY a.attnum LIMIT 1);\n"
+        "END IF;").format(clash=clash, message=message)
 
 
 def partitioned_checks(table: str):

@@ -26,7 +26,7 @@ AREA_COLUMN = "cell_area"
 #: Columns that describe a cell alone, not a (step, cell): the normalised layout
 #: (:mod:`ncreel.pg.layout`) keeps them once per cell in ``<table>_cells``. A column a
 #: model or region adds per cell (e.g. its covered fraction) belongs here.
-#: Columns added after the model's for a polygon region (:mod:`ncreel.regionpolygon`):
+#: Columns added after the model's for a polygon region (:mod:`ncreel.region.polygon`):
 #: the cell's covered fraction (1) and its centre's distance to the region's edge (m).
 REGION_COLUMNS = (("covered_fraction", "double precision"),
                   ("edge_distance_m", "double precision"))

@@ -2,7 +2,7 @@
 
 The ``calibrate_render`` job renders and encodes a few probe frames of the real input,
 exactly as a shard job does, and records its peak resident memory (itself and its ffmpeg)
-and seconds per frame. From those, :mod:`ncreel.resources` derives every ``process_shard``
+and seconds per frame. From those, :mod:`ncreel.run.resources` derives every ``process_shard``
 job's ``mem_mb`` and ``runtime``, and, when ``frames_per_shard`` is not configured, how many
 frames fill the target job runtime. Measuring beats a formula here: the encoder's memory
 alone (libx264 keeps ~40 look-ahead frames) depends on frame size and preset in ways no
@@ -19,10 +19,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from ncreel.procmem import current_rss_mb, peak_rss_mb
+from ncreel.config.settings import Calibration
+from ncreel.core.procmem import current_rss_mb, peak_rss_mb
+from ncreel.region.selection import open_selection
 from ncreel.render.movie import SegmentEncoder
-from ncreel.selection import open_selection
-from ncreel.settings import Calibration
 
 log = logging.getLogger(__name__)
 

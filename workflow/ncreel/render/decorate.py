@@ -34,8 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ncreel.errors import NcreelError
-from ncreel.userimport import import_user_object
+from ncreel.core.errors import NcreelError
+from ncreel.core.userimport import import_user_object
 
 log = logging.getLogger(__name__)
 
@@ -284,9 +284,9 @@ def check_decorate(spec: str, series, render, *, projection, x, y, panels: int =
     ----------
     spec : str
         Config ``decorate``.
-    series : ncreel.source.Series
+    series : ncreel.input.source.Series
         The movie's series (after its region cut).
-    render : ncreel.settings.RenderSettings
+    render : ncreel.config.settings.RenderSettings
     projection : cartopy.crs.Projection, ncreel.render.maps.PlainPlateCarree or None
         The movie's map (:func:`ncreel.render.segment.map_settings`).
     x, y : numpy.ndarray or None

@@ -86,7 +86,7 @@ class FrameRenderer:
         then longitudes and latitudes (degrees). None: plain axes in the grid's coordinates.
     features : iterable of ncreel.render.maps.MapLines
         Map lines (coastlines, borders) drawn above the field; needs `projection`.
-    mesh : ncreel.mesh.Mesh, optional
+    mesh : ncreel.input.mesh.Mesh, optional
         The faces of an unstructured mesh (:mod:`ncreel.render.meshdraw`), in place of a
         grid: `shape` is then ``(1, n_face)``, `projection` is required and `x`, `y`
         are the face centres.

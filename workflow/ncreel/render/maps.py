@@ -10,14 +10,17 @@ land borders are the arcs two different ``countries`` share (as topojson's ``mes
 
 from __future__ import annotations
 
-import functools
-import json
 from collections.abc import Mapping
-from pathlib import Path
 
 import numpy as np
 
-DATA = Path(__file__).parent.parent / "data" / "natural_earth"
+from ncreel.region.naturalearth import (
+    border_lines,
+    coastline_lines,
+    country_lines,
+    split_at_antimeridian,
+)
+
 #: Map span (degrees, larger of longitude and latitude) below which 1:50m is drawn.
 SCALE_50M_BELOW_DEG = 50.0
 #: A grid spanning at least this many degrees of longitude is global: maps centre on 0.
@@ -156,7 +159,7 @@ class MapLines:
         for line in self.lines:
             xy = projection.transform_points(None, line[:, 0], line[:, 1])[:, :2]
             # A line crossing the map's edge is cut there, not drawn across the map.
-            parts.extend(p for p in _split_at_antimeridian(xy) if len(p) > 1)
+            parts.extend(p for p in split_at_antimeridian(xy) if len(p) > 1)
         style = self.style
         # Cartopy's feature artists draw at zorder 1.5, above the field's mesh.
         ax.add_collection(LineCollection(parts, colors=style["edgecolor"],
@@ -277,56 +280,6 @@ def map_scale(lon: np.ndarray, lat: np.ndarray) -> str:
     return "50m" if span < SCALE_50M_BELOW_DEG else "110m"
 
 
-@functools.lru_cache(maxsize=4)
-def _topology(name: str) -> dict:
-    return json.loads((DATA / name).read_text())
-
-
-def _arcs(topo: Mapping) -> list[np.ndarray]:
-    # Quantized TopoJSON: each arc is delta-encoded integer positions, then scaled.
-    (sx, sy), (tx, ty) = topo["transform"]["scale"], topo["transform"]["translate"]
-    out = []
-    for arc in topo["arcs"]:
-        q = np.cumsum(np.asarray(arc, dtype=float), axis=0)
-        out.append(np.column_stack([q[:, 0] * sx + tx, q[:, 1] * sy + ty]))
-    return out
-
-
-def _split_at_antimeridian(line: np.ndarray) -> list[np.ndarray]:
-    # Natural Earth rings run along +-180; a step from +180 to -180 is not a line across
-    # the map.
-    cut = np.flatnonzero(np.abs(np.diff(line[:, 0])) > 180) + 1
-    return [part for part in np.split(line, cut) if len(part) > 1]
-
-
-def _arc_ids(geometry: Mapping) -> set[int]:
-    # Arc indices of a Polygon / MultiPolygon; ~i means arc i reversed.
-    rings = geometry.get("arcs", [])
-    if geometry["type"] == "MultiPolygon":
-        rings = [ring for polygon in rings for ring in polygon]
-    return {i if i >= 0 else ~i for ring in rings for i in ring}
-
-
-def coastline_lines(scale: str = "110m") -> list[np.ndarray]:
-    """Coastlines (rings of Natural Earth ``land``) as (n, 2) arrays of (lon, lat) degrees."""
-    topo = _topology("land-110m.json" if scale == "110m" else "countries-50m.json")
-    arcs = _arcs(topo)
-    ids = set().union(*(_arc_ids(g) for g in topo["objects"]["land"]["geometries"]))
-    return [part for i in sorted(ids) for part in _split_at_antimeridian(arcs[i])]
-
-
-def border_lines() -> list[np.ndarray]:
-    """Land borders at 1:50m: arcs shared by two different countries, (n, 2) lon/lat arrays."""
-    topo = _topology("countries-50m.json")
-    arcs = _arcs(topo)
-    users: dict[int, int] = {}
-    for g in topo["objects"]["countries"]["geometries"]:
-        for i in _arc_ids(g):
-            users[i] = users.get(i, 0) + 1
-    return [part for i in sorted(users) if users[i] > 1
-            for part in _split_at_antimeridian(arcs[i])]
-
-
 def map_features(*, coastlines: bool, borders: bool, scale: str = "110m") -> list[MapLines]:
     """Lines (shipped geometry, longitude/latitude) to draw above the field.
 
@@ -348,3 +301,29 @@ def map_features(*, coastlines: bool, borders: bool, scale: str = "110m") -> lis
     if borders:
         features.append(MapLines(border_lines(), BORDER_STYLE))
     return features
+
+
+#: Style of a named country's outline (drawn once, above the field).
+OUTLINE_STYLE = {"edgecolor": "black", "linewidth": 1.2}
+
+
+def region_features(region) -> list:
+    """Return the static overlays of the region (a country's or polygon's outline) as map lines."""
+    if region is None or (region.name is None and region.file is None):
+        return []
+    if region.file is None:
+        return [MapLines(country_lines(region.name), OUTLINE_STYLE)]
+    import shapely
+
+    lines = []
+    # Densified: its edges are straight in longitude/latitude (as the table's cells see
+    # them), which is a curve on most map projections.
+    for ring in shapely.get_parts(shapely.segmentize(region.polygon.boundary, 0.5)):
+        xy = shapely.get_coordinates(ring)
+        # Edges along the antimeridian, where the polygon was split, are no outline.
+        seam = np.abs(xy[:, 0]) >= 180.0 - 1e-9
+        cut = np.flatnonzero(seam[:-1] & seam[1:]) + 1
+        for part in np.split(xy, cut):
+            if len(part) > 1:
+                lines.extend(p for p in split_at_antimeridian(part) if len(p) > 1)
+    return [MapLines(lines, OUTLINE_STYLE)]

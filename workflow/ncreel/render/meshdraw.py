@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ncreel.cfaxes import wrap_longitude
+from ncreel.input.cfaxes import wrap_longitude
 
 #: Longitudes this close to the map's edge meridian are kept on their side of it.
 _EDGE_EPS = 1e-7
@@ -141,7 +141,7 @@ def face_layout(mesh, projection) -> FaceLayout:
 
     Parameters
     ----------
-    mesh : ncreel.mesh.Mesh
+    mesh : ncreel.input.mesh.Mesh
     projection : cartopy.crs.Projection or ncreel.render.maps.PlainPlateCarree
 
     Returns

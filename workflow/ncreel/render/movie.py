@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ncreel.errors import DiskFull, NcreelError, ProgramKilled
-from ncreel.io import atomic_path
+from ncreel.core.errors import DiskFull, NcreelError, ProgramKilled
+from ncreel.core.io import atomic_path
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +49,8 @@ def ffmpeg_error(returncode: int, doing: str, stderr: str) -> NcreelError:
     """Return the error for an ffmpeg that failed `doing` something (its status, stderr).
 
     A negative `returncode` (killed by a signal) gives a
-    :class:`ncreel.errors.ProgramKilled`, so a memory kill of ffmpeg is retried with more
-    memory and an interruption is not; a full disk gives :class:`ncreel.errors.DiskFull`
+    :class:`ncreel.core.errors.ProgramKilled`, so a memory kill of ffmpeg is retried with more
+    memory and an interruption is not; a full disk gives :class:`ncreel.core.errors.DiskFull`
     (not retried with more memory either).
     """
     text = stderr.strip()[-2000:]
@@ -241,7 +241,7 @@ class SegmentEncoder:
         raise ffmpeg_error(self._proc.returncode, f"writing {self.output}", err)
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        from ncreel.procmem import peak_rss_mb
+        from ncreel.core.procmem import peak_rss_mb
 
         self.peak_rss_mb = peak_rss_mb(self._proc.pid)
         try:

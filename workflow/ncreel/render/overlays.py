@@ -344,7 +344,7 @@ def check_overlays(series, contours, vectors) -> None:
 
     Parameters
     ----------
-    series : ncreel.source.Series
+    series : ncreel.input.source.Series
         The movie's series (after its region cut).
     contours, vectors : mapping or None
         Config ``contours`` / ``vectors``.
@@ -356,7 +356,7 @@ def check_overlays(series, contours, vectors) -> None:
         yet), an unknown colour or variable, or a variable whose dimensions are not the
         series' grid.
     """
-    from ncreel.errors import NcreelError
+    from ncreel.core.errors import NcreelError
 
     names = overlay_variables(contours, vectors)
     if not names:
@@ -412,7 +412,7 @@ def overlay_limits(series, contours, vectors, *, max_block_bytes: int = 32 * 2**
 
     Parameters
     ----------
-    series : ncreel.source.Series
+    series : ncreel.input.source.Series
     contours : mapping or None
         ``variable``; ``levels``: a count (that many round values between the variable's
         smallest and largest value, :class:`matplotlib.ticker.MaxNLocator`) or the list

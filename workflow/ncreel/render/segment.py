@@ -28,13 +28,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ncreel.procmem import peak_rss_mb
-from ncreel.progress import Progress, current_log_file
+from ncreel.config.settings import EncodeSettings, MapSettings, RenderSettings, SeriesSelection
+from ncreel.core.procmem import peak_rss_mb
+from ncreel.region.selection import open_selection
 from ncreel.render.movie import SegmentEncoder, concat_segments
 from ncreel.render.overlays import make_overlays, read_overlay_fields
-from ncreel.selection import open_selection
-from ncreel.settings import EncodeSettings, MapSettings, RenderSettings, SeriesSelection
-from ncreel.shardplan import Shard, frame_name, plan_shards
+from ncreel.run.progress import Progress, current_log_file
+from ncreel.run.shardplan import Shard, frame_name, plan_shards
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ class FrameJob:
         The colour bar's arrows (:func:`colorbar_extend`).
     panel_limits : list of dict or None
         With ``render.panels``: each panel's colour limits (``stats.json`` ``panels``,
-        :func:`ncreel.stats.panel_statistics`).
+        :func:`ncreel.jobs.stats.panel_statistics`).
     """
 
     series: SeriesSelection
@@ -134,7 +134,7 @@ def render_range(job: FrameJob, start: int, stop: int, *, segment: str | os.Path
         Global time indices to also write as PNG.
     encoder_threads : int, optional
         Thread cap of this worker's ffmpeg.
-    series : ncreel.source.Series, optional
+    series : ncreel.input.source.Series, optional
         The input, already opened from ``job.series`` in this process; None opens it here
         (a worker process).
 
@@ -250,7 +250,7 @@ def render_shard(job: FrameJob, shard: Shard, *, segment: str | os.PathLike,
         Global time indices to also write as PNG.
     workers : int
         Worker processes (the job's ``threads``); capped at the shard's frame count.
-    series : ncreel.source.Series, optional
+    series : ncreel.input.source.Series, optional
         The input already opened from ``job.series``, used when rendering in this process
         (one worker); worker processes open their own.
 
@@ -313,7 +313,7 @@ def render_shard(job: FrameJob, shard: Shard, *, segment: str | os.PathLike,
 def _worker_signals() -> None:
     # A render worker stops at once and quietly on a stop signal (the job's process group
     # gets Ctrl-C, the scheduler's kill): the job itself says why, in one line.
-    from ncreel.logs import STOP_SIGNALS
+    from ncreel.run.logs import STOP_SIGNALS
 
     for sig in STOP_SIGNALS:
         signal.signal(sig, lambda signum, frame: os._exit(128 + signum))
@@ -368,12 +368,12 @@ def make_renderer(series, render: RenderSettings, *, vmin: float, vmax: float,
     x, y, xlabel, ylabel = plot_axes(series)
     # Latitude/longitude as CF finds them (units, standard_name, axis..., or computed from
     # a grid mapping), whatever the axis label says ("lon [degrees_east]", "Longitude").
-    # A mesh's faces are always on the map (ncreel.mesh: MeshSeries.has_lat_lon).
+    # A mesh's faces are always on the map (ncreel.input.mesh: MeshSeries.has_lat_lon).
     geo = series.has_lat_lon
     projection, features = map_settings(render.map, lon=x if geo else None,
                                         lat=y if geo else None)
     if getattr(series, "region", None) is not None:  # a named country's outline, drawn once
-        from ncreel.region import region_features
+        from ncreel.render.maps import region_features
 
         features = [*features, *region_features(series.region)]
     title = f"{series.long_name} [{series.units}]" if series.units else series.long_name
@@ -391,6 +391,71 @@ def make_renderer(series, render: RenderSettings, *, vmin: float, vmax: float,
                          gridlines=render.map.gridlines and geo,
                          caption=render.caption or "", decorate=decorate,
                          edges=region_edges(series, x, y))
+
+
+#: Frame sizes tried, as multiples of the configured one, for a frame whose maps have no
+#: room (:func:`check_frame_fits` names the first that fits).
+FIT_SCALES = (1.5, 2.0, 3.0, 4.0)
+
+
+def check_frame_fits(series, render: RenderSettings, *, vmin: float, vmax: float,
+                     panel_limits: list | None = None) -> None:
+    """Build the run's renderer once, as its jobs will, to find a map with no room.
+
+    The title, the time label, the colour bars (whose tick labels depend on the colour
+    limits) and the panels' titles take their room first, and what the layout leaves each
+    map must show a cell of its grid: the rule the renderer itself applies
+    (:class:`ncreel.render.frame.MapPixels`), so a frame that passes here draws in
+    ``calibrate_render`` and every shard (with limits of the same magnitude). Built
+    without user decorations.
+
+    Parameters
+    ----------
+    series : ncreel.input.source.Series
+        The movie's series (a layout's panels open their own).
+    render : RenderSettings
+        The run's render settings.
+    vmin, vmax : float
+        Colour limits like the run's (the statistics job finds the real ones).
+    panel_limits : list of dict, optional
+        Each panel's ``vmin``, ``vmax`` likewise (with panels).
+
+    Raises
+    ------
+    NcreelError
+        One line naming ``width``/``height``, the frame size, the map without room and the
+        smallest of :data:`FIT_SCALES` times the size that fits.
+    """
+    from ncreel.core.errors import NcreelError
+
+    def fits(width: int, height: int) -> str | None:
+        probe = dataclasses.replace(render, width=width, height=height, decorate=None)
+        try:
+            if probe.panels:
+                PanelFrames(probe.panels, probe, panel_limits, labels).close()
+            else:
+                make_renderer(series, probe, vmin=vmin, vmax=vmax, labels=labels).close()
+        except ValueError as err:
+            if "no grid cell is visible" not in str(err):
+                raise
+            return str(err)
+        return None
+
+    labels = time_labels(series, render.time_format)
+    why = fits(render.width, render.height)
+    if why is None:
+        return
+    larger = next(((w, h) for w, h in ((int(render.width * k + 1) // 2 * 2,
+                                        int(render.height * k + 1) // 2 * 2)
+                                       for k in FIT_SCALES) if fits(w, h) is None), None)
+    what = (f"{len(render.panels['panels'])} panels" if render.panels else "the map")
+    hint = (f"width: {larger[0]}, height: {larger[1]} fits" if larger else
+            "use a much larger width/height")
+    raise NcreelError(
+        f"config keys 'width', 'height': a {render.width} x {render.height} frame leaves "
+        f"{what} no room once the title, time label and colour bar"
+        f"{'s' if render.panels else ''} are placed ({why}); {hint}"
+        + (" (or fewer panels, or panel_columns)" if render.panels else ""))
 
 
 def _decorate(series, render: RenderSettings, *, vmin, vmax, projection):
@@ -496,12 +561,12 @@ def region_edges(series, x, y):
     """Cell edges of a region's cells for drawing, from the whole grid; None otherwise.
 
     A region's outer cells (and a region one cell wide) are drawn to their true bounds
-    (:meth:`ncreel.region.RegionSeries.coordinate_bounds`), not to edges extrapolated from
+    (:meth:`ncreel.region.restrict.RegionSeries.coordinate_bounds`), not to edges extrapolated from
     the cut's own centres.
 
     Parameters
     ----------
-    series : ncreel.source.Series
+    series : ncreel.input.source.Series
     x, y : numpy.ndarray
         The plot's cell centres (:func:`plot_axes`): continuous longitudes, latitudes.
 
@@ -511,7 +576,7 @@ def region_edges(series, x, y):
     """
     if getattr(series, "region", None) is None or np.ndim(x) != 1 or np.ndim(y) != 1:
         return None
-    from ncreel.gridmap import edges_1d
+    from ncreel.input.gridmap import edges_1d
 
     lon_b, lat_b = series.coordinate_bounds("lon"), series.coordinate_bounds("lat")
     if lon_b is None or lat_b is None:
@@ -543,7 +608,7 @@ def plot_axes(series):
     x, y : numpy.ndarray or None
         1-D (length nx / ny) for rectilinear grids, 2-D ``(ny, nx)`` for curvilinear ones,
         2-D ``(ny + 1, nx + 1)`` exact cell corners for grids with a CF grid mapping
-        (:meth:`ncreel.source.Series.cell_corners`), projection x/y (1-D) for a projected
+        (:meth:`ncreel.input.source.Series.cell_corners`), projection x/y (1-D) for a projected
         grid without a mapping, ``None`` for plain grid indices.
     xlabel, ylabel : str
     """
@@ -574,12 +639,12 @@ class PanelFrames:
     Parameters
     ----------
     layout : dict
-        :func:`ncreel.panels.plan_panels`' result.
-    render : ncreel.settings.RenderSettings
+        :func:`ncreel.render.panelplan.plan_panels`' result.
+    render : ncreel.config.settings.RenderSettings
         Frame size, dpi and ``map`` (projection, coastlines, borders) of every panel.
     limits : sequence of dict
         Per panel ``vmin``, ``vmax`` and, when known, ``min``, ``max``
-        (:func:`ncreel.stats.panel_statistics`, in ``stats.json``).
+        (:func:`ncreel.jobs.stats.panel_statistics`, in ``stats.json``).
     labels : sequence of str
         The movie's time labels.
     blit : bool
@@ -591,7 +656,7 @@ class PanelFrames:
     """
 
     def __init__(self, layout, render, limits, labels, *, blit: bool = True) -> None:
-        from ncreel.panels import PanelReader
+        from ncreel.render.panelplan import PanelReader
         from ncreel.render.panels import Panel, PanelRenderer
 
         self.reader = PanelReader(layout).__enter__()
@@ -608,7 +673,7 @@ class PanelFrames:
                     projection, features = map_settings(render.map, lon=x if geo else None,
                                                         lat=y if geo else None)
                     if getattr(s, "region", None) is not None:
-                        from ncreel.region import region_features
+                        from ncreel.render.maps import region_features
 
                         features = [*features, *region_features(s.region)]
                     axes[k] = (x, y, projection, features)

@@ -1,6 +1,6 @@
 """Time labels of frames: dates as precise as the time step needs, in the file's calendar.
 
-The table keeps full ISO 8601 date-times (:attr:`ncreel.timeaxis.TimeAxis.labels`); a frame
+The table keeps full ISO 8601 date-times (:attr:`ncreel.input.timeaxis.TimeAxis.labels`); a frame
 shows what tells its steps apart: annual means read ``1860``, monthly ``1980-06``, daily
 ``1980-06-01`` and sub-daily ``1980-06-01 12:00``. The step is the median of the
 differences between consecutive dates, computed with cftime in the file's own calendar (a
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import cftime
 import numpy as np
 
-from ncreel.errors import NcreelError
+from ncreel.core.errors import NcreelError
 
 #: Label forms from coarse to fine.
 RESOLUTIONS = ("year", "month", "day", "minute", "second", "microsecond")
@@ -379,7 +379,7 @@ def frame_labels(labels: Sequence[str | None], values: np.ndarray, *, calendar: 
     Parameters
     ----------
     labels : sequence of str or None, length n_time
-        ISO 8601 date-times (:attr:`ncreel.timeaxis.TimeAxis.labels`); None where a step did
+        ISO 8601 date-times (:attr:`ncreel.input.timeaxis.TimeAxis.labels`); None where a step did
         not decode.
     values : numpy.ndarray, shape (n_time,)
         Raw time values as stored (NaN where absent).
@@ -432,11 +432,11 @@ def series_labels(series, time_format: str | None = None) -> list[str]:
 
     Parameters
     ----------
-    series : ncreel.source.Series
+    series : ncreel.input.source.Series
         An opened series (its time axis, calendar and names).
     time_format : str, optional
         Config ``time_format``; None: the automatic form. Panels match their files' steps
-        by the automatic labels (:func:`ncreel.panels.plan_panels`), whatever is shown.
+        by the automatic labels (:func:`ncreel.render.panelplan.plan_panels`), whatever is shown.
 
     Returns
     -------

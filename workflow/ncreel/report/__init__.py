@@ -5,6 +5,7 @@ Owns: :mod:`.contactsheet` (a grid of sampled frames and the run plan page),
 :mod:`.screenshot` (``python -m ncreel.report.screenshot``: a PNG of a report page, with
 headless Chromium, for the documentation).
 
-May import: the standard library, matplotlib (Agg), and :mod:`ncreel.jobrecord`,
-:mod:`ncreel.io`. Report pages only read what the rules wrote; they never re-run a model.
+May import: the standard library, matplotlib (Agg), :mod:`ncreel.core`,
+:mod:`ncreel.config`, :mod:`ncreel.run` (job records) and :mod:`ncreel.render` (the movie's
+facts). Report pages only read what the rules wrote; they never re-run a model.
 """

@@ -15,8 +15,8 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ncreel.io import atomic_path
-from ncreel.settings import Calibration
+from ncreel.config.settings import Calibration
+from ncreel.core.io import atomic_path
 
 #: At most this many frames on one sheet; more are thinned evenly (first and last kept).
 MAX_FRAMES = 48
@@ -127,7 +127,7 @@ def plan_page(path: str | os.PathLike, *, stats: Mapping, configured: Mapping,
         Output HTML.
     stats : mapping
         ``stats.json`` of the statistics rule (``vmin``, ``vmax``, ``min``, ``max``,
-        ``percentiles``).
+        ``percentiles``); ``vmin`` None for a run without a movie (no colour limits).
     configured : mapping
         The configured ``vmin``/``vmax`` (None when not set).
     calibration : Calibration
@@ -138,7 +138,7 @@ def plan_page(path: str | os.PathLike, *, stats: Mapping, configured: Mapping,
     """
     lo, hi = stats.get("percentiles", [2.0, 98.0])
     how = []
-    for key, q in (("vmin", lo), ("vmax", hi)):
+    for key, q in (("vmin", lo), ("vmax", hi)) if stats.get("vmin") is not None else ():
         if configured.get(key) is not None:
             how.append([key, stats[key], f"configured ({key}: {configured[key]})"])
         else:
@@ -154,13 +154,15 @@ def plan_page(path: str | os.PathLike, *, stats: Mapping, configured: Mapping,
         "font-size:13px}table{border-collapse:collapse;margin-bottom:1em}td,th{border:1px "
         "solid #ccc;padding:2px 6px;text-align:left}</style></head><body>",
         f"<h2>{html.escape(title or 'run plan')}</h2>",
-        "<h3>Colour limits</h3>", _table(how, ["limit", "value", "how chosen"]),
+        "<h3>Colour limits</h3>", _table(how, ["limit", "value", "how chosen"])
+        if stats.get("vmin") is not None else
+        "<p>None: the run makes no movie (config outputs: table).</p>",
         "<h3>Calibration (calibrate_render)</h3>", _table(cal, ["key", "value"]),
         f"<h3>Shard plan: {len(shards)} shard(s), {total} frames, "
         f"{calibration.frames_per_shard} frames per shard</h3>",
         _table([[s["shard"], s["start"], s["stop"], s["frames"], s.get("mem_mb"),
                  s.get("runtime"), s.get("attempts")] for s in shards],
-               ["shard", "first time index", "stop (exclusive)", "frames",
+               ["shard", "first step", "stop (exclusive)", "frames",
                 "declared mem_mb", "declared runtime [min]", "attempts"]),
         "</body></html>\n",
     ]

@@ -1,6 +1,6 @@
 """The report's resources page: declared ``mem_mb``/``runtime`` of every job vs measured.
 
-Declared values come from each job's own record (:mod:`ncreel.jobrecord`: the resources
+Declared values come from each job's own record (:mod:`ncreel.run.jobrecord`: the resources
 Snakemake evaluated for that attempt); measured ones from Snakemake's ``benchmark:`` file
 of the job (``max_rss`` in MB, ``s`` wall seconds), written by the successful attempt.
 Headroom is declared / measured: below :data:`TIGHT` the job nearly ran out (memory: it
@@ -22,8 +22,8 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from ncreel.io import atomic_path
-from ncreel.jobrecord import attempt_count, attempts_path, read_attempts
+from ncreel.core.io import atomic_path
+from ncreel.run.jobrecord import attempt_count, attempts_path, read_attempts
 
 #: Headroom (declared / measured) below this is flagged as tight (< 10 % headroom).
 TIGHT = 1.1
@@ -94,9 +94,10 @@ def collect_jobs(jobs: Iterable[Mapping]) -> list[dict]:
     list of dict
         One per job that has run (has an attempts record or a benchmark file), with the
         keys of :data:`COLUMNS` plus ``attempt_records`` (the attempts, oldest first, from
-        :func:`ncreel.jobrecord.read_attempts`). ``mem_mb``/``runtime_min``/``threads``
+        :func:`ncreel.run.jobrecord.read_attempts`). ``mem_mb``/``runtime_min``/``threads``
         are those of the newest attempt; ``max_rss_mb`` and ``wall_s`` from the benchmark
-        (None when the job has not finished).
+        (None when the job has not finished; ``max_rss_mb`` None, and a flag, when the
+        benchmark recorded 0 MB: the job ended before Snakemake's first memory sample).
     """
     rows = []
     for job in jobs:
@@ -107,6 +108,10 @@ def collect_jobs(jobs: Iterable[Mapping]) -> list[dict]:
         last = attempts[-1] if attempts else {}
         mem_mb, runtime = last.get("mem_mb"), last.get("runtime")
         rss = bench.get("max_rss") if bench else None
+        # Snakemake samples a job's memory every few seconds: a job that ended before the
+        # first sample records 0 MB, which is "not measured", not "used nothing".
+        unsampled = bench is not None and not rss
+        rss = None if unsampled else rss
         wall = bench.get("s") if bench else None
         mem_ratio = _ratio(mem_mb, rss)
         time_ratio = _ratio(runtime * 60 if runtime is not None else None, wall)
@@ -121,8 +126,9 @@ def collect_jobs(jobs: Iterable[Mapping]) -> list[dict]:
             "wall_s": None if wall is None else round(wall, 2),
             "runtime_headroom": time_ratio, "jobid": last.get("jobid"),
             "flags": "; ".join(
-                _flags("mem", mem_ratio, None if rss is None or mem_mb is None
-                       else mem_mb - rss, OVER_MEM_MB)
+                (["max_rss not sampled (the job ended first)"] if unsampled else [])
+                + _flags("mem", mem_ratio, None if rss is None or mem_mb is None
+                         else mem_mb - rss, OVER_MEM_MB)
                 + _flags("time", time_ratio, None if wall is None or runtime is None
                          else runtime - wall / 60, OVER_RUNTIME_MIN)),
             "attempt_records": attempts,

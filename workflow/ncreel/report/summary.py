@@ -19,7 +19,8 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ncreel.io import atomic_path
+from ncreel.core.io import atomic_path
+from ncreel.run.software import software
 
 #: Largest page (bytes) that opens inside Snakemake's single-file report: the report shows
 #: an HTML result in a frame whose source is a base64 ``data:`` URL of the page, and
@@ -79,8 +80,8 @@ def run_numbers(jobs: Sequence[Mapping]) -> dict:
 
 
 def write_summary(path: str | os.PathLike, *, run: str, variable: str,
-                  inputs: Sequence[str], movie: str | os.PathLike,
-                  poster: str | os.PathLike, copy_file: str | os.PathLike,
+                  inputs: Sequence[str], movie: str | os.PathLike | None,
+                  poster: str | os.PathLike | None, copy_file: str | os.PathLike | None,
                   stats_json: str | os.PathLike, fps: float, jobs: Sequence[Mapping],
                   shards: int, page_limit_bytes: int = PAGE_LIMIT_BYTES,
                   ffmpeg: str | None = None) -> dict:
@@ -94,10 +95,11 @@ def write_summary(path: str | os.PathLike, *, run: str, variable: str,
         The run's name and the variable shown.
     inputs : sequence of str
         The input files, in time order.
-    movie, poster : path
-        ``movie.mp4`` and the preview PNG shown before it plays.
-    copy_file : path
-        The run's COPY file.
+    movie, poster : path or None
+        ``movie.mp4`` and the preview PNG shown before it plays; None for a run without
+        a movie (config ``outputs``).
+    copy_file : path or None
+        The run's COPY file; None for a run without a table.
     stats_json : path
         ``stats.json`` of the statistics job (``n_time``, ``ny``, ``nx``, ``n_finite``,
         ``vmin``, ``vmax``).
@@ -121,14 +123,18 @@ def write_summary(path: str | os.PathLike, *, run: str, variable: str,
     """
     stats = json.loads(Path(stats_json).read_text())
     numbers = run_numbers(jobs)
-    movie_bytes = Path(movie).stat().st_size
+    movie_bytes = Path(movie).stat().st_size if movie is not None else None
     n_time = int(stats["n_time"])
+    made = [w for w, f in (("movie", movie), ("table", copy_file)) if f is not None]
     shown = {
-        "run": run, "variable": variable, "frames": n_time,
-        "movie_seconds": n_time / float(fps), "movie_bytes": movie_bytes,
+        "run": run, "variable": variable, "outputs": made, "frames": n_time,
+        "movie_seconds": n_time / float(fps) if movie is not None else None,
+        "movie_bytes": movie_bytes,
         "cells": int(stats["ny"]) * int(stats["nx"]), "grid": [stats["ny"], stats["nx"]],
-        "values": int(stats["n_finite"]), "copy_bytes": Path(copy_file).stat().st_size,
+        "values": int(stats["n_finite"]),
+        "copy_bytes": Path(copy_file).stat().st_size if copy_file is not None else None,
         "colour_range": [stats["vmin"], stats["vmax"]], "shards": int(shards), **numbers,
+        "software": software(),
     }
     esc = html.escape
     head = ("<!DOCTYPE html><html><head><meta charset='utf-8'>"
@@ -140,20 +146,27 @@ def write_summary(path: str | os.PathLike, *, run: str, variable: str,
     ratio = (None if not numbers["shard_peak_mb"] or not numbers["shard_declared_mb"]
              else numbers["shard_declared_mb"] / numbers["shard_peak_mb"])
     rows = [
+        ("outputs", " and ".join(made) + ("" if len(made) == 2 else
+                                          f" (config outputs: [{', '.join(made)}])")),
         ("frames", f"{n_time:,} ({_duration(shown['movie_seconds'])} at {fps:g} frames/s, "
-                   f"{_size(movie_bytes)})"),
+                   f"{_size(movie_bytes)})") if movie is not None else
+        ("time steps", f"{n_time:,} (no movie)"),
         ("grid", f"{stats['ny']} × {stats['nx']} = {shown['cells']:,} cells"),
         ("values written", f"{shown['values']:,} (cell and time steps that are not "
-                           "missing)"),
-        ("COPY file", f"{_size(shown['copy_bytes'])}"),
-        ("colour range", f"{stats['vmin']:.6g} … {stats['vmax']:.6g}"),
+                           "missing)") if copy_file is not None else
+        ("values", f"{shown['values']:,} shown (no table written)"),
+        ("COPY file", f"{_size(shown['copy_bytes'])}" if copy_file is not None else "none"),
+        ("colour range", f"{stats['vmin']:.6g} … {stats['vmax']:.6g}"
+         if stats["vmin"] is not None else "none (no movie)"),
         ("jobs", f"{numbers['jobs']} ({shards} shard{'s' if shards != 1 else ''}); "
                  f"{numbers['retried']} needed more than one attempt"),
         ("wall time", "—" if numbers["wall_s"] is None else _duration(numbers["wall_s"])),
         ("core-hours", f"{numbers['core_hours']:.3f}"),
-        ("render job memory", "—" if ratio is None else
+        ("render job memory" if movie is not None else "shard job memory",
+         "—" if ratio is None else
          f"peak {numbers['shard_peak_mb']:.0f} MB of {numbers['shard_declared_mb']:.0f} MB "
          f"declared ({ratio:.1f}× headroom)"),
+        ("software", _software_text(shown["software"])),
         ("input", "<br>".join(esc(p) for p in inputs[:5])
          + (f"<br>… and {len(inputs) - 5} more" if len(inputs) > 5 else "")),
     ]
@@ -164,20 +177,39 @@ def write_summary(path: str | os.PathLike, *, run: str, variable: str,
         out.write(f"<tr><th>{esc(key)}</th><td>{value}</td></tr>")
     out.write("</table>")
     out.write("<p>More in this report: <b>Resources</b> (every job's declared against "
-              "measured memory and time), <b>Frames</b> (the contact sheet and the run plan), "
-              "and the movie file itself under <b>Movie</b>.</p>")
+              "measured memory and time), <b>Frames</b> ("
+              + ("the contact sheet and the run plan), and the movie file itself under "
+                 "<b>Movie</b>" if movie is not None else "the run plan)") + ".</p>")
     rest = out.getvalue()
-    # The movie part is decided last: it gets what the page's limit leaves.
-    poster_uri = "data:image/png;base64," + base64.b64encode(Path(poster).read_bytes()).decode()
-    json_room = 400  # the numbers below grow by the movie_in_page entry
-    room = page_limit_bytes - len(head) - len(rest) - len(esc(json.dumps(shown))) - json_room
-    video, shown["movie_in_page"] = _movie_part(movie, room - len(poster_uri), poster_uri,
-                                                float(shown["movie_seconds"]), ffmpeg)
+    if movie is None:
+        video, shown["movie_in_page"] = ("<p>This run makes no movie (config outputs: "
+                                         "table).</p>", "none")
+    else:
+        # The movie part is decided last: it gets what the page's limit leaves.
+        poster_uri = ("data:image/png;base64,"
+                      + base64.b64encode(Path(poster).read_bytes()).decode())
+        json_room = 400  # the numbers below grow by the movie_in_page entry
+        room = (page_limit_bytes - len(head) - len(rest) - len(esc(json.dumps(shown)))
+                - json_room)
+        video, shown["movie_in_page"] = _movie_part(movie, room - len(poster_uri),
+                                                    poster_uri,
+                                                    float(shown["movie_seconds"]), ffmpeg)
     page = (head + video + rest + "<script type='application/json' id='ncreel-summary'>"
             f"{esc(json.dumps(shown))}</script></body></html>\n")
     with atomic_path(path) as tmp:
         tmp.write_text(page)
     return shown
+
+
+def _software_text(sw: Mapping) -> str:
+    # ncreel 0.1.0, commit 3f2a9c1d0b7e (with local changes), Python 3.11.7, Snakemake 9.27.1
+    text = f"ncreel {sw['ncreel']}"
+    if sw["commit"]:
+        text += f", commit {sw['commit'][:12]}" + (" (with local changes)"
+                                                     if sw["local_changes"] else "")
+    snakemake = sw["packages"].get("snakemake")
+    text += f", Python {sw['python']}" + (f", Snakemake {snakemake}" if snakemake else "")
+    return text + f"; {len(sw['packages'])} packages (listed in this page's data)"
 
 
 def _video(mp4: bytes, poster_uri: str, note: str = "") -> str:

@@ -1,0 +1,63 @@
+"""Config sel: a level by its coordinate value (ncreel.input.coordsel), on real data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xarray as xr
+from conftest import plev_file
+from ncreel.core.errors import NcreelError
+from ncreel.input.coordsel import coordinate_index, resolve_sel
+from ncreel.input.source import open_series
+
+
+def test_850_hpa_by_value_reads_that_level(tmp_path, eofs_data):
+    path = str(plev_file(eofs_data, tmp_path / "z_plev.nc"))
+    for value in (85000, 85000.0, "85000", "850 hPa", "850 mbar", "0.85 bar"):
+        assert resolve_sel(path, "z", {"plev": value}, {}) == {"plev": 1}, value
+    with xr.open_dataset(path, decode_times=False) as ds:
+        want = ds["z"].isel(plev=1, time=slice(0, 3)).values
+    with open_series(path, "z", select=resolve_sel(path, "z", {"plev": "850 hPa"}, {})) as s:
+        np.testing.assert_array_equal(s.read(0, 3), want)
+
+
+def test_a_value_the_coordinate_lacks_names_the_nearest(tmp_path, eofs_data):
+    path = str(plev_file(eofs_data, tmp_path / "z_plev.nc"))
+    with pytest.raises(NcreelError) as err:
+        resolve_sel(path, "z", {"plev": 85001}, {})
+    assert str(err.value) == ("config key 'sel.plev': 85001 is not a value of coordinate "
+                              "'plev' (Pa); the nearest are 85000 (index 1), 100000 (index "
+                              "0), 50000 (index 2)")
+    with pytest.raises(NcreelError, match=r"'sel.plev': 700 hPa \(70000 Pa\) is not a value"):
+        resolve_sel(path, "z", {"plev": "700 hPa"}, {})
+    with pytest.raises(NcreelError, match="cannot be converted to the coordinate's units 'Pa'"):
+        resolve_sel(path, "z", {"plev": "850 K"}, {})
+
+
+def test_sel_mistakes_stop_with_one_line(tmp_path, eofs_data):
+    path = str(plev_file(eofs_data, tmp_path / "z_plev.nc"))
+    with pytest.raises(NcreelError, match="'sel.plev' and 'select.plev' both choose"):
+        resolve_sel(path, "z", {"plev": 85000}, {"plev": 1})
+    with pytest.raises(NcreelError, match=r"'sel.level': 'level' is not a dimension of 'z' "
+                       r"\(its dims: time, plev, latitude, longitude\)"):
+        resolve_sel(path, "z", {"level": 1}, {})
+    with pytest.raises(NcreelError, match="'time' is a time coordinate: choose steps with "
+                       "time_range"):
+        resolve_sel(path, "z", {"time": 1}, {})
+    ds = xr.Dataset({"v": (("time", "member", "y", "x"), np.zeros((2, 3, 2, 2)))},
+                    coords={"time": ("time", [0.0, 1.0], {"units": "days since 2000-01-01"})})
+    ds.to_netcdf(tmp_path / "nocoord.nc")
+    with pytest.raises(NcreelError, match=r"dimension 'member' has no coordinate variable .* "
+                       r"select: \{member: N\}"):
+        resolve_sel(str(tmp_path / "nocoord.nc"), "v", {"member": 1}, {})
+
+
+def test_text_coordinates_match_their_text():
+    members = xr.DataArray(np.array(["r1i1p1f1", "r2i1p1f1"]), dims="member", name="member")
+    assert coordinate_index(members, "r2i1p1f1", key="sel.member", dim="member") == 1
+    with pytest.raises(NcreelError, match="r3i1p1f1 is not a value of coordinate 'member'; "
+                       r"the nearest are r1i1p1f1 \(index 0\), r2i1p1f1 \(index 1\)"):
+        coordinate_index(members, "r3i1p1f1", key="sel.member", dim="member")
+    twice = xr.DataArray(np.array([1.0, 2.0, 1.0]), dims="k", name="k")
+    with pytest.raises(NcreelError, match=r"1 is at 2 indices of coordinate 'k' \(0, 2\)"):
+        coordinate_index(twice, 1, key="sel.k", dim="k")

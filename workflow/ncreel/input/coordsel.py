@@ -1,0 +1,175 @@
+"""Config ``sel``: a level (or any extra dimension) chosen by its coordinate value.
+
+``select`` takes an index along an extra dimension, as xarray's ``isel`` does; ``sel``
+takes a value of the dimension's coordinate variable, as xarray's ``sel`` does: 850 hPa
+as ``{plev: 85000}`` on a ``plev`` in Pa, or as ``{plev: "850 hPa"}`` in any unit the
+coordinate's CF ``units`` convert from (cf-xarray's UDUNITS registry). It is resolved
+once, at parse time, into the index ``select`` holds, so every job reads exactly the
+level the run was planned with. A value the coordinate does not have is one line naming
+the nearest values it has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from ncreel.core.errors import NcreelError
+
+#: Relative tolerance of a numeric match: a float32 coordinate stores 0.1 as 0.100000001.
+RTOL = 1e-6
+
+
+def _number(value) -> bool:
+    return isinstance(value, int | float | np.number) and not isinstance(value, bool)
+
+
+def _in_units(value: str, units: str, key: str):
+    """``"850 hPa"`` as a number in `units` (the coordinate's); None when not a quantity."""
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    from cf_xarray.units import units as registry
+
+    try:
+        quantity = registry.Quantity(value)
+    except Exception:  # pint raises several kinds for text that is not a quantity
+        return None
+    if not hasattr(quantity, "magnitude"):
+        return None
+    if not units:
+        raise NcreelError(f"config key '{key}': {value!r} has units but the coordinate "
+                          "has none: give a plain number")
+    try:
+        return float(quantity.to(registry.Unit(units)).magnitude)
+    except Exception as err:
+        raise NcreelError(f"config key '{key}': {value!r} cannot be converted to the "
+                          f"coordinate's units {units!r} ({err})") from None
+
+
+def _show(v) -> str:
+    return f"{v:g}" if _number(v) else str(v)
+
+
+def coordinate_index(coord, value, *, key: str, dim: str) -> int:
+    """Index along `dim` of the coordinate value `value`.
+
+    Parameters
+    ----------
+    coord : xarray.DataArray
+        The 1-D coordinate variable of `dim`.
+    value : number or str
+        A value in the coordinate's units; for a numeric coordinate also a string with
+        units (``"850 hPa"``); for a text coordinate its text.
+    key : str
+        The config key, for messages (``sel.plev``).
+    dim : str
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    NcreelError
+        A value the coordinate does not have (naming the nearest three it has, with their
+        indices), a value found more than once, a number for a text coordinate or text
+        for a numeric one.
+    """
+    values = np.asarray(coord.values)
+    units = str(coord.attrs.get("units", ""))
+    what = f"coordinate '{coord.name}'" + (f" ({units})" if units else "")
+    if values.dtype.kind in "iuf":
+        number = value if _number(value) else _in_units(str(value), units, key)
+        if number is None:
+            raise NcreelError(f"config key '{key}': {value!r} is not a number; {what} has "
+                              f"the values {', '.join(_show(v) for v in values[:8])}"
+                              f"{' ...' if values.size > 8 else ''}")
+        found = np.flatnonzero(np.isclose(values.astype(float), float(number), rtol=RTOL,
+                                          atol=0.0) | (values == number))
+        distance = np.abs(values.astype(float) - float(number))
+        if not _number(value):  # "850 hPa": said with its value in the coordinate's units
+            value = (f"{value} ({number:g} {units})" if str(value).strip() != f"{number:g}"
+                     else number)
+    else:
+        text = np.char.strip(values.astype(str))
+        found = np.flatnonzero(text == str(value).strip())
+        distance = np.array([0.0 if t.lower() == str(value).lower() else 1.0 for t in text])
+        values = text
+    if found.size == 1:
+        return int(found[0])
+    if found.size > 1:
+        raise NcreelError(f"config key '{key}': {_show(value)} is at {found.size} indices "
+                          f"of {what} ({', '.join(map(str, found[:5]))}): give the index "
+                          f"with select: {{{dim}: N}}")
+    nearest = np.argsort(distance, kind="stable")[:3]
+    shown = ", ".join(f"{_show(values[i])} (index {i})" for i in nearest)
+    raise NcreelError(f"config key '{key}': {_show(value)} is not a value of {what}; the "
+                      f"nearest are {shown}")
+
+
+def resolve_sel(path: str, variable: str, sel: Mapping | None, select: Mapping | None,
+                *, key: str = "sel") -> dict:
+    """Turn config ``sel`` (coordinate values) into indices, merged with ``select``.
+
+    Parameters
+    ----------
+    path : str
+        The first input file (every file shares the grid and its extra dimensions).
+    variable : str
+        Config ``variable`` (``GROUP/NAME`` in a group).
+    sel : mapping of str to number or str
+        Dimension -> coordinate value.
+    select : mapping of str to int
+        Dimension -> index (config ``select``).
+    key : str
+        Config key of `sel` in messages (``panels[1].sel``).
+
+    Returns
+    -------
+    dict of str to int
+        `select` plus the index of each value of `sel`.
+
+    Raises
+    ------
+    NcreelError
+        A dimension given in both, not a dimension of the variable, the time dimension,
+        one without a 1-D coordinate variable (use ``select``), or a value not found
+        (:func:`coordinate_index`).
+    """
+    out = dict(select or {})
+    if not sel:
+        return out
+    from ncreel.input.source import _open, split_variable
+
+    group, name = split_variable(variable)
+    with _open(path, group) as ds:
+        if name not in ds.variables:
+            return out  # open_series names the missing variable
+        da = ds[name]
+        for dim, value in sel.items():
+            where = f"{key}.{dim}"
+            if dim in out:
+                raise NcreelError(f"config keys '{where}' and 'select.{dim}' both choose "
+                                  f"along '{dim}': give one of them")
+            if dim not in da.dims:
+                raise NcreelError(f"config key '{where}': '{dim}' is not a dimension of "
+                                  f"'{name}' (its dims: {', '.join(map(str, da.dims))})")
+            coord = ds.variables.get(dim)
+            if coord is None or coord.dims != (dim,):
+                raise NcreelError(f"config key '{where}': dimension '{dim}' has no "
+                                  "coordinate variable to find the value in: give the "
+                                  f"index instead, select: {{{dim}: N}}")
+            axis = str(coord.attrs.get("axis", "")).upper()
+            if axis == "T" or "since" in str(coord.attrs.get("units", "")):
+                raise NcreelError(f"config key '{where}': '{dim}' is a time coordinate: "
+                                  "choose steps with time_range and time_every")
+            out[dim] = coordinate_index(ds[dim], value, key=where, dim=dim)
+    return out
+
+
+def sel_text(sel: Mapping, select: Sequence | Mapping) -> str:
+    """``plev=85000 (index 3)``: how a resolved ``sel`` is said (``ncreel inspect``)."""
+    return ", ".join(f"{d}={_show(v)} (index {select[d]})" for d, v in sel.items())

@@ -1,0 +1,369 @@
+"""Series-wide statistics streamed over time blocks: colour limits and per-cell means."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+import numpy as np
+
+from ncreel.core.io import atomic_path
+from ncreel.input.identity import check_inputs, input_identities
+from ncreel.input.source import BLOCK_BYTES, Series
+
+log = logging.getLogger(__name__)
+
+#: Most histogram bins of the streamed percentiles (see :func:`series_statistics`).
+N_BINS = 1 << 16
+
+
+def series_statistics(series: Series, *, percentiles: tuple[float, float] = (2.0, 98.0),
+                      max_block_bytes: int = BLOCK_BYTES,
+                      limits: bool = True) -> tuple[dict, np.ndarray]:
+    """Compute colour limits and each cell's time mean in two streamed passes.
+
+    Pass 1 accumulates per-cell sums and counts (float64), the global min/max and whether
+    every value is a whole number; pass 2 fills a histogram from which the percentiles are
+    read. The bins are chosen so that the answer is exact where the data allow it:
+
+    - when at most ``N_BINS`` representable values of the data's float type lie between
+      min and max (a narrow-range float32 field, a constant field), one bin per value;
+    - when every value is a whole number and ``max - min < N_BINS`` (integer data), one
+      bin per integer;
+    - otherwise ``N_BINS`` equal float64 bins over ``[min, max]``.
+
+    The two order statistics around each percentile's rank are taken from the bins and
+    combined as ``numpy.percentile``'s default ``'linear'`` method does, so the result
+    equals ``numpy.percentile`` of all finite values (up to float rounding) in the first
+    two cases and is within ``(max - min) / N_BINS`` of it in the third. Memory is one
+    block plus ``(ny, nx)`` accumulators, whatever the series length.
+
+    Parameters
+    ----------
+    series : Series
+        Opened series of shape ``(n_time, ny, nx)``.
+    percentiles : (float, float)
+        Lower and upper percentile (0-100) for the robust colour range.
+    max_block_bytes : int
+        Bound on the size of one block read from disk.
+    limits : bool
+        Compute the percentiles (the colour limits). False skips the second pass: a run
+        without a movie needs only the cell means; ``vmin``, ``vmax`` and ``binning``
+        are then None.
+
+    Returns
+    -------
+    stats : dict
+        ``vmin``, ``vmax`` (variable units; the percentiles), ``min``, ``max``,
+        ``n_finite``, ``n_time``, ``ny``, ``nx``, ``percentiles`` and ``binning``
+        (``"values"``, ``"integers"`` or ``"linear"``: which of the cases above).
+    cell_mean : numpy.ndarray, shape (ny, nx), float64
+        Mean over time of each cell's finite values; NaN where a cell is never finite.
+    """
+    total = np.zeros((series.ny, series.nx), dtype=np.float64)
+    count = np.zeros((series.ny, series.nx), dtype=np.int64)
+    lo, hi = np.inf, -np.inf
+    integral = True
+    dtype = np.dtype(series.dtype)
+    for _, block in series.iter_blocks(0, series.n_time, max_block_bytes):
+        dtype = block.dtype
+        finite = np.isfinite(block)
+        total += np.where(finite, block, 0.0).sum(axis=0, dtype=np.float64)
+        count += finite.sum(axis=0)
+        if finite.any():
+            vals = block[finite]
+            lo, hi = min(lo, float(vals.min())), max(hi, float(vals.max()))
+            integral = integral and bool(np.array_equal(vals, np.floor(vals)))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cell_mean = np.where(count > 0, total / np.maximum(count, 1), np.nan)
+    n_finite = int(count.sum())
+    binning = None
+    if not limits:
+        vmin = vmax = None
+    elif n_finite == 0:
+        vmin = vmax = float("nan")
+    elif lo == hi:
+        vmin = vmax = lo
+        binning = "values"
+    else:
+        bins = _Bins.choose(lo, hi, dtype, integral)
+        binning = bins.kind
+        hist = np.zeros(bins.n, dtype=np.int64)
+        for _, block in series.iter_blocks(0, series.n_time, max_block_bytes):
+            hist += bins.histogram(block[np.isfinite(block)])
+        vmin, vmax = (_percentile(hist, bins, p) for p in percentiles)
+    stats = {"vmin": vmin, "vmax": vmax, "min": lo if n_finite else None,
+             "max": hi if n_finite else None, "percentiles": list(percentiles),
+             "binning": binning, "n_finite": n_finite, "n_time": series.n_time,
+             "ny": series.ny, "nx": series.nx}
+    return stats, cell_mean
+
+
+def _ordered_keys(values: np.ndarray) -> np.ndarray:
+    """Integers in the order of the floats `values`, consecutive floats one apart (int64).
+
+    IEEE 754 bit patterns of non-negative floats already sort as integers; a negative
+    float's key is minus its magnitude's pattern (so -0.0 and 0.0 share key 0).
+    """
+    itype = np.int32 if values.dtype == np.float32 else np.int64
+    keys = values.view(itype).astype(np.int64)  # the one full-size temporary
+    negative = keys < 0
+    np.bitwise_and(keys, np.iinfo(itype).max, out=keys)
+    np.negative(keys, out=keys, where=negative)
+    return keys
+
+
+def _from_key(key: int, dtype: np.dtype) -> float:
+    """Return the float of `dtype` whose :func:`_ordered_keys` key is `key`."""
+    itype = np.int32 if dtype == np.float32 else np.int64
+    bits = np.array([abs(key)], dtype=np.int64).astype(itype)
+    value = float(bits.view(np.float32 if dtype == np.float32 else np.float64)[0])
+    return -value if key < 0 else value
+
+
+class _Bins:
+    """The histogram bins of :func:`series_statistics` (see there for the three kinds)."""
+
+    def __init__(self, kind: str, lo: float, hi: float, n: int, dtype: np.dtype,
+                 key0: int = 0):
+        self.kind, self.lo, self.hi, self.n, self.dtype, self.key0 = (
+            kind, lo, hi, n, dtype, key0)
+        self.width = (hi - lo) / n
+
+    @classmethod
+    def choose(cls, lo: float, hi: float, dtype: np.dtype, integral: bool) -> _Bins:
+        ftype = np.dtype(np.float32) if dtype == np.float32 else np.dtype(np.float64)
+        # Python ints: the keys of float64s either side of zero are 2**63 apart and more.
+        first, last = (int(k) for k in _ordered_keys(np.array([lo, hi], dtype=ftype)))
+        if last - first < N_BINS:
+            return cls("values", lo, hi, last - first + 1, ftype, first)
+        if integral and hi - lo < N_BINS:
+            return cls("integers", lo, hi, int(hi - lo) + 1, ftype)
+        return cls("linear", lo, hi, N_BINS, ftype)
+
+    def histogram(self, vals: np.ndarray) -> np.ndarray:
+        """Count finite `vals` (1-D) in each bin, shape ``(n,)`` int64."""
+        if self.kind == "values":
+            index = _ordered_keys(vals.astype(self.dtype, copy=False))
+            index -= self.key0
+        elif self.kind == "integers":
+            # Bin edges halfway between integers: each whole number alone in its bin.
+            return np.histogram(vals, bins=self.n, range=(self.lo - 0.5, self.hi + 0.5))[0]
+        else:
+            # float64 edges: float32 edges cannot split a range narrower than N_BINS steps.
+            return np.histogram(vals.astype(np.float64, copy=False), bins=self.n,
+                                range=(self.lo, self.hi))[0]
+        return np.bincount(index, minlength=self.n)
+
+    def value(self, i: int, position: float) -> float:
+        """Return the value at `position` (0..1, order within the bin) of bin `i`."""
+        if self.kind == "values":
+            return _from_key(self.key0 + i, self.dtype)
+        if self.kind == "integers":
+            return self.lo + i
+        return self.lo + (i + position) * self.width
+
+
+def _percentile(hist: np.ndarray, bins: _Bins, q: float) -> float:
+    # numpy.percentile's default 'linear' method: rank q/100 * (n - 1) between the
+    # order statistics x[floor(rank)] and x[floor(rank) + 1].
+    cum = np.cumsum(hist)
+    rank = q / 100.0 * (cum[-1] - 1)
+    k = int(np.floor(rank))
+
+    def order_statistic(k: int) -> float:
+        i = int(np.searchsorted(cum, k, side="right"))  # bin holding x[k]
+        before = int(cum[i - 1]) if i > 0 else 0
+        return bins.value(i, (k - before + 0.5) / hist[i])
+
+    low = order_statistic(k)
+    if k + 1 > cum[-1] - 1 or rank == k:
+        return float(low)
+    return float(low + (rank - k) * (order_statistic(k + 1) - low))
+
+
+def nonsingular_range(vmin: float, vmax: float) -> tuple[float, float]:
+    """Return a colour range with ``vmin < vmax`` around a constant (or reversed) one.
+
+    A constant range becomes 5 % of the value either side (``-0.05..0.05`` around zero),
+    matplotlib's margin for a singular axis, so a constant field is drawn in the middle
+    colour and the colour bar gets round ticks; a reversed range is swapped.
+
+    Parameters
+    ----------
+    vmin, vmax : float
+        Finite limits, variable units.
+
+    Returns
+    -------
+    (float, float)
+        Finite limits with ``vmin < vmax``.
+    """
+    lo, hi = sorted((float(vmin), float(vmax)))
+    if lo < hi:
+        return lo, hi
+    margin = 0.05 * abs(lo) or 0.05
+    return lo - margin, hi + margin
+
+
+def write_statistics(series: Series, stats_json: str | os.PathLike,
+                     cell_mean_npy: str | os.PathLike | None, *, vmin: float | None = None,
+                     vmax: float | None = None, percentiles=(2.0, 98.0),
+                     limits_series: Series | None = None,
+                     overlays: dict | None = None, panels: dict | None = None,
+                     outputs=("movie", "table")) -> dict:
+    """Compute :func:`series_statistics` and write ``stats.json`` and ``cell_mean.npy``.
+
+    Only what `outputs` (config ``outputs``) need: the colour limits, overlay levels and
+    panel limits for ``movie``; the cell means (`cell_mean_npy`, else None) for
+    ``table``. Without a movie ``vmin``/``vmax`` are None; ``stats.json`` records
+    ``outputs``.
+
+    Configured `vmin`/`vmax` override the computed percentiles (each independently). A
+    range that would be empty is widened (:func:`nonsingular_range`); ``widened`` in the
+    result then says how and why (else None).
+
+    ``stats.json`` also records each input's identity (``inputs``, see
+    :mod:`ncreel.input.identity`), taken before the pass and checked again after it, so later jobs
+    can tell whether the files they read are the ones these statistics describe.
+
+    `limits_series`, when given, is what the movie shows (a region of `series`, whose
+    cells the table has): the colour limits and value statistics are its, the cell means
+    `series`'. `overlays` (config ``contours`` and ``vectors``) adds their fixed levels
+    and scale as ``overlays`` (:func:`ncreel.render.overlays.overlay_limits`). `panels`
+    (a planned ``panels`` layout, :func:`ncreel.render.panelplan.plan_panels`) adds each panel's
+    colour limits as ``panels`` (:func:`ncreel.render.panelplan.panel_statistics`).
+
+    Returns
+    -------
+    dict
+        The statistics written to `stats_json`.
+
+    Raises
+    ------
+    NcreelError
+        If an input changed while it was being read.
+    """
+    paths = list(series.paths)
+    if panels:  # the panels' files: the limits below describe them too
+        paths += [q for p in panels["panels"] if p["series"] for q in p["series"]["paths"]
+                  if q not in paths]
+    inputs = input_identities(list(dict.fromkeys(paths)))
+    time = series.time_axis()
+    if not time.decoded:
+        log.warning("time of '%s' not decoded, using the raw '%s' values instead "
+                    "(column time is NULL, time_value holds them): %s", series.variable,
+                    series.time_dim, time.note)
+    elif time.note:
+        log.warning("time of '%s' not decoded for some steps (column time is NULL there): %s",
+                    series.variable, time.note)
+    movie = "movie" in outputs
+    stats, cell_mean = series_statistics(series, percentiles=tuple(percentiles),
+                                         limits=movie and limits_series is None)
+    if limits_series is not None:
+        stats = {**series_statistics(limits_series, percentiles=tuple(percentiles),
+                                     limits=movie)[0],
+                 "table_ny": stats["ny"], "table_nx": stats["nx"]}
+    stats["time_decoded"] = time.decoded
+    stats["outputs"] = list(outputs)
+    if vmin is not None and movie:
+        stats["vmin"] = float(vmin)
+    if vmax is not None and movie:
+        stats["vmax"] = float(vmax)
+    lo, hi = stats["vmin"], stats["vmax"]
+    widened = None  # why the limits are not the percentiles / configured values
+    if not movie:
+        pass  # no colour limits: no frame is drawn
+    elif not (np.isfinite(lo) or np.isfinite(hi)):
+        lo, hi = 0.0, 1.0
+        widened = "no finite value in the series: 0..1"
+        log.warning("%s: no finite values in '%s'; colour range set to 0..1",
+                    series.paths[0], series.variable)
+    elif not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
+        # A constant field, no data beside one configured limit, or a configured limit
+        # beyond the other, computed one: widen around the configured (else the) value.
+        centre = vmax if vmax is not None else (vmin if vmin is not None else lo)
+        wide = nonsingular_range(centre, centre)
+        lo = float(vmin) if vmin is not None else wide[0]
+        hi = float(vmax) if vmax is not None else wide[1]
+        widened = (f"widened 5 % around {centre:.6g}: " + (
+            "a constant field" if vmin is None and vmax is None
+            else "the configured limit leaves no room for the computed other"))
+        if vmin is not None or vmax is not None:
+            log.warning("configured %s leaves no room for the computed other limit: colour "
+                        "range %.6g..%.6g (set both vmin and vmax to choose it)",
+                        "vmin" if vmin is not None else "vmax", lo, hi)
+    stats["vmin"], stats["vmax"], stats["widened"] = lo, hi, widened
+    # With panels each panel's overlays have their own levels and scale (below).
+    if movie and not panels and overlays and (overlays.get("contours")
+                                              or overlays.get("vectors")):
+        from ncreel.render.overlays import overlay_limits
+
+        stats["overlays"] = overlay_limits(limits_series or series, overlays.get("contours"),
+                                           overlays.get("vectors"))
+    if panels and movie:
+        stats["panels"] = panel_statistics(panels, (limits_series or series).n_time,
+                                           percentiles=tuple(percentiles))
+    check_inputs(inputs)  # a file replaced during the pass: these statistics mix versions
+    stats["inputs"] = inputs
+    if cell_mean_npy is not None:
+        with atomic_path(cell_mean_npy) as tmp, open(tmp, "wb") as fh:
+            np.save(fh, cell_mean)
+    with atomic_path(stats_json) as tmp:
+        tmp.write_text(json.dumps(stats, indent=2) + "\n")
+    if movie:
+        log.info("colour range %.6g..%.6g from %d finite values", stats["vmin"],
+                 stats["vmax"], stats["n_finite"])
+    else:
+        log.info("cell means of %d finite values (no movie: no colour limits)",
+                 stats["n_finite"])
+    return stats
+
+
+def panel_statistics(layout: dict, n_time: int, *, percentiles=(2.0, 98.0)) -> list[dict]:
+    """Colour limits of every panel over the movie's `n_time` steps (the statistics pass).
+
+    A panel's limits are its 2nd and 98th percentiles (:func:`ncreel.jobs.stats.series_statistics`)
+    unless configured; a difference panel's are symmetric about zero, ``-m .. m`` with `m`
+    the larger magnitude of its percentiles (so zero is the colormap's centre). An empty
+    range is widened (:func:`ncreel.jobs.stats.nonsingular_range`).
+
+    Returns
+    -------
+    list of dict
+        One per panel: ``vmin``, ``vmax``, ``min``, ``max`` (the panel's units) and, for a
+        panel with contours or vectors, ``overlays``
+        (:func:`ncreel.render.overlays.overlay_limits` over the movie's steps of its file).
+    """
+    from ncreel.render.panelplan import PanelReader
+
+    out = []
+    with PanelReader(layout) as reader:
+        for i, p in enumerate(reader.panels):
+            stats, _ = series_statistics(reader.panel_view(i, n_time),
+                                         percentiles=tuple(percentiles))
+            lo, hi = stats["vmin"], stats["vmax"]
+            if p["difference_of"] is not None and np.isfinite(lo) and np.isfinite(hi):
+                m = max(abs(lo), abs(hi))
+                lo, hi = -m, m
+            if p["vmin"] is not None:
+                lo = float(p["vmin"])
+            if p["vmax"] is not None:
+                hi = float(p["vmax"])
+            if np.isfinite(lo) and np.isfinite(hi):
+                lo, hi = nonsingular_range(lo, hi)
+            else:  # no finite value: 0..1, as for a single field
+                lo, hi = 0.0, 1.0
+            out.append({"vmin": float(lo), "vmax": float(hi), "min": stats["min"],
+                        "max": stats["max"]})
+            if p.get("contours") or p.get("vectors"):
+                from ncreel.render.overlays import overlay_limits
+
+                # Levels and scale of this panel's overlays over the movie's steps (a
+                # warning about levels no frame crosses follows this line in the log).
+                log.info("panels[%d]: overlay levels and scale from %s", i,
+                         ", ".join(p["series"]["paths"]))
+                out[-1]["overlays"] = overlay_limits(reader.overlay_view(i, n_time),
+                                                     p.get("contours"), p.get("vectors"))
+    return out
