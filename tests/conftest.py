@@ -128,6 +128,23 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda it: (-unit_seconds[groups[it.nodeid]], first[groups[it.nodeid]]))
 
 
+def pytest_collection_finish(session):
+    """Stop at once if pytest-xdist ignored the groups (tests would collide on a scheduler).
+
+    ``--dist loadgroup`` works by appending ``@group`` to each grouped test's node id in
+    the worker; with pytest 9.2 and pytest-xdist 3.8 that silently does nothing
+    (pytest-xdist issue 1386, hence ``pytest<9.2`` in pyproject.toml).
+    """
+    if not getattr(session.config.option, "loadgroup", False):
+        return
+    lost = [item.nodeid for item in session.items
+            if item.get_closest_marker("xdist_group") and "@" not in item.nodeid]
+    if lost:
+        pytest.exit(f"pytest-xdist --dist loadgroup ignored the xdist_group of {len(lost)} "
+                    f"tests (e.g. {lost[0]}): this pytest and pytest-xdist do not work "
+                    "together; install envs/lock/test.txt (make test does)", returncode=4)
+
+
 _measured: dict[str, float] = {}
 
 

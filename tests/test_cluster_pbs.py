@@ -22,6 +22,7 @@ Sources of the ``qstat`` text used here:
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -99,12 +100,19 @@ class FakeQstat:
         return subprocess.CompletedProcess(cmd, rc, stdout, stderr)
 
 
-def test_a_pbs_job_is_never_looked_up_in_slurms_accounting(tmp_path):
+def test_a_pbs_job_is_never_looked_up_in_slurms_accounting(tmp_path, monkeypatch):
     """A PBS job deleted before it ran has no Exit_status. Where Slurm runs too (its Torque
     wrappers are why sacct is asked at all), Slurm's job 7 is another job: its COMPLETED
     made ``7.vm`` read ``success``, seen when both schedulers ran jobs at once."""
     runner = FakeQstat([(0, (PBSPRO / "deleted_before_run.json").read_text(), "")])
     asked = []
+    # sacct is asked only where it is installed (pbs.sacct_status): one on PATH, also on a
+    # machine without Slurm; the runner below answers in its place.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sacct").write_text("#!/bin/sh\nexit 1\n")
+    (bin_dir / "sacct").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
 
     def with_sacct(cmd, timeout=60):
         if cmd[0] == "sacct":
@@ -285,7 +293,9 @@ def test_qsub_line_from_declared_resources():
                          log_dir="logs/pbs")
     assert cmd == ["qsub", "-N", "nc_process_shard_00001", "-j", "oe", "-o",
                    "logs/pbs/nc_process_shard_00001.7.log", "-l",
-                   "select=1:ncpus=1:mem=700MB,walltime=01:35:00", "-A", "UABC0001",
+                   "select=1:ncpus=1:mem=700MB,walltime=01:35:00",
+                   # Always, also 0: the job's Snakemake then knows it runs under PBS.
+                   "-v", "SNAKEMAKE_PBS_PRO_JOB_OVERHEAD_MB=0", "-A", "UABC0001",
                    "-q", "casper", "/w/job.sh"]
 
 

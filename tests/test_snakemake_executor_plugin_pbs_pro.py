@@ -81,8 +81,9 @@ def test_array_qsub_line():
                                    log_tag="abc")
     assert cmd == ["qsub", "-N", "nc_process_shard", "-j", "oe", "-o",
                    "logs/pbs/nc_process_shard.abc.^array_index^.log", "-l",
-                   "select=1:ncpus=2:mem=1500MB,walltime=00:12:00", "-J", "0-3",
-                   "-A", "UABC0001", "-q", "casper@casper-pbs", "/w/a.sh"]
+                   "select=1:ncpus=2:mem=1500MB,walltime=00:12:00",
+                   "-v", "SNAKEMAKE_PBS_PRO_JOB_OVERHEAD_MB=0", "-J", "0-3", "-A", "UABC0001",
+                   "-q", "casper@casper-pbs", "/w/a.sh"]
     with pytest.raises(ValueError, match="at least 2"):
         submit_string.build_qsub(props(), "a.sh", queue=None, account=None, log_dir="l",
                                  array_size=1)
