@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -39,23 +38,12 @@ sys.path.insert(0, str(ROOT / "workflow"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from era5like import make_era5like  # noqa: E402
+from scale_bench import copy_workflow  # noqa: E402
 
 TARGETS = {"e2e_movie_only_vs_encode_floor": ("<=", 3.0),
            "e2e_day_chunks_vs_step_chunks": ("<=", 1.2),
            "e2e_both_vs_polars_1thread": ("<=", 2.0),
            "copy_writer_fraction_of_polars": (">=", 0.75)}
-
-
-def workflow_copy(work: Path) -> Path:
-    """Copy the workflow (what a user clones) into `work`; return it."""
-    work.mkdir(parents=True)
-    for name in ("Snakefile", "config", "envs", "workflow", "profiles"):
-        src = ROOT / name
-        if src.is_dir():
-            shutil.copytree(src, work / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(src, work / name)
-    return work
 
 
 def env() -> dict:
@@ -67,7 +55,7 @@ def env() -> dict:
 
 def run_case(base: Path, name: str, nc: Path, outputs: list[str], extra: dict) -> dict:
     """Run the workflow on `nc`; return its wall time and outputs."""
-    work = workflow_copy(base / name)
+    work = copy_workflow(base / name)
     run_file = work / "run.yaml"
     run_file.write_text(json.dumps({"input": str(nc), "variable": "t2m", "run": name,
                                     "outputs": outputs, **extra}))
