@@ -1,9 +1,9 @@
 checkpoint calibrate_render:
     # Render and encode a few probe frames exactly as a shard job does; record peak memory
     # (process + ffmpeg) and seconds per frame. process_shard's mem_mb and runtime derive
-    # from it, and so does frames_per_shard when it is null. A checkpoint, because the
-    # number of shards (the DAG) depends on the measured speed; its JSON keeps the plan, so
-    # a rerun of the same command reuses it.
+    # from it, and so does frames_per_shard when it is null (then, on a local run, at
+    # least one shard per core). A checkpoint, because the number of shards (the DAG)
+    # depends on the measured speed; its JSON keeps the plan, so a rerun reuses it.
     input:
         RULE_INPUTS,
         stats=rules.statistics.output.stats,
@@ -32,6 +32,11 @@ checkpoint calibrate_render:
         target_minutes=config["target_shard_minutes"],
         frames_per_shard=config["frames_per_shard"],
         workers=RENDER_PROCESSES,
+        # A local run: at least a shard per core (a configured frames_per_shard wins).
+        # Taking `resources` makes it a derived param, which Snakemake's params rerun
+        # trigger leaves out: a run resumed with other --cores keeps its plan, like any
+        # rerun (calibration.json keeps it; delete that file to plan again).
+        cores=lambda wc, resources: local_cores(),
     script:
         "../scripts/calibrate_render.py"
 
