@@ -89,7 +89,8 @@ DEGRADATION_INPUT = (
 
 rule process_shard:
     # One job per shard of consecutive time steps: its COPY rows, its H.264 segment and
-    # a PNG sample of its frames. `threads` worker processes render contiguous parts.
+    # a PNG sample of its frames. `threads` worker processes render contiguous parts;
+    # with one, the rows are written in a second thread beside the frames.
     # Memory does not grow with the shard's length (streamed blocks); it comes from the
     # calibration and scales with `attempt` so that a job killed for memory gets more.
     input:
@@ -131,6 +132,8 @@ rule process_shard:
                 workers=threads,
                 attempt=attempt,
                 n_columns=len(CELL_COLUMNS),
+                # both outputs: rows written beside the frames (one worker)
+                overlap=MOVIE_ON and TABLE_ON,
             ),
         ),
         runtime=lambda wc, input, threads, attempt: res.render_runtime_calibrated(
