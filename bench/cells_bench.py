@@ -753,9 +753,10 @@ def rows_beside_frames(work: Path, n_time: int, ny: int, nx: int, repeats: int) 
     both, frames, rows = best["both"], best["frames"], best["rows"]
     assert both["mode"] == "shared", both
     total = frames["wall"] + rows["wall"]
-    print(f"# shard {n_time} x {ny} x {nx}: frames {frames['wall']:.2f} s, rows "
-          f"{rows['wall']:.2f} s ({rows['rows']} rows), both {both['wall']:.2f} s "
-          f"(CPU {both['cpu']:.2f} s)", flush=True)
+    print(f"# shard {n_time} x {ny} x {nx}: frames {frames['wall']:.2f} s (CPU "
+          f"{frames['cpu']:.2f} s), rows {rows['wall']:.2f} s (CPU {rows['cpu']:.2f} s, "
+          f"{rows['rows']} rows), both {both['wall']:.2f} s (CPU {both['cpu']:.2f} s)",
+          flush=True)
     return {"beside_frames_seconds": round(frames["wall"], 2),
             "beside_rows_seconds": round(rows["wall"], 2),
             "beside_both_seconds": round(both["wall"], 2),
