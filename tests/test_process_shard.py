@@ -284,3 +284,36 @@ def test_a_stop_signal_stops_the_frames_and_the_rows_beside_them(inputs, user_mo
     assert "Traceback" not in err, err[-2000:]
     assert not any((d / n).exists() for n in ("frames", "rows.copy", "seg.mp4"))
     assert not list(d.glob("*.part"))
+
+
+def test_a_full_disk_under_the_rows_beside_the_frames_names_the_rows_file(inputs, tmp_path,
+                                                                         monkeypatch):
+    """The rows' thread meets the full disk; the job's error is the disk's, naming the rows
+    file (not the frames being drawn when it is raised), and nothing is left."""
+    import os
+    import subprocess
+
+    from conftest import fill_disk
+    from ncreel.core.errors import disk_full, disk_full_line
+
+    if os.geteuid() != 0:
+        pytest.skip("mounts a small tmpfs (a full disk), which needs root")
+    nc, d = inputs
+    _step_blocks(monkeypatch)
+    full = tmp_path / "full"
+    full.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(full)], check=True)
+    try:
+        fill_disk(full, "filler")
+        with pytest.raises(BaseException) as err:
+            run_shard(_selection(nc), Shard(0, 0, 11), stats_json=d / "stats.json",
+                      cell_mean_npy=d / "cell_mean.npy", frames_dir=d / "frames",
+                      rows_path=full / "rows.copy", render=RenderSettings.from_params(RENDER),
+                      segment=d / "seg.mp4", encode=ENCODE, cells=CELLS)
+        assert disk_full(err.value) is not None, err.value
+        assert f"writing '{full / 'rows.copy'}'" in disk_full_line(err.value)
+        assert not list(full.glob("rows.copy*"))
+    finally:
+        subprocess.run(["umount", "-l", str(full)], check=True)
+    assert not any((d / n).exists() for n in ("frames", "seg.mp4"))
+    assert not list(d.glob("*.part"))
