@@ -19,6 +19,15 @@ In one run (``make bench-cells``):
    layout (``load_speedup_vs_wide`` with polygons, ``…_no_geometry`` without); a rerun of
    the normalised run beside a reader of another run (``normalised_replace_*``,
    ``normalised_reader_extra_wait_ms``). ``--layout-only`` runs this phase alone.
+7. a shard's row path (``ShardRows.write``: the ``field`` model, its checks and the COPY
+   text) for one 0.25-degree step (721 x 1440, float32) against polars' ``write_csv`` of
+   the same columns, both with one thread (``POLARS_MAX_THREADS=1``), in CPU seconds, and
+   checked to be the same text: ``copy_writer_fraction_of_polars`` (rows per CPU second
+   over rows per CPU second; the target is 0.75).
+8. rows beside the frames: a 48-step shard of a 200 x 400 grid, frames alone, rows alone
+   and both (``run_shard``): ``rows_beside_frames_fraction_of_sum`` (1: no overlap;
+   ``rows_beside_frames_floor``: all of the shorter pass hidden). ``--shard-only`` runs
+   phases 7 and 8 alone; they run first otherwise.
 
 ``--smoke`` runs every phase at tiny sizes in seconds (a CI test runs it).
 
@@ -138,7 +147,7 @@ with open(out, "w") as fh:
 """
 
 
-def measure(argv: list[str], stdout=None) -> tuple[float, float, str]:
+def measure(argv: list[str], stdout=None, env=None) -> tuple[float, float, str]:
     """Run argv; return (wall seconds, peak RSS MB, stdout text).
 
     The peak RSS is the child's own, plus at most the tiny wrapper's few MB it was
@@ -146,7 +155,7 @@ def measure(argv: list[str], stdout=None) -> tuple[float, float, str]:
     """
     with tempfile.TemporaryFile() as cap, tempfile.NamedTemporaryFile("r") as res:
         subprocess.run([sys.executable, "-S", "-c", _WRAPPER, res.name, *argv],
-                       stdout=stdout or cap, check=True)
+                       stdout=stdout or cap, check=True, env=env)
         code, wall, maxrss = res.read().split()
         if int(code) != 0:
             raise SystemExit(f"{argv[:4]} failed with {code}")
@@ -157,8 +166,9 @@ def measure(argv: list[str], stdout=None) -> tuple[float, float, str]:
     return float(wall), int(maxrss) / 1024, text
 
 
-def child(kind: str, *args) -> tuple[dict, float]:
-    _, rss, text = measure([sys.executable, __file__, "--child", kind, *map(str, args)])
+def child(kind: str, *args, env=None) -> tuple[dict, float]:
+    _, rss, text = measure([sys.executable, __file__, "--child", kind, *map(str, args)],
+                           env=env)
     return json.loads(text.strip().splitlines()[-1]), rss
 
 
@@ -566,6 +576,195 @@ def _replace_normalised(conn, conninfo: str, work: Path, big: dict, n_rows: int)
             "normalised_reader_extra_wait_ms": round(max(0.0, during - quiet) * 1000, 1)}
 
 
+# --- 7. the shard's row path against polars' own writer, one ERA5-like step ----------
+
+def _era5_step(ny: int, nx: int):
+    """One hourly step of a global grid and the ShardRows of the default cell model.
+
+    The grid is (ny, nx), its longitudes 0..360 as ERA5 stores them; the ``field`` model
+    writes nine columns.
+    """
+    import numpy as np
+    from ncreel.cells import CellContext
+    from ncreel.cells.geometry import fold_longitude
+    from ncreel.cells.registry import resolve_model
+    from ncreel.cells.rows import ShardRows, table_columns
+    from ncreel.input.timeaxis import TimeAxis
+
+    lat, lon_raw = np.meshgrid(np.linspace(90, -90, ny), np.arange(nx) * (360.0 / nx),
+                               indexing="ij")
+    rng = np.random.default_rng(2)
+    block = (250 + 40 * np.cos(np.deg2rad(lat)) + rng.normal(0, 2, (ny, nx))
+             ).astype(np.float32)[None]
+    time_ax = TimeAxis(values=np.arange(48.0),
+                       labels=[f"2000-01-{1 + h // 24:02d}T{h % 24:02d}:00:00"
+                               for h in range(48)],
+                       calendar="standard", units="hours since 2000-01-01", decoded=True)
+    # The statistics job's float64 means: anomalies of full precision, as in a run.
+    mean = block[0] - 0.5 + rng.normal(0, 0.3, (ny, nx))
+    ctx = CellContext(time=time_ax, cell_mean=mean, lat=lat,
+                      lon=fold_longitude(lon_raw), lon_raw=lon_raw, value_type="real",
+                      variable="t2m")
+    model = resolve_model("field", {})
+    return ShardRows(model=model, ctx=ctx, columns=table_columns(model, ctx)), block
+
+
+def _digest(path: str) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(2**20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def child_shardrows(ny: int, nx: int, out: str, repeats: int) -> dict:
+    """Ncreel's row path for one block: ShardRows.write (model, checks, COPY text)."""
+    rows, block = _era5_step(ny, nx)
+    best = float("inf")
+    for _ in range(repeats + 1):  # the first warms up (imports, allocator)
+        with open(out, "wb") as fh:
+            t = time.process_time()
+            n = rows.write(fh, 24, block)
+            best = min(best, time.process_time() - t)
+    return {"rows": n, "seconds": best, "sha256": _digest(out)}
+
+
+def child_polars1(ny: int, nx: int, out: str, repeats: int) -> dict:
+    """Time polars' write_csv of the same rows as COPY text (tab, ``\\N``, no quotes).
+
+    The DataFrame of the model's columns, as plain types (the time as text), is built
+    first and not timed.
+    """
+    import polars as pl
+
+    rows, block = _era5_step(ny, nx)
+    df = pl.DataFrame(rows.rows(24, block))
+    df = df.with_columns(pl.col(c).cast(pl.Utf8) for c, t in df.schema.items()
+                         if t in (pl.Categorical, pl.Enum))
+    best = float("inf")
+    for _ in range(repeats + 1):
+        with open(out, "wb") as fh:
+            t = time.process_time()
+            df.write_csv(fh, include_header=False, separator="\t", null_value="\\N",
+                         quote_style="never", line_terminator="\n")
+            best = min(best, time.process_time() - t)
+    return {"rows": df.height, "seconds": best, "sha256": _digest(out),
+            "threads": pl.thread_pool_size()}
+
+
+CHILDREN["shardrows"] = child_shardrows
+CHILDREN["polars1"] = child_polars1
+
+
+def writer_vs_polars(work: Path, ny: int, nx: int, repeats: int) -> dict:
+    """Rows/s of a shard's row path for one step against polars' single-threaded write_csv.
+
+    Both children run with ``POLARS_MAX_THREADS=1``: a shard job's rows pass has one core
+    (a local run has a shard per core), so one thread against one thread; each is timed
+    in CPU seconds of its process (best of `repeats`), which other jobs on a shared
+    machine disturb far less than wall time. The two files must be the same text, or the
+    comparison is not of the same work.
+    """
+    env = {**os.environ, "POLARS_MAX_THREADS": "1"}
+    res = {}
+    for kind in ("shardrows", "polars1"):
+        out = work / f"{kind}.copy"
+        r, rss = child(kind, ny, nx, out, repeats, env=env)
+        res[kind] = r
+        out.unlink()
+        print(f"# {kind}: {r['rows']} rows in {r['seconds']:.3f} CPU s = "
+              f"{r['rows'] / r['seconds']:,.0f} rows/s, peak RSS {rss:.0f} MB", flush=True)
+    assert res["polars1"]["threads"] == 1
+    if res["shardrows"]["sha256"] != res["polars1"]["sha256"]:
+        raise SystemExit("the row path and polars wrote different text: not comparable")
+    ours, theirs = (res[k]["rows"] / res[k]["seconds"] for k in ("shardrows", "polars1"))
+    return {"copy_writer_step_rows": res["shardrows"]["rows"],
+            "copy_writer_step_rows_per_s": round(ours),
+            "polars_1thread_rows_per_s": round(theirs),
+            "copy_writer_fraction_of_polars": round(ours / theirs, 2)}
+
+
+# --- 8. rows written beside the frames ----------------------------------------------------
+
+def child_beside(kind: str, nc: str, work: str, n_time: int) -> dict:
+    """Time one shard of every step of `nc` (run_shard): wall and CPU seconds.
+
+    `kind`: ``frames`` alone, ``rows`` alone, or ``both`` (the rows beside the frames).
+    """
+    import numpy as np
+    from ncreel.cells import cells_settings
+    from ncreel.config.settings import (
+        CellsSettings,
+        EncodeSettings,
+        RenderSettings,
+        SeriesSelection,
+    )
+    from ncreel.jobs.shard import run_shard
+    from ncreel.run.shardplan import Shard
+
+    d = Path(work) / kind
+    shutil.rmtree(d, ignore_errors=True)
+    d.mkdir(parents=True)
+    (d / "stats.json").write_text(json.dumps({"vmin": 240.0, "vmax": 310.0}))
+    selection = SeriesSelection(paths=(nc,), variable="tas", time_dim="time", select={},
+                                lat=None, lon=None, time=None)
+    with __import__("netCDF4").Dataset(nc) as ds:
+        ny, nx = ds.dimensions["lat"].size, ds.dimensions["lon"].size
+    np.save(d / "cell_mean.npy", np.full((ny, nx), 280.0, np.float32))
+    render = RenderSettings.from_params({
+        "width": 640, "height": 360, "dpi": 80, "cmap": "viridis",
+        "map": {"coastlines": False, "borders": False, "projection": "PlateCarree",
+                "projection_params": {}}})
+    t, cpu = time.perf_counter(), time.process_time()
+    info = run_shard(selection, Shard(0, 0, n_time), stats_json=d / "stats.json",
+                     cell_mean_npy=d / "cell_mean.npy",
+                     frames_dir=None if kind == "rows" else d / "frames",
+                     rows_path=None if kind == "frames" else d / "rows.copy", render=render,
+                     segment=None if kind == "rows" else d / "seg.mp4",
+                     encode=EncodeSettings(fps=24, crf=23, preset="veryfast"),
+                     cells=CellsSettings.from_params(cells_settings({})))
+    wall, cpu = time.perf_counter() - t, time.process_time() - cpu
+    shutil.rmtree(d)
+    return {"wall": wall, "cpu": cpu, "rows": info["rows"], "frames": info["frames"],
+            "mode": info["rows_mode"]}
+
+
+CHILDREN["beside"] = child_beside
+
+
+def rows_beside_frames(work: Path, n_time: int, ny: int, nx: int, repeats: int) -> dict:
+    """Wall time of a shard with both outputs against its frames alone plus its rows alone.
+
+    ``rows_beside_frames_fraction_of_sum`` is 1 when nothing overlaps and
+    ``max / sum`` when the shorter pass hides entirely behind the longer; best of
+    `repeats` for each. CPU seconds are this process's (ffmpeg's are apart).
+    """
+    nc = work / f"beside_{n_time}x{ny}x{nx}.nc"
+    if not nc.exists():
+        make_big_nc(nc, n_time, ny, nx)
+    best = {}
+    for _ in range(repeats):
+        for kind in ("frames", "rows", "both"):
+            r, _rss = child("beside", kind, nc, work, n_time)
+            if kind not in best or r["wall"] < best[kind]["wall"]:
+                best[kind] = r
+    both, frames, rows = best["both"], best["frames"], best["rows"]
+    assert both["mode"] == "shared", both
+    total = frames["wall"] + rows["wall"]
+    print(f"# shard {n_time} x {ny} x {nx}: frames {frames['wall']:.2f} s (CPU "
+          f"{frames['cpu']:.2f} s), rows {rows['wall']:.2f} s (CPU {rows['cpu']:.2f} s, "
+          f"{rows['rows']} rows), both {both['wall']:.2f} s (CPU {both['cpu']:.2f} s)",
+          flush=True)
+    return {"beside_frames_seconds": round(frames["wall"], 2),
+            "beside_rows_seconds": round(rows["wall"], 2),
+            "beside_both_seconds": round(both["wall"], 2),
+            "rows_beside_frames_fraction_of_sum": round(both["wall"] / total, 2),
+            "rows_beside_frames_floor": round(max(frames["wall"], rows["wall"]) / total, 2),
+            "beside_both_cores_busy": round(both["cpu"] / both["wall"], 2)}
+
+
 def make_big_nc(path: Path, n_time: int, ny: int, nx: int) -> None:
     import netCDF4
     import numpy as np
@@ -646,12 +845,19 @@ def main() -> None:
                     help="steps of the demo file in phase 6's size per row")
     ap.add_argument("--layout-only", action="store_true",
                     help="run only phase 6 (the normalised layout against the wide one)")
+    ap.add_argument("--step-grid", default="721x1440",
+                    help="ny x nx of phase 7's step (the row path against polars)")
+    ap.add_argument("--beside", default="48x200x400",
+                    help="steps x ny x nx of phase 8's shard (rows beside the frames)")
+    ap.add_argument("--shard-only", action="store_true",
+                    help="run only phases 7 and 8 (a shard's rows: writer, beside frames)")
     ap.add_argument("--smoke", action="store_true",
                     help="tiny sizes, seconds: checks every phase runs (CI)")
     a = ap.parse_args()
     if a.smoke:
         a.rows, a.big, a.repeats = 20_000, "0", 1
         a.layout, a.demo_steps = "2x10x1000", 3
+        a.step_grid, a.beside = "20x40", "4x20x40"
     if a.child:
         kind, *args = a.child
         conv = [int(x) if x.isdigit() else x for x in args]
@@ -664,6 +870,15 @@ def main() -> None:
     if a.layout_only:
         figures.update(layout_compare(work, demo_steps=a.demo_steps, ny=ny, nx=nx, n_t=n_t,
                                       repeats=a.repeats))
+        for k, v in figures.items():
+            print(f"{k}={v}")
+        return
+    # 7. and 8.: a shard's rows, against polars' writer and beside the frames.
+    figures.update(writer_vs_polars(work, *(int(x) for x in a.step_grid.split("x")),
+                                    a.repeats))
+    figures.update(rows_beside_frames(work, *(int(x) for x in a.beside.split("x")),
+                                      a.repeats))
+    if a.shard_only:
         for k, v in figures.items():
             print(f"{k}={v}")
         return

@@ -16,7 +16,8 @@ def test_bench_cells_smoke(tmp_path):
     figures = dict(line.split("=", 1) for line in r.stdout.splitlines()
                    if "=" in line and not line.startswith("#"))
     for key in ("copy_writer_rows_per_s", "reduce_fraction_of_cat", "load_fraction_of_psql",
-                "load_fraction_of_psql_jobs2"):
+                "load_fraction_of_psql_jobs2", "copy_writer_fraction_of_polars",
+                "rows_beside_frames_fraction_of_sum"):
         assert float(figures[key]) > 0, key
     # A rerun swaps the run's partition: no dead rows (the DELETE it replaced left them all).
     assert int(figures["replace_dead_tuples"]) == 0

@@ -38,3 +38,11 @@ def test_rows_of_probe_steps_plan_the_shards_without_drawing(sample_nc, cells):
     fixed = calibrate_table(_selection(sample_nc), settings, render=RENDER, encode=ENCODE,
                             n_time=240, probe_frames=2, frames_per_shard=60)
     assert fixed.frames_per_shard == 60
+    # a local run of 4 cores: 4 shards of the 240 steps however fast; a configured
+    # length still wins
+    local = calibrate_table(_selection(sample_nc), settings, render=RENDER, encode=ENCODE,
+                            n_time=240, probe_frames=2, target_minutes=600.0, cores=4)
+    assert local.frames_per_shard == 60
+    fixed = calibrate_table(_selection(sample_nc), settings, render=RENDER, encode=ENCODE,
+                            n_time=240, probe_frames=2, frames_per_shard=240, cores=4)
+    assert fixed.frames_per_shard == 240

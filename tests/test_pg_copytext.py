@@ -29,6 +29,21 @@ def test_nan_is_null_and_floats_round_trip():
     assert np.float32(lines[2]) == f32[2]
 
 
+def test_a_categorical_column_is_written_as_its_text():
+    """A model's time labels come as a categorical column: the same bytes as the text,
+    escaped when a label needs it, NUL refused."""
+    import polars as pl
+
+    labels = ["2000-01-01T00:00:00", None, "2000-01-01T01:00:00", "2000-01-01T00:00:00"]
+    for values in (labels, [*labels, "tab\there", "back\\slash"]):
+        text = encode({"t": pl.Series(values, dtype=pl.Utf8), "i": np.arange(len(values))})
+        assert encode({"t": pl.Series(values, dtype=pl.Categorical),
+                       "i": np.arange(len(values))}) == text
+    assert b"tab\\there" in text
+    with pytest.raises(ValueError, match="NUL byte"):
+        encode({"t": pl.Series(["a\x00b"], dtype=pl.Categorical)})
+
+
 def test_nul_byte_rejected():
     with pytest.raises(ValueError, match="column 's': text contains a NUL byte"):
         encode({"s": ["a\x00b"]})

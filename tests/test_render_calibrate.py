@@ -45,3 +45,16 @@ def test_calibration_and_resources(noisy_nc):
     short = render_runtime_calibrated(cal, n_frames=10)
     assert short >= 5
     assert render_runtime_calibrated(replace(cal, seconds_per_frame=1.0), n_frames=6000) >= 200
+
+
+def test_a_local_run_is_planned_into_a_shard_per_core(noisy_nc):
+    """11 steps that fit one shard's target time: 2 cores give 2 shards, a cluster run
+    (no cores) and a configured length keep 1."""
+    from ncreel.run.shardplan import plan_shards
+
+    kw = {"n_time": 11, "probe_frames": 2, "target_minutes": 60.0}
+    assert calibrate_render(spec(noisy_nc), **kw).frames_per_shard == 11
+    local = calibrate_render(spec(noisy_nc), **kw, cores=2).frames_per_shard
+    assert len(plan_shards(11, local)) == 2
+    assert calibrate_render(spec(noisy_nc), **kw, cores=2,
+                            frames_per_shard=11).frames_per_shard == 11

@@ -104,3 +104,34 @@ def test_memory_model_uses_the_block_sizes_it_models():
         "max_block_bytes"].default is source.BLOCK_BYTES
     assert inspect.signature(stats.series_statistics).parameters[
         "max_block_bytes"].default is source.BLOCK_BYTES
+
+
+def test_rows_beside_the_frames_count_both_passes_at_once():
+    """One worker and both outputs: the rows are written while the frames render, so the
+    job holds the worker's peak, its encoder, the rows pass and the queued blocks at once
+    (the sum); without overlap, or with several workers, the larger pass as before."""
+    from ncreel.config.settings import Calibration
+    from ncreel.jobs.shard import QUEUED_BLOCKS
+    from ncreel.render.segment import RENDER_BLOCK_BYTES
+
+    cal = Calibration(width=1920, height=1080, dpi=200.0, preset="medium", crf=23,
+                      probe_frames=64, base_mb=250.0, worker_peak_mb=600.0,
+                      encoder_peak_mb=400.0, encoder_cpu_s_per_frame=0.1, startup_s=2.0,
+                      seconds_per_frame=0.2, render_s_per_frame=0.1, target_minutes=10.0,
+                      frames_per_shard=48, workers=1)
+    ny, nx = 721, 1440  # 0.25 degree: a step (1 038 240 values) is a rows block
+    rows = resources._rows_mb(ny=ny, nx=nx, n_frames=48, n_columns=9)
+    assert round(rows, 1) == 181.2  # 15 bytes a value and column + 48 a cell, one step
+    shared = resources.shared_blocks_mb(ny=ny, nx=nx)
+    assert shared == 3 * ny * nx * 8 / 2**20  # 23.8 MiB
+    assert resources.SHARED_BLOCKS == QUEUED_BLOCKS + 1
+    assert RENDER_BLOCK_BYTES <= source.MAX_BLOCK_CELLS * 8  # the bound holds
+
+    def mem(**kw):
+        return resources.render_mem_mb_calibrated(cal, ny=ny, nx=nx, n_frames=48,
+                                                  n_columns=9, **kw)
+
+    assert mem(overlap=True) == 1450  # (600 + 400 + 181.2 + 23.8) * 1.2 = 1445.9
+    assert mem() == 1200  # the larger: (600 + 400) * 1.2, not 600 + 181.2 + 60
+    assert mem(overlap=True, workers=2) == mem(workers=2)  # rows after the frames
+    assert mem(overlap=True, attempt=2) == 2 * 1450

@@ -50,3 +50,34 @@ def test_plan_cache_reads_calibration_once_per_version(tmp_path):
     os.utime(path, ns=(1, 1))  # a new version of the file
     assert cache.plan(path, 10) == {s.name: s for s in plan_shards(10, 5)}
     assert [s.n_frames for s in cache.plan(path, 10).values()] == [5, 5]
+
+
+@pytest.mark.parametrize("per, n_time, cores, workers, expect", [
+    (48, 48, 2, 1, 24),     # the 0.25 degree day on 2 cores: 2 shards, not 1
+    (48, 48, 1, 1, 48),     # one core: kept
+    (48, 48, None, 1, 48),  # a cluster run: kept
+    (10, 48, 2, 1, 10),     # already shorter than the cap: kept
+    (100, 9, 4, 1, 2),      # 3 steps would give 3 shards on 4 cores: 2 gives 5
+    (100, 10, 4, 1, 3),     # 3 gives exactly 4
+    (100, 3, 8, 1, 1),      # fewer steps than cores: one step each, never below
+    (100, 48, 4, 2, 24),    # 2-thread jobs on 4 cores: 2 at once
+    (100, 48, 3, 2, 24),    # 3 cores, 2-thread jobs: 2 shards
+])
+def test_a_local_run_has_a_shard_per_core(per, n_time, cores, workers, expect):
+    from ncreel.run.shardplan import fill_cores
+
+    got = fill_cores(per, n_time, cores, workers)
+    assert got == expect
+    if cores:
+        jobs = -(-cores // workers)
+        assert len(plan_shards(n_time, got)) >= min(jobs, n_time)
+        # and as few shards as that: one step more falls short
+        assert got == per or len(plan_shards(n_time, got)) == jobs \
+            or len(plan_shards(n_time, got + 1)) < jobs
+
+
+def test_fill_cores_refuses_no_steps():
+    from ncreel.run.shardplan import fill_cores
+
+    with pytest.raises(ValueError):
+        fill_cores(0, 10, 2)

@@ -74,8 +74,12 @@ def test_demo_rules_declare_and_measure(demo_run):
     # frames_per_shard is null: the calibration chose the shard length (and stored it).
     calibration = json.loads((work / "results/demo/calibration.json").read_text())
     n_shards = -(-240 // calibration["frames_per_shard"])
+    assert n_shards >= 2  # a local run of --cores 2: a shard per core at least
     bench = list((work / "results/demo/benchmarks/process_shard").glob("*.tsv"))
     assert len(bench) == n_shards
+    # each shard's rows were written beside its frames, from the blocks they read
+    for log in (work / "logs/demo/process_shard").glob("*.log"):
+        assert "rows (beside, sharing the blocks of the frames)" in log.read_text(), log
     assert len(list((work / "results/demo/segments").glob("*.mp4"))) == n_shards
     for name in ("statistics", "calibrate_render", "reduce_cells", "concat_segments"):
         assert (work / f"results/demo/benchmarks/{name}.tsv").is_file()
@@ -102,6 +106,14 @@ def test_rerun_does_nothing(demo_run):
     proc = snakemake(work, "--config", *SMALL)
     assert "Nothing to be done" in proc.stdout + proc.stderr
     assert "ncreel: shards" not in proc.stdout + proc.stderr
+
+
+def test_rerun_with_other_cores_keeps_the_plan(demo_run):
+    """The shard plan follows --cores when it is made, not after: the calibration is not
+    redone (nor the shards) for a rerun with other cores."""
+    work, _ = demo_run
+    proc = snakemake(work, "-n", "--cores", "1", "--config", *SMALL)
+    assert "Nothing to be done" in proc.stdout + proc.stderr
 
 
 def test_changed_setting_reruns_render(demo_run):

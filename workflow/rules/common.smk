@@ -94,6 +94,23 @@ def separate_job(name):
     ) not in workflow._localrules
 
 
+def local_cores():
+    """The cores a local run was given (--cores), which its shard plan fills with at least
+    as many shards (ncreel.run.shardplan.fill_cores); None under a cluster executor and
+    inside its jobs, where each job gets its own cores and the plan is kept as measured.
+    Bounded by this machine's cores: `--jobs unlimited` would plan one-step shards.
+    """
+    plugin = workflow.executor_plugin
+    remote = plugin is not None and plugin.common_settings.non_local_exec
+    if remote or workflow.remote_exec:
+        return None
+    cores = workflow.global_resources.get("_cores")
+    cores = getattr(cores, "value", cores)
+    if not isinstance(cores, int) or cores < 1:
+        return None
+    return min(cores, os.cpu_count() or cores)
+
+
 def rule_mem_mb(name, func=None):
     """The mem_mb of ncreel's `name` rule, its own process's (`func`, else
     ncreel.run.resources.FIXED_MEM_MB) plus Snakemake's per-job overhead where it exists,

@@ -1,9 +1,9 @@
 checkpoint calibrate_render:
     # Render and encode a few probe frames exactly as a shard job does; record peak memory
     # (process + ffmpeg) and seconds per frame. process_shard's mem_mb and runtime derive
-    # from it, and so does frames_per_shard when it is null. A checkpoint, because the
-    # number of shards (the DAG) depends on the measured speed; its JSON keeps the plan, so
-    # a rerun of the same command reuses it.
+    # from it, and so does frames_per_shard when it is null (then, on a local run, at
+    # least one shard per core). A checkpoint, because the number of shards (the DAG)
+    # depends on the measured speed; its JSON keeps the plan, so a rerun reuses it.
     input:
         RULE_INPUTS,
         stats=rules.statistics.output.stats,
@@ -32,6 +32,11 @@ checkpoint calibrate_render:
         target_minutes=config["target_shard_minutes"],
         frames_per_shard=config["frames_per_shard"],
         workers=RENDER_PROCESSES,
+        # A local run: at least a shard per core (a configured frames_per_shard wins).
+        # Taking `resources` makes it a derived param, which Snakemake's params rerun
+        # trigger leaves out: a run resumed with other --cores keeps its plan, like any
+        # rerun (calibration.json keeps it; delete that file to plan again).
+        cores=lambda wc, resources: local_cores(),
     script:
         "../scripts/calibrate_render.py"
 
@@ -84,7 +89,8 @@ DEGRADATION_INPUT = (
 
 rule process_shard:
     # One job per shard of consecutive time steps: its COPY rows, its H.264 segment and
-    # a PNG sample of its frames. `threads` worker processes render contiguous parts.
+    # a PNG sample of its frames. `threads` worker processes render contiguous parts;
+    # with one, the rows are written in a second thread beside the frames.
     # Memory does not grow with the shard's length (streamed blocks); it comes from the
     # calibration and scales with `attempt` so that a job killed for memory gets more.
     input:
@@ -126,6 +132,8 @@ rule process_shard:
                 workers=threads,
                 attempt=attempt,
                 n_columns=len(CELL_COLUMNS),
+                # both outputs: rows written beside the frames (one worker)
+                overlap=MOVIE_ON and TABLE_ON,
             ),
         ),
         runtime=lambda wc, input, threads, attempt: res.render_runtime_calibrated(

@@ -32,7 +32,7 @@ if "movie" not in (p.get("outputs") or OUTPUTS):  # config outputs [table]: noth
                     CellsSettings.from_params(p.cells), render=render,
                     encode=EncodeSettings.from_params(p.encode), n_time=p.n_time,
                     probe_frames=p.probe_frames, target_minutes=p.target_minutes,
-                    frames_per_shard=p.frames_per_shard
+                    frames_per_shard=p.frames_per_shard, cores=p.cores
                     ).to_json(snakemake.output.calibration)  # noqa: F821
 else:
     job = FrameJob(series=SeriesSelection.from_params(p.series), render=render,
@@ -42,5 +42,6 @@ else:
                    panel_limits=stats.get("panels"))
     result = calibrate_render(job, n_time=p.n_time, probe_frames=p.probe_frames,
                               target_minutes=p.target_minutes,
-                              frames_per_shard=p.frames_per_shard, workers=p.workers)
+                              frames_per_shard=p.frames_per_shard, workers=p.workers,
+                              cores=p.cores)
     result.to_json(snakemake.output.calibration)  # noqa: F821

@@ -15,17 +15,27 @@ def _present_rows(block: np.ndarray, t0: int) -> tuple[np.ndarray, np.ndarray, n
     """
     n_t, ny, nx = block.shape
     flat = block.reshape(n_t, ny * nx)
-    t_local, cell = np.nonzero(~np.isnan(flat))
+    missing = np.isnan(flat)
+    if not missing.any():  # most fields: every cell, in order, without a search
+        cells = ny * nx
+        return (np.repeat(np.arange(n_t), cells), np.tile(np.arange(cells), n_t),
+                flat.reshape(-1))
+    t_local, cell = np.nonzero(~missing)
     return t_local, cell, flat[t_local, cell]
 
 
 def _time_column(ctx: CellContext, t0: int, n_t: int, t_local: np.ndarray):
-    """``time`` column: one label per step, gathered per row without Python objects."""
+    """``time`` column: one label per step, gathered per row without Python objects.
+
+    Categorical: each row holds its step's code, not a copy of the label's text, and the
+    COPY writer checks the few labels, not every row (:mod:`ncreel.pg.copytext`).
+    """
     import polars as pl
 
     if not ctx.time.decoded:
         return pl.Series("time", [None], dtype=pl.Utf8).gather(np.zeros(len(t_local), np.int64))
-    return pl.Series("time", ctx.time.labels[t0:t0 + n_t], dtype=pl.Utf8).gather(t_local)
+    return pl.Series("time", ctx.time.labels[t0:t0 + n_t], dtype=pl.Categorical
+                     ).gather(t_local)
 
 
 def _position(ctx: CellContext, cell: np.ndarray

@@ -20,6 +20,7 @@ import numpy as np
 
 from ncreel.config.settings import Calibration, CellsSettings, EncodeSettings, RenderSettings
 from ncreel.core.procmem import current_rss_mb, peak_rss_mb
+from ncreel.run.shardplan import fill_cores
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +28,8 @@ log = logging.getLogger(__name__)
 def calibrate_table(selection, cells: CellsSettings, *, render: RenderSettings,
                     encode: EncodeSettings, n_time: int, probe_frames: int = 64,
                     target_minutes: float = 10.0,
-                    frames_per_shard: int | None = None) -> Calibration:
+                    frames_per_shard: int | None = None,
+                    cores: int | None = None) -> Calibration:
     """Write the COPY rows of `probe_frames` steps; measure memory and seconds per step.
 
     Runs in the calling process, a job like ``process_shard``, so that the measured peak
@@ -51,7 +53,11 @@ def calibrate_table(selection, cells: CellsSettings, *, render: RenderSettings,
     target_minutes : float
         Wanted wall time of one shard job, used when `frames_per_shard` is None.
     frames_per_shard : int, optional
-        Configured shard length.
+        Configured shard length; None computes it from `target_minutes`, shortened so
+        that a local run of `cores` cores has a shard per core
+        (:func:`ncreel.run.shardplan.fill_cores`).
+    cores : int, optional
+        The cores of a local run (``--cores``); None on a cluster.
 
     Returns
     -------
@@ -90,7 +96,8 @@ def calibrate_table(selection, cells: CellsSettings, *, render: RenderSettings,
     wall = time.perf_counter() - t_start
     s_per_step = wall / n
     if frames_per_shard is None:
-        frames_per_shard = max(1, math.floor(target_minutes * 60 / max(s_per_step, 1e-6)))
+        frames_per_shard = fill_cores(
+            max(1, math.floor(target_minutes * 60 / max(s_per_step, 1e-6))), n_time, cores)
     result = Calibration(
         width=render.width, height=render.height, dpi=render.dpi, preset=encode.preset,
         crf=encode.crf, probe_frames=n, base_mb=round(base_mb, 1),

@@ -41,10 +41,16 @@ def _to_polars(name: str, values):
     else:
         s = pl.Series(name, values, dtype=pl.Utf8, strict=False)
     if s.dtype in (pl.Categorical, pl.Enum):
+        # A few labels repeated over many rows (a block's times): whether any needs
+        # escaping is decided on the distinct labels, and polars writes the labels itself.
+        if not s.unique().cast(pl.Utf8).str.contains(_SPECIAL).any():
+            return s
         s = s.cast(pl.Utf8)
     if s.dtype in (pl.Float32, pl.Float64):
-        # COPY has no NaN-means-missing convention: NaN is NULL here, by design.
-        s = s.fill_nan(None)
+        # COPY has no NaN-means-missing convention: NaN is NULL here, by design. Only a
+        # column that has one is changed: a column with a null mask is written slower.
+        if s.is_nan().any():
+            s = s.fill_nan(None)
     elif s.dtype == pl.Utf8 and s.str.contains(_SPECIAL).any():
         # One scan decides; most text columns (ISO times, class names) need no escaping.
         if s.str.contains("\x00", literal=True).any():

@@ -23,6 +23,7 @@ from ncreel.config.settings import Calibration
 from ncreel.core.procmem import current_rss_mb, peak_rss_mb
 from ncreel.region.selection import open_selection
 from ncreel.render.movie import SegmentEncoder
+from ncreel.run.shardplan import fill_cores
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +34,7 @@ PROBE_FRAMES = 64
 
 def calibrate_render(job, *, n_time: int, probe_frames: int = PROBE_FRAMES,
                      target_minutes: float = 10.0, frames_per_shard: int | None = None,
-                     workers: int = 1) -> Calibration:
+                     workers: int = 1, cores: int | None = None) -> Calibration:
     """Render and encode `probe_frames` frames of the input; measure memory and speed.
 
     Runs in the calling process, which should be a job like ``process_shard`` (same
@@ -51,9 +52,13 @@ def calibrate_render(job, *, n_time: int, probe_frames: int = PROBE_FRAMES,
     target_minutes : float
         Wanted wall time of one shard job, used when `frames_per_shard` is None.
     frames_per_shard : int, optional
-        Configured shard length; None computes it from `target_minutes`.
+        Configured shard length; None computes it from `target_minutes`, shortened so
+        that a local run of `cores` cores has a shard per core
+        (:func:`ncreel.run.shardplan.fill_cores`). A configured length is kept.
     workers : int
         Worker processes per shard job (the job's ``threads``).
+    cores : int, optional
+        The cores of a local run (``--cores``); None on a cluster.
 
     Returns
     -------
@@ -106,8 +111,9 @@ def calibrate_render(job, *, n_time: int, probe_frames: int = PROBE_FRAMES,
     s_per_frame = wall / probe_frames
     if frames_per_shard is None:
         # A job of `workers` processes renders about `workers` times as fast.
-        frames_per_shard = max(1, math.floor(target_minutes * 60 * max(workers, 1)
-                                             / s_per_frame))
+        frames_per_shard = fill_cores(
+            max(1, math.floor(target_minutes * 60 * max(workers, 1) / s_per_frame)),
+            n_time, cores, workers)
     result = Calibration(
         width=rend.width, height=rend.height, dpi=rend.dpi,
         preset=enc.preset, crf=enc.crf, probe_frames=probe_frames,

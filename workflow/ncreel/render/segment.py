@@ -21,7 +21,7 @@ import shutil
 import signal
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,7 +117,8 @@ def png_sample(start: int, stop: int, *, every: int = 0, extra: Iterable[int] = 
 
 def render_range(job: FrameJob, start: int, stop: int, *, segment: str | os.PathLike,
                  frames_dir: str | os.PathLike | None = None, png_times: Iterable[int] = (),
-                 encoder_threads: int | None = None, series=None) -> dict:
+                 encoder_threads: int | None = None, series=None,
+                 on_block: Callable | None = None) -> dict:
     """Render time steps ``start:stop`` into one MP4 segment (in this or a worker process).
 
     Parameters
@@ -137,6 +138,9 @@ def render_range(job: FrameJob, start: int, stop: int, *, segment: str | os.Path
     series : ncreel.input.source.Series, optional
         The input, already opened from ``job.series`` in this process; None opens it here
         (a worker process).
+    on_block : callable, optional
+        Called as ``on_block(t0, block)`` with each block the frames read, before its
+        frames are drawn (see :func:`frame_source`); what it raises stops the frames.
 
     Returns
     -------
@@ -154,7 +158,7 @@ def render_range(job: FrameJob, start: int, stop: int, *, segment: str | os.Path
         with open_selection(job.series) as opened:
             return render_range(job, start, stop, segment=segment, frames_dir=frames_dir,
                                 png_times=png_times, encoder_threads=encoder_threads,
-                                series=opened)
+                                series=opened, on_block=on_block)
     t_start = time.perf_counter()
     pngs = set(png_times)
     rend, enc = job.render, job.encode
@@ -168,7 +172,7 @@ def render_range(job: FrameJob, start: int, stop: int, *, segment: str | os.Path
             "%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s"))
         logging.getLogger("ncreel.render").addHandler(handler)
     labels = time_labels(series, rend.time_format)
-    renderer, frames, close = frame_source(job, series, labels)
+    renderer, frames, close = frame_source(job, series, labels, on_block=on_block)
     with SegmentEncoder(segment, width=rend.width, height=rend.height, fps=enc.fps,
                         crf=enc.crf, preset=enc.preset, threads=encoder_threads) as encoder:
         for t, args in frames(start, stop):
@@ -189,8 +193,22 @@ def render_range(job: FrameJob, start: int, stop: int, *, segment: str | os.Path
             "encoder_cpu_s": kids.ru_utime + kids.ru_stime}
 
 
-def frame_source(job: FrameJob, series, labels: list[str]):
+def frame_source(job: FrameJob, series, labels: list[str], *, on_block: Callable | None = None):
     """Build the renderer of `job` and a reader of the frames it draws, in bounded blocks.
+
+    Parameters
+    ----------
+    job : FrameJob
+    series : ncreel.input.source.Series
+        The input, opened from ``job.series``.
+    labels : list of str
+        The frames' time labels (:func:`time_labels`).
+    on_block : callable, optional
+        Called as ``on_block(t0, block)`` with each block read, before its frames are
+        drawn: `block` is `series`' steps ``t0 : t0 + n``, shape (n, ny, nx), as
+        :meth:`ncreel.input.source.Series.read` returns them; with panels a list of each
+        panel's (its own files, not `series`). A shard job hands the series' blocks to
+        its rows (:mod:`ncreel.jobs.shard`), so each is read once.
 
     Returns
     -------
@@ -206,13 +224,16 @@ def frame_source(job: FrameJob, series, labels: list[str]):
     if rend.panels:
         source = PanelFrames(rend.panels, rend, job.panel_limits, labels)
         return (source.renderer,
-                lambda start, stop: source.frames(start, stop, RENDER_BLOCK_BYTES),
+                lambda start, stop: source.frames(start, stop, RENDER_BLOCK_BYTES,
+                                                  on_block=on_block),
                 source.close)
     renderer = make_renderer(series, rend, vmin=job.vmin, vmax=job.vmax, labels=labels,
                              overlay_limits=job.overlay_limits, extend=job.extend)
 
     def frames(start, stop):
         for t0, block in series.iter_blocks(start, stop, RENDER_BLOCK_BYTES):
+            if on_block is not None:
+                on_block(t0, block)
             extra = read_overlay_fields(series, rend.contours, rend.vectors, t0,
                                         t0 + block.shape[0])
             for i in range(block.shape[0]):
@@ -225,7 +246,7 @@ def frame_source(job: FrameJob, series, labels: list[str]):
 
 def render_shard(job: FrameJob, shard: Shard, *, segment: str | os.PathLike,
                  frames_dir: str | os.PathLike | None = None, png_times: Iterable[int] = (),
-                 workers: int = 1, series=None) -> dict:
+                 workers: int = 1, series=None, on_block: Callable | None = None) -> dict:
     """Render a shard into `segment` with `workers` processes, frames in exact time order.
 
     With ``workers == 1`` the shard is rendered in this process. Each worker's encoder runs
@@ -234,7 +255,9 @@ def render_shard(job: FrameJob, shard: Shard, *, segment: str | os.PathLike,
     split into `workers` contiguous, balanced sub-ranges, each rendered by a fresh
     ``spawn`` process (no inherited pyplot or file state) into a part segment, and the parts
     are joined in order with ``-c copy``. Peak memory is about `workers` times one worker's
-    (each holds one figure, one block and one ffmpeg), independent of the shard's length.
+    (each holds one figure, one block and one ffmpeg), independent of the shard's length;
+    with one worker, a shard job's rows written beside it (`on_block`) add theirs
+    (:func:`ncreel.run.resources.render_mem_mb_calibrated`).
 
     Parameters
     ----------
@@ -253,6 +276,10 @@ def render_shard(job: FrameJob, shard: Shard, *, segment: str | os.PathLike,
     series : ncreel.input.source.Series, optional
         The input already opened from ``job.series``, used when rendering in this process
         (one worker); worker processes open their own.
+    on_block : callable, optional
+        With one worker: see :func:`render_range` (a shard job's rows, written beside
+        the frames in this process, get the blocks the frames read). Not called with
+        several workers.
 
     Returns
     -------
@@ -271,7 +298,7 @@ def render_shard(job: FrameJob, shard: Shard, *, segment: str | os.PathLike,
     if workers == 1:
         result = render_range(job, shard.start, shard.stop, segment=segment,
                               frames_dir=frames_dir, png_times=png_times, encoder_threads=1,
-                              series=series)
+                              series=series, on_block=on_block)
         result["workers"] = 1
         return result
     segment = Path(segment)
@@ -698,13 +725,17 @@ class PanelFrames:
             self.reader.__exit__(None, None, None)
             raise
 
-    def frames(self, start: int, stop: int, max_bytes: int):
+    def frames(self, start: int, stop: int, max_bytes: int, *,
+               on_block: Callable | None = None):
         """Yield ``(t, (fields, label))``, the renderer's ``draw`` arguments, per step.
 
         Steps ``start:stop`` are read in blocks of at most `max_bytes` (every panel's slab
-        of those steps), each dropped after its frames.
+        of those steps), each dropped after its frames; `on_block` is called as
+        ``on_block(t0, block)`` with each (a list of the panels' arrays) before its frames.
         """
         for t0, block in self.reader.iter_blocks(start, stop, max_bytes):
+            if on_block is not None:
+                on_block(t0, block)
             n = block[0].shape[0]
             extra = self.reader.read_overlays(t0, t0 + n) if self.has_overlays else None
             for i in range(n):

@@ -225,6 +225,21 @@ def rows_step_mem_mb(*, ny: int, nx: int) -> int:
     return int(math.ceil((BASE_MB + _rows_mb(ny=ny, nx=nx, n_frames=1)) * MEM_SAFETY / 10) * 10)
 
 
+#: Blocks of the frames' read a shard job holds for the rows written beside them: the
+#: queue's (:data:`ncreel.jobs.shard.QUEUED_BLOCKS`) plus the one being written.
+SHARED_BLOCKS = 3
+
+
+def shared_blocks_mb(*, ny: int, nx: int, max_block_cells: int = MAX_BLOCK_CELLS) -> float:
+    """MiB of the frames' blocks queued for the rows written beside them.
+
+    :data:`SHARED_BLOCKS` copies, each bounded here by a rows block (`max_block_cells`
+    values, or one time step) at 8 bytes a value: the frames' blocks are smaller
+    (``ncreel.render.segment.RENDER_BLOCK_BYTES``, or one step).
+    """
+    return SHARED_BLOCKS * max(max_block_cells, ny * nx) * 8 / 2**20
+
+
 #: Resident memory of the input check's child process (``python -m ncreel.input.identity``: the
 #: interpreter, netCDF4 and one file's header), in MB; measured 51 MB on the demo input.
 #: A shard job runs it before its first read and after its last, beside its own process.
@@ -232,16 +247,21 @@ IDENTITY_CHECK_MB = 60
 
 
 def render_mem_mb_calibrated(calibration: Calibration, *, ny: int, nx: int, n_frames: int,
-                             workers: int = 1, attempt: int = 1, n_columns: int = 8) -> int:
+                             workers: int = 1, attempt: int = 1, n_columns: int = 8,
+                             overlap: bool = False) -> int:
     """``mem_mb`` of one ``process_shard`` job, from the ``calibrate_render`` measurement.
 
     One worker's peak is what calibration measured: its process (interpreter, libraries,
-    figure, canvas, one block) plus its ffmpeg. A shard job renders first and then streams
-    its COPY rows after the encoder has exited, on top of what the render pass left
-    allocated; with several workers each spawned worker adds one worker peak and one
-    encoder. After its last read the job checks its inputs in a child process
-    (:data:`IDENTITY_CHECK_MB`) beside what the rows pass holds. None of it depends on the
-    number of frames: both passes stream bounded blocks.
+    figure, canvas, one block) plus its ffmpeg. With one worker and both outputs
+    (`overlap`) the job writes its COPY rows in a second thread while it renders
+    (:class:`ncreel.jobs.shard.ShardRowsWriter`): the rows pass and the blocks queued for
+    it (:func:`shared_blocks_mb`) are held at the same time as the worker's peak and its
+    encoder, so they add up. Otherwise the rows are streamed after the encoder has
+    exited, on top of what the render pass left allocated; with several workers each
+    spawned worker adds one worker peak and one encoder. After its last read the job
+    checks its inputs in a child process (:data:`IDENTITY_CHECK_MB`) beside what the rows
+    pass holds. None of it depends on the number of frames: both passes stream bounded
+    blocks.
 
     Parameters
     ----------
@@ -258,6 +278,9 @@ def render_mem_mb_calibrated(calibration: Calibration, *, ny: int, nx: int, n_fr
         Snakemake's attempt counter (1 on the first try).
     n_columns : int
         Columns of the cell model's table (its rows pass grows with them).
+    overlap : bool
+        The job writes rows and frames (config ``outputs`` both): with one worker they
+        overlap.
 
     Returns
     -------
@@ -268,7 +291,10 @@ def render_mem_mb_calibrated(calibration: Calibration, *, ny: int, nx: int, n_fr
     worker = float(calibration.worker_peak_mb)
     encoder = float(calibration.encoder_peak_mb)
     rows = _rows_mb(ny=ny, nx=nx, n_frames=n_frames, n_columns=n_columns)
-    if workers <= 1:
+    if workers <= 1 and overlap:
+        est = max(worker + encoder + rows + shared_blocks_mb(ny=ny, nx=nx),
+                  worker + rows + IDENTITY_CHECK_MB)
+    elif workers <= 1:
         est = max(worker + encoder, worker + rows + IDENTITY_CHECK_MB)
     else:
         est = max(base + workers * (worker + encoder), base + rows + IDENTITY_CHECK_MB)

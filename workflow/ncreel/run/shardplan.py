@@ -70,6 +70,50 @@ def plan_shards(n_time: int, frames_per_shard: int) -> list[Shard]:
     return shards
 
 
+def fill_cores(frames_per_shard: int, n_time: int, cores: int | None,
+               workers: int = 1) -> int:
+    """Shorten a computed shard length so that a local run's shards keep its cores busy.
+
+    A local run of ``--cores C`` runs ``C // workers`` shard jobs of `workers` threads at
+    once: fewer shards than that leave cores idle however long each shard is. The
+    longest length not above `frames_per_shard` that plans at least ``ceil(C / workers)``
+    shards (:func:`plan_shards`) is returned, never below one step.
+
+    Parameters
+    ----------
+    frames_per_shard : int
+        The length that fills the target job time, >= 1.
+    n_time : int
+        Time steps of the run, >= 1.
+    cores : int or None
+        The run's cores (Snakemake's ``--cores``); None for a run on a cluster, whose
+        jobs each get their own cores: the length is then kept.
+    workers : int
+        Threads of one shard job (``render_processes``).
+
+    Returns
+    -------
+    int
+        Between 1 and `frames_per_shard`.
+
+    Raises
+    ------
+    ValueError
+        If `frames_per_shard` or `n_time` is below 1.
+    """
+    if frames_per_shard < 1 or n_time < 1:
+        raise ValueError(f"frames_per_shard={frames_per_shard}, n_time={n_time}: need >= 1")
+    if not cores or cores <= 1:
+        return frames_per_shard
+    jobs = -(-int(cores) // max(int(workers), 1))
+    length = min(frames_per_shard, -(-n_time // jobs))
+    # ceil(n / length) may still fall short of `jobs` (9 steps on 4 cores: 3 gives 3
+    # shards): shorten until it does not, or one step is left.
+    while length > 1 and -(-n_time // length) < jobs:
+        length -= 1
+    return max(length, 1)
+
+
 def frame_name(time_index: int) -> str:
     """File name of the PNG frame for global time index `time_index`."""
     return f"frame_{time_index:06d}.png"
