@@ -249,17 +249,32 @@ def _file_digest(path: str) -> str:
     return h.hexdigest()
 
 
-@functools.lru_cache(maxsize=8)
 def region_polygon(file: str | None, name: str | None):
     """Return the polygon of a region given by ``file`` or country ``name`` (None: a box).
 
-    Cached: the per-cell table asks for it in every shard job, the map once.
+    Cached: the per-cell table asks for it in every shard job, the map once. A file is
+    read again when it changed (its size or modification time), so a long-lived process
+    never keeps an old version of a file rewritten at the same path.
 
     Raises
     ------
     NcreelError
         As :func:`ncreel.region.polygon.read_polygon_file` and :func:`country_polygon`.
     """
+    stamp = None
+    if file is not None:
+        import os
+
+        try:
+            st = os.stat(file)
+            stamp = (st.st_size, st.st_mtime_ns, st.st_ino)
+        except OSError:
+            stamp = None  # read_polygon_file says what is wrong with it
+    return _region_polygon(file, name, stamp)
+
+
+@functools.lru_cache(maxsize=8)
+def _region_polygon(file: str | None, name: str | None, stamp):
     if file is not None:
         from ncreel.region.polygon import read_polygon_file
 
