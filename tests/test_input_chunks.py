@@ -255,3 +255,31 @@ def test_chunking_says_what_a_chunk_costs(tmp_path):
     assert c.describe() == f"(4, {NY}, {NX}) along (time, lat, lon), zlib"
     with open_series(str(write_chunked(tmp_path / "c.nc", 5, chunk=None)), "tas") as s:
         assert s.file_chunking().describe() == "contiguous (not chunked)"
+
+
+def test_statistics_and_the_table_calibration_read_each_chunk_once(tmp_path, chunk_reads):
+    """The statistics job's two passes (blocks of 3 steps against chunks of 4) each
+    decompress every chunk once; calibrate_table's probe reads its steps as a shard's rows
+    pass does (one block here), its last chunk once."""
+    from ncreel.cells import cells_settings
+    from ncreel.config.settings import CellsSettings
+    from ncreel.jobs.stats import series_statistics
+    from ncreel.jobs.tablecalib import calibrate_table
+    from test_jobs_tablecalib import ENCODE, RENDER
+
+    path = str(write_chunked(tmp_path / "day.nc", 24))
+    with open_series(path, "tas") as s:
+        chunk_reads.clear()
+        stats, mean = series_statistics(s, max_block_bytes=3 * NY * NX * 8)
+    assert touches(chunk_reads) == Counter({(path, c): 2 for c in range(6)})
+    want = direct([path])
+    with np.errstate(invalid="ignore"):  # a cell never finite: NaN
+        expect = np.nansum(want, axis=0, dtype="f8") / np.isfinite(want).sum(axis=0)
+    np.testing.assert_allclose(mean, expect)
+    assert stats["n_finite"] == np.isfinite(want).sum()
+    sel = SeriesSelection(paths=(path,), variable="tas", time_dim="time", select={},
+                          lat=None, lon=None, time=None)
+    chunk_reads.clear()
+    calibrate_table(sel, CellsSettings.from_params(cells_settings({})), render=RENDER,
+                    encode=ENCODE, n_time=24, probe_frames=10, frames_per_shard=24)
+    assert touches(chunk_reads) == Counter({(path, c): 1 for c in range(3)})
