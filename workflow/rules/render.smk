@@ -18,7 +18,12 @@ checkpoint calibrate_render:
     threads: 1
     resources:
         attempt=attempt_resource,
-        mem_mb=rule_mem_mb("calibrate_render"),
+        mem_mb=rule_mem_mb(
+            "calibrate_render",
+            lambda wc, attempt: res.calibrate_mem_mb(
+                chunk_mb=CHUNK_MB["series"] + CHUNK_MB["table"], attempt=attempt
+            ),
+        ),
         runtime=rule_runtime("calibrate_render"),
     params:
         # Without a movie the probe writes COPY rows instead of frames (and its cells).
@@ -126,6 +131,10 @@ rule process_shard:
                 workers=threads,
                 attempt=attempt,
                 n_columns=len(CELL_COLUMNS),
+                # the time chunk the rows pass's series holds
+                chunk_mb=(
+                    (CHUNK_MB["table"] or CHUNK_MB["series"]) if TABLE_ON else 0.0
+                ),
             ),
         ),
         runtime=lambda wc, input, threads, attempt: res.render_runtime_calibrated(

@@ -79,6 +79,11 @@ class RunConfig:
     window : (int, int, int) or None
         The steps of the whole input series shown (config ``time_range`` and
         ``time_every``; :func:`ncreel.input.timeaxis.time_window`), None: every step.
+    chunk_mb : dict
+        ``series`` and ``table``: the time chunk the movie's and the table's series hold
+        between reads (MiB, :meth:`ncreel.input.source.Series.held_chunk_bytes`; the
+        table's 0 when it reads the movie's series); the jobs' memory counts them
+        (:mod:`ncreel.run.resources`).
     """
 
     config: dict
@@ -108,6 +113,7 @@ class RunConfig:
     preview: str
     outputs: tuple = OUTPUTS
     window: tuple | None = None
+    chunk_mb: dict = dataclasses.field(default_factory=lambda: {"series": 0.0, "table": 0.0})
 
     @property
     def movie_on(self) -> bool:
@@ -296,6 +302,8 @@ def load_config(config: dict, *, overrides: Mapping | None = None,
         table_grid = ({"n_time": whole.n_time, "ny": whole.ny, "nx": whole.nx}
                       if table_on else dict(grid))
         check_series_size(**table_grid, variable=series.variable, mem_cap_mb=mem_cap_mb)
+        chunk_mb = {"series": series.held_chunk_bytes() / 2**20,
+                    "table": whole.held_chunk_bytes() / 2**20 if whole is not series else 0.0}
         cells = cells_settings(config["cells"])
         # The table's columns, declared by the cell model (imported here, so a bad
         # cells.model stops the run before any job starts). None without a table.
@@ -392,7 +400,7 @@ def load_config(config: dict, *, overrides: Mapping | None = None,
     if main:  # maps the layout leaves no room: one line now, not calibrate_render's error
         _check_frame(spec, render, config)
     return RunConfig(
-        outputs=outputs, window=window,
+        outputs=outputs, window=window, chunk_mb=chunk_mb,
         config=config, notes=tuple(notes), run=run, out=out, logs=f"logs/{run}",
         table=table, inputs=inputs, input_stamps=stamps, rule_inputs=rule_inputs,
         series=spec, grid=grid, table_grid=table_grid, region=region, contours=contours,
