@@ -89,8 +89,9 @@ class Chunking:
         """``(24, 721, 1440) along (time, lat, lon), zlib`` or ``contiguous (not chunked)``."""
         if self.chunks is None:
             return "contiguous (not chunked)"
+        how = ", ".join("Zarr store" if f == "zarr" else f for f in self.filters)
         return (f"({', '.join(map(str, self.chunks))}) along ({', '.join(self.dims)}), "
-                f"{', '.join(self.filters) or 'not compressed'}")
+                f"{how or 'not compressed'}")
 
 
 def time_chunking(da: xr.DataArray, time_dim: str, *, store: bool = False) -> Chunking:
