@@ -21,17 +21,20 @@ LAT = np.linspace(-50.0, 50.0, NY)
 LON = np.linspace(-140.0, 140.0, NX)
 
 
-def write_chunked(path, n_time, *, chunk=4, t0=0, levels=None, zlib=True, seed=0):
+def write_chunked(path, n_time, *, chunk=4, t0=0, levels=None, zlib=True, seed=0,
+                  names=("tas",)):
     """A NetCDF-4 file of `n_time` hourly steps of 'tas' (float32, with missing cells),
     zlib-compressed in chunks of `chunk` steps (``chunk=None``: contiguous); with `levels`,
-    'tas' is (time, plev, lat, lon). Returns the path."""
+    'tas' is (time, plev, lat, lon); `names` more variables alike. Returns the path."""
     rng = np.random.default_rng(seed)
     dims, shape = ("time", "lat", "lon"), (n_time, NY, NX)
     if levels:
         dims, shape = ("time", "plev", "lat", "lon"), (n_time, levels, NY, NX)
-    data = rng.normal(280.0, 10.0, shape).astype("f4")
-    data[..., 0, 0] = np.nan  # a cell always missing, another sometimes
-    data[::3, ..., 1, 2] = np.nan
+    data = {}
+    for name in names:
+        data[name] = rng.normal(280.0, 10.0, shape).astype("f4")
+        data[name][..., 0, 0] = np.nan  # a cell always missing, another sometimes
+        data[name][::3, ..., 1, 2] = np.nan
     coords = {"time": ("time", np.arange(t0, t0 + n_time, dtype="f8"),
                        {"units": "hours since 2000-01-01", "calendar": "standard"}),
               "lat": ("lat", LAT, {"units": "degrees_north", "standard_name": "latitude"}),
@@ -45,17 +48,17 @@ def write_chunked(path, n_time, *, chunk=4, t0=0, levels=None, zlib=True, seed=0
         encoding.update(zlib=zlib, complevel=1 if zlib else 0,
                         chunksizes=(chunk, *shape[1:]) if not levels
                         else (chunk, 1, NY, NX))
-    xr.Dataset({"tas": (dims, data)}, coords=coords).to_netcdf(
-        path, format="NETCDF4", engine="netcdf4", encoding={"tas": encoding})
+    xr.Dataset({k: (dims, v) for k, v in data.items()}, coords=coords).to_netcdf(
+        path, format="NETCDF4", engine="netcdf4", encoding=dict.fromkeys(data, encoding))
     return path
 
 
-def direct(paths, select=None):
-    """The files' 'tas' as xarray reads it (mask and scale), joined along time."""
+def direct(paths, select=None, name="tas"):
+    """The files' `name` as xarray reads it (mask and scale), joined along time."""
     parts = []
     for p in paths:
         with xr.open_dataset(p, decode_times=False) as ds:
-            parts.append(ds["tas"].isel(select or {}).values)
+            parts.append(ds[name].isel(select or {}).values)
     return np.concatenate(parts)
 
 
@@ -165,7 +168,7 @@ def test_files_without_whole_chunk_reads_are_read_as_they_are(tmp_path, chunk_re
             assert s.file_chunking().read_whole is None and s.held_chunk_bytes() == 0
             np.testing.assert_array_equal(np.concatenate([s.read(t, t + 1) for t in range(8)]),
                                           direct([path]))
-            assert s._held is None
+            assert s._held == {}
             assert [(a, b) for a, b, _ in blocks_of(s, 0, 8, 3)] == [(0, 3), (3, 6), (6, 8)]
 
 
@@ -237,10 +240,10 @@ def test_a_chunk_above_the_bound_is_not_held(tmp_path, monkeypatch, chunk_reads)
         assert s.file_chunking().whole_axis
         assert s.held_chunk_bytes() == 10 * NY * NX * 4
         first = s.read(0, 10)
-        assert s._held is None  # 14 steps left: above the bound
+        assert s._held == {}  # 14 steps left: above the bound
         second = s.read(10, 24)
         s.read(0, 15)
-        assert (s._held.first, s._held.stop) == (15, 24)  # 9 steps left: held
+        assert (s._held["tas"].first, s._held["tas"].stop) == (15, 24)  # 9 steps left: held
         chunk_reads.clear()
         np.testing.assert_array_equal(s.read(15, 24), want[15:])
         assert chunk_reads == []
@@ -283,3 +286,33 @@ def test_statistics_and_the_table_calibration_read_each_chunk_once(tmp_path, chu
     calibrate_table(sel, CellsSettings.from_params(cells_settings({})), render=RENDER,
                     encode=ENCODE, n_time=24, probe_frames=10, frames_per_shard=24)
     assert touches(chunk_reads) == Counter({(path, c): 1 for c in range(3)})
+
+
+@pytest.mark.parametrize("region", [None, {"lon": [-100, 60], "lat": [-30, 40]}])
+def test_other_variables_are_read_each_chunk_once_beside_the_series(tmp_path, chunk_reads,
+                                                                    region):
+    """Overlays and cell models read other variables (read_variable) block by block, as
+    the frames read the series: each variable's chunks once, each held apart."""
+    path = str(write_chunked(tmp_path / "uv.nc", 14, names=("tas", "uas", "vas")))
+    reg = region_from_config(region)
+    sel = SeriesSelection(paths=[path], variable="tas", time_dim=None, select={}, lat=None,
+                          lon=None, time=None, region=None if reg is None else reg.to_params())
+    with open_selection(sel) as s:
+        chunk_reads.clear()
+        got = {k: [] for k in ("tas", "uas", "vas")}
+        for t in range(14):  # a frame with its vectors' fields
+            got["tas"].append(s.read(t, t + 1))
+            got["uas"].append(s.read_variable("uas", t, t + 1))
+            got["vas"].append(s.read_variable("vas", t, t + 1))
+            if t == 12:  # step 13 of the last chunk, of each variable, held apart
+                assert {k: h.first for k, h in s._held.items()} == dict.fromkeys(got, 13)
+        for name in got:
+            assert touches(chunk_reads, name) == Counter({(path, c): 1 for c in range(4)})
+        cells = s.ny * s.nx
+        assert s.held_chunk_bytes(["tas", "uas", "vas"]) == 3 * 3 * cells * 4
+        assert s.held_chunk_bytes(["uas"]) == s.held_chunk_bytes() == 3 * cells * 4
+    for name, parts in got.items():
+        want = direct([path], name=name)
+        if region is not None:
+            want = want[:, (LAT >= -30) & (LAT <= 40)][:, :, (LON >= -100) & (LON <= 60)]
+        np.testing.assert_array_equal(np.concatenate(parts), want.astype("f8"))

@@ -161,10 +161,11 @@ def test_a_chunk_too_large_to_keep_is_read_again(tmp_path, sample_nc, monkeypatc
     monkeypatch.setattr(chunking, "MAX_HELD_BYTES", 10 * 37 * 49 * 4)
     with open_series(str(store), "air_temperature") as s:
         first = s.read(0, 10)
-        assert s._held is None  # 14 steps left: above the bound
+        assert s._held == {}  # 14 steps left: above the bound
         second = s.read(10, 24)
         s.read(0, 15)
-        assert (s._held.first, s._held.stop) == (15, 24)  # 9 steps left: kept
+        held = s._held["air_temperature"]
+        assert (held.first, held.stop) == (15, 24)  # 9 steps left: kept
     with xr.open_zarr(store, decode_times=False, consolidated=False) as ds:
         np.testing.assert_array_equal(np.concatenate([first, second]),
                                       ds["air_temperature"].values)

@@ -182,7 +182,7 @@ RULE_INPUTS = RUN_CONFIG.rule_inputs
 SERIES = RUN_CONFIG.series
 GRID = RUN_CONFIG.grid
 TABLE_GRID = RUN_CONFIG.table_grid
-# The time chunk (MiB) the movie's and the table's series hold between reads.
+# The time chunks (MiB) each job's reads hold: statistics, calibrate, shard, prepass.
 CHUNK_MB = RUN_CONFIG.chunk_mb
 REGION = RUN_CONFIG.region
 CONTOURS = RUN_CONFIG.contours

@@ -21,7 +21,7 @@ checkpoint calibrate_render:
         mem_mb=rule_mem_mb(
             "calibrate_render",
             lambda wc, attempt: res.calibrate_mem_mb(
-                chunk_mb=CHUNK_MB["series"] + CHUNK_MB["table"], attempt=attempt
+                chunk_mb=CHUNK_MB["calibrate"], attempt=attempt
             ),
         ),
         runtime=rule_runtime("calibrate_render"),
@@ -64,7 +64,10 @@ rule degradation_state:
         mem_mb=rule_mem_mb(
             "degradation_state",
             lambda wc, attempt: res.statistics_mem_mb(
-                ny=TABLE_GRID["ny"], nx=TABLE_GRID["nx"], attempt=attempt
+                ny=TABLE_GRID["ny"],
+                nx=TABLE_GRID["nx"],
+                attempt=attempt,
+                chunk_mb=CHUNK_MB["prepass"],
             ),
         ),
         runtime=lambda wc, attempt: res.series_pass_runtime(GRID["n_time"], attempt),
@@ -131,10 +134,8 @@ rule process_shard:
                 workers=threads,
                 attempt=attempt,
                 n_columns=len(CELL_COLUMNS),
-                # the time chunk the rows pass's series holds
-                chunk_mb=(
-                    (CHUNK_MB["table"] or CHUNK_MB["series"]) if TABLE_ON else 0.0
-                ),
+                # the time chunks the rows pass's series holds
+                chunk_mb=CHUNK_MB["shard"],
             ),
         ),
         runtime=lambda wc, input, threads, attempt: res.render_runtime_calibrated(

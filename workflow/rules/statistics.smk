@@ -32,7 +32,7 @@ rule statistics:
                 ny=STATS_GRID["ny"],
                 nx=STATS_GRID["nx"],
                 attempt=attempt,
-                chunk_mb=CHUNK_MB["series"] + CHUNK_MB["table"],
+                chunk_mb=CHUNK_MB["statistics"],
             ),
         ),
         runtime=lambda wc, attempt: res.series_pass_runtime(GRID["n_time"], attempt),

@@ -151,10 +151,11 @@ class Series:
     _lonlat: tuple | None = field(default=None, repr=False)
     #: Each file's :func:`_file_dates`, decoded once when the series was opened.
     _decoded: list | None = field(default=None, repr=False)
-    #: The steps of the last time chunk read and not yet handed out (:meth:`_read_run`);
-    #: not passed on to a series built from this one (a region's cut reads its own).
-    _held: _Held | None = field(default=None, repr=False, init=False)
-    #: Each file's :class:`ncreel.input.chunking.Chunking`, looked up once.
+    #: Each variable's steps of the last time chunk read and not yet handed out
+    #: (:meth:`_read_run`), by name; not passed on to a series built from this one (a
+    #: region's cut reads its own).
+    _held: dict = field(default_factory=dict, repr=False, init=False)
+    #: Each file's and variable's :class:`ncreel.input.chunking.Chunking`, looked up once.
     _chunkings: dict = field(default_factory=dict, repr=False, init=False)
 
     @property
@@ -305,35 +306,43 @@ class Series:
         return block
 
     # --- chunks along time read whole: each decoded once by consecutive reads --------
-    def _variable(self, i: int) -> xr.DataArray:
-        """Return the variable in file `i`, as :meth:`read` reads it (by :meth:`_values`)."""
-        return self._dataset(i)[self.variable]
+    def _variable(self, i: int, name: str | None = None) -> xr.DataArray:
+        """Return the variable (or `name`) in file `i`, as read through :meth:`_values`."""
+        return self._dataset(i)[name or self.variable]
 
-    def file_chunking(self, i: int = 0) -> chunking.Chunking:
-        """How file `i`'s variable is chunked (:func:`ncreel.input.chunking.time_chunking`)."""
-        if i not in self._chunkings:
-            da = self._variable(i)
-            self._chunkings[i] = chunking.time_chunking(
-                da, self.time_dim, store=bool(self.paths[i]) and os.path.isdir(self.paths[i]))
-        return self._chunkings[i]
+    def file_chunking(self, i: int = 0, name: str | None = None) -> chunking.Chunking:
+        """How file `i`'s variable (or its variable `name`) is chunked.
 
-    def _read_run(self, i: int, da: xr.DataArray, run: slice) -> np.ndarray:
+        See :func:`ncreel.input.chunking.time_chunking`.
+        """
+        key = (i, name or self.variable)
+        if key not in self._chunkings:
+            self._chunkings[key] = chunking.time_chunking(
+                self._variable(i, name), self.time_dim,
+                store=bool(self.paths[i]) and os.path.isdir(self.paths[i]))
+        return self._chunkings[key]
+
+    def _read_run(self, i: int, da: xr.DataArray, run: slice, name: str | None = None,
+                  select: dict | None = None) -> np.ndarray:
         """File `i`'s own steps `run` of `da` as ``(time, y, x)`` in file order.
 
-        Where the file's chunks along time are read whole (compressed NetCDF-4, Zarr;
-        :attr:`ncreel.input.chunking.Chunking.read_whole`), a read ending inside a chunk
-        also reads the chunk's later steps of the same stride and holds them
-        (:attr:`_held`: one chunk at most, and at most
+        `da` is the variable `name` (default the series'), read at the indices `select`
+        (default :attr:`select`). Where the file's chunks along time are read whole
+        (compressed NetCDF-4, Zarr; :attr:`ncreel.input.chunking.Chunking.read_whole`), a
+        read ending inside a chunk also reads the chunk's later steps of the same stride
+        and holds them (:attr:`_held`: one chunk of each variable at most, and at most
         :data:`ncreel.input.chunking.MAX_HELD_BYTES`) for the next reads, which a shard's
         frames and blocks are: each chunk is decoded once by consecutive reads, whatever
         their length. A step is handed out once: a read of it again decodes it again.
         """
+        name = name or self.variable
+        select = self.select if select is None else select
         every = run.step or 1
-        steps = self.file_chunking(i).read_whole
+        steps = self.file_chunking(i, name).read_whole
         if steps is None or run.start >= run.stop:
-            return self._values(da.isel({self.time_dim: run, **self.select}))
+            return self._values(da.isel({self.time_dim: run, **select}))
         parts, pos = [], run.start
-        held = self._held
+        held = self._held.get(name)
         if held is not None and (held.file, held.every) == (i, every) and \
                 held.first <= pos < held.stop and (pos - held.first) % every == 0:
             k = (pos - held.first) // every
@@ -341,9 +350,12 @@ class Series:
             parts.append(held.values[k:k + n])
             pos += n * every
             rest = held.values[k + n:]
-            self._held = held._replace(first=pos, values=rest) if len(rest) else None
+            if len(rest):
+                self._held[name] = held._replace(first=pos, values=rest)
+            else:
+                del self._held[name]
         if pos < run.stop:
-            self._held = None  # done with: freed before the next chunk is decoded
+            self._held.pop(name, None)  # done with: freed before the next chunk is decoded
             last = range(pos, run.stop, every)[-1]
             end = min((last // steps + 1) * steps, int(da.sizes[self.time_dim]))
             ahead = len(range(last + every, end, every))
@@ -352,11 +364,11 @@ class Series:
             # then it is decoded again by the next read, as it would be without this.
             hold = ahead and ahead * step_bytes <= chunking.MAX_HELD_BYTES
             values = self._values(da.isel({
-                self.time_dim: slice(pos, end if hold else run.stop, every), **self.select}))
+                self.time_dim: slice(pos, end if hold else run.stop, every), **select}))
             n = len(range(pos, run.stop, every))
             parts.append(values[:n])
             if hold:
-                self._held = _Held(i, last + every, end, every, values[n:])
+                self._held[name] = _Held(i, last + every, end, every, values[n:])
         return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
 
     def _chunk_keys(self, start: int, stop: int) -> np.ndarray:
@@ -382,24 +394,29 @@ class Series:
         keys = self._chunk_keys(start, stop)
         return (np.flatnonzero(keys[1:] != keys[:-1]) + 1 + start).tolist()
 
-    def held_chunk_bytes(self) -> int:
+    def held_chunk_bytes(self, names: Sequence[str] | None = None) -> int:
         """Most bytes :meth:`read` holds between reads: the rest of one time chunk.
 
         At most :data:`ncreel.input.chunking.MAX_HELD_BYTES`; 0 when no file's chunks
         along time are read whole. The memory a job's estimate counts for it
-        (:mod:`ncreel.run.resources`).
+        (:mod:`ncreel.run.resources`). With `names` (variables a job reads, by
+        :meth:`read` and :meth:`read_variable`; default the series' own): the sum of
+        each one's, held apart.
         """
         every = 1 if self.window is None else self.window[2]
-        most = 0
-        for i in dict.fromkeys(i for i, _, _ in self._segments()):
-            steps = self.file_chunking(i).read_whole
-            if steps is None:
-                continue
-            step_bytes = self.ny * self.nx * self.file_chunking(i).itemsize
-            held = min(len(range(every, steps, every)),
-                       chunking.MAX_HELD_BYTES // max(step_bytes, 1))
-            most = max(most, held * step_bytes)
-        return most
+        total = 0
+        for name in dict.fromkeys([self.variable] if names is None else names):
+            most = 0
+            for i in dict.fromkeys(i for i, _, _ in self._segments()):
+                c = self.file_chunking(i, name)
+                if c.read_whole is None:
+                    continue
+                step_bytes = self.ny * self.nx * c.itemsize
+                held = min(len(range(every, c.read_whole, every)),
+                           chunking.MAX_HELD_BYTES // max(step_bytes, 1))
+                most = max(most, held * step_bytes)
+            total += most
+        return total
 
     def read_variable(self, name: str, start: int, stop: int) -> np.ndarray:
         """Read another variable of the same files on the same grid (e.g. for a cell model).
@@ -441,8 +458,7 @@ class Series:
             var = self._dataset(i)[name]
             values = self._checked_read(
                 i, offset, name, run,
-                lambda r, var=var: var.isel({self.time_dim: r, **sel}).transpose(
-                    self.time_dim, self.y_dim, self.x_dim).values)
+                lambda r, i=i, var=var: self._read_run(i, var, r, name, sel))
             parts.append(self._oriented(np.asarray(values, np.float64)))
         return stacked(parts, (0, self.ny, self.nx))
 
@@ -721,7 +737,7 @@ class Series:
             if ds is not None:
                 ds.close()
         self._datasets = [None] * len(self.paths)
-        self._held = None
+        self._held.clear()
 
     def __enter__(self) -> Series:
         return self
@@ -1080,10 +1096,9 @@ class MeshSeries(Series):
                               f"({', '.join(map(str, da.dims))}); need ({self.time_dim}, "
                               f"{self.x_dim}) or ({self.x_dim})")
         parts = []
-        for i, _, run in self._time_parts(start, stop):
-            part = self._dataset(i)[name].isel({self.time_dim: run, **sel})
-            parts.append(np.asarray(part.transpose(self.time_dim, self.x_dim).values,
-                                    np.float64)[:, None, :])
+        for i, _, run in self._time_parts(start, stop):  # chunk-aware, as read()
+            values = self._read_run(i, self._dataset(i)[name], run, name, sel)
+            parts.append(np.asarray(values, np.float64))
         return stacked(parts, (0, 1, self.nx))
 
     def cell_coordinates(self, continuous: bool = False):

@@ -80,10 +80,9 @@ class RunConfig:
         The steps of the whole input series shown (config ``time_range`` and
         ``time_every``; :func:`ncreel.input.timeaxis.time_window`), None: every step.
     chunk_mb : dict
-        ``series`` and ``table``: the time chunk the movie's and the table's series hold
-        between reads (MiB, :meth:`ncreel.input.source.Series.held_chunk_bytes`; the
-        table's 0 when it reads the movie's series); the jobs' memory counts them
-        (:mod:`ncreel.run.resources`).
+        The time chunks each job's reads hold (MiB, :func:`_chunk_mb`): ``statistics``,
+        ``calibrate``, ``shard`` (its rows pass) and ``prepass`` (degradation_state);
+        the jobs' memory counts them (:mod:`ncreel.run.resources`).
     """
 
     config: dict
@@ -113,7 +112,8 @@ class RunConfig:
     preview: str
     outputs: tuple = OUTPUTS
     window: tuple | None = None
-    chunk_mb: dict = dataclasses.field(default_factory=lambda: {"series": 0.0, "table": 0.0})
+    chunk_mb: dict = dataclasses.field(default_factory=lambda: dict.fromkeys(
+        ("statistics", "calibrate", "shard", "prepass"), 0.0))
 
     @property
     def movie_on(self) -> bool:
@@ -124,6 +124,37 @@ class RunConfig:
     def table_on(self) -> bool:
         """Whether the run makes the per-cell table (config ``outputs``)."""
         return "table" in self.outputs
+
+
+def _chunk_mb(series, table, cells: dict, contours, vectors, *, movie_on: bool,
+              table_on: bool) -> dict:
+    """Return the time chunks each job's series hold between reads, MiB, by job.
+
+    :meth:`ncreel.input.source.Series.held_chunk_bytes` of the variables each reads: the
+    statistics job the movie's (with its overlays' variables) and the table's series
+    (when it is another), calibrate_render what it probes (the frames, else the rows), a
+    shard's rows pass the table's variable and the cell model's interception variable,
+    degradation_state the temperature variable. A shard's frames are in the calibrated
+    peak.
+    """
+    from ncreel.cells.soil import needs_prepass
+    from ncreel.render.overlays import overlay_variables
+
+    params = cells.get("params") or {}
+    overlays = [n for g in overlay_variables(contours, vectors) for n in g] if movie_on \
+        else []
+    extra = params.get("interception_variable") if cells.get("model") == "etr_risk" \
+        else None
+    movie = series.held_chunk_bytes([series.variable, *overlays])
+    rows = table.held_chunk_bytes([table.variable, *([extra] if extra else [])]) \
+        if table_on else 0
+    mib = 2**20
+    return {"statistics": (movie + (table.held_chunk_bytes() if table_on and table
+                                    is not series else 0)) / mib,
+            "calibrate": (movie if movie_on else rows) / mib,
+            "shard": rows / mib,
+            "prepass": table.held_chunk_bytes([params["temperature_variable"]]) / mib
+            if table_on and needs_prepass(cells) else 0.0}
 
 
 def _check_config(config: dict, overrides: Mapping, validate: Callable) -> tuple[list, str]:
@@ -302,8 +333,6 @@ def load_config(config: dict, *, overrides: Mapping | None = None,
         table_grid = ({"n_time": whole.n_time, "ny": whole.ny, "nx": whole.nx}
                       if table_on else dict(grid))
         check_series_size(**table_grid, variable=series.variable, mem_cap_mb=mem_cap_mb)
-        chunk_mb = {"series": series.held_chunk_bytes() / 2**20,
-                    "table": whole.held_chunk_bytes() / 2**20 if whole is not series else 0.0}
         cells = cells_settings(config["cells"])
         # The table's columns, declared by the cell model (imported here, so a bad
         # cells.model stops the run before any job starts). None without a table.
@@ -332,6 +361,8 @@ def load_config(config: dict, *, overrides: Mapping | None = None,
         contours, vectors = overlay_settings(config["contours"], config["vectors"])
         if movie_on:
             check_overlays(series, contours, vectors)
+        chunk_mb = _chunk_mb(series, whole, cells, contours, vectors, movie_on=movie_on,
+                             table_on=table_on)
         # Panels: every panel's variable, grid, time steps and overlays, before any job.
         # Panels match their files' steps by the automatic labels, whatever time_format
         # shows. A run without a movie draws none of them.

@@ -97,11 +97,11 @@ class RegionSeries(Series):
             self._cut[i] = super()._dataset(i).isel(cut)
         return self._cut[i]
 
-    def _variable(self, i: int):
+    def _variable(self, i: int, name: str | None = None):
         # The whole file's variable: read() takes only the slabs holding the region
         # (_values), one per contiguous run of rows and columns (two column runs for a
         # box across the file's longitude seam), chunk-aware as every series.
-        return super()._dataset(i)[self.variable]
+        return super()._dataset(i)[name or self.variable]
 
     def _values(self, da) -> np.ndarray:
         return self._slab(da)
@@ -118,8 +118,8 @@ class RegionSeries(Series):
             return super().read_variable(name, start, stop)  # its checks and messages
         parts = []
         for i, _, run in self._time_parts(start, stop):
-            part = super()._dataset(i)[name].isel({self.time_dim: run, **sel})
-            parts.append(np.asarray(self._slab(part), np.float64))
+            values = self._read_run(i, self._variable(i, name), run, name, sel)
+            parts.append(np.asarray(values, np.float64))
         return stacked(parts, (0, self.ny, self.nx))
 
     def _slab(self, da) -> np.ndarray:
