@@ -11,7 +11,7 @@ SAMPLE := resources/A1B_north_america.nc
 PYTEST_ARGS ?=
 LOCK := envs/lock
 
-.PHONY: demo test durations lint lock upgrade bench bench-cells bench-e2e bench-render bench-scale sysdeps venv clean dag report help profiles status report-screenshot
+.PHONY: demo test durations lint lock upgrade bench bench-cells bench-chunks bench-e2e bench-render bench-scale sysdeps venv clean dag report help profiles status report-screenshot
 help:
 	@echo "make demo   - run ncreel on the sample (results/demo/)"
 	@echo "make test   - run the test suite (TEST_WORKERS parallel workers, default 2 x cores)"
@@ -21,11 +21,12 @@ help:
 	@echo "make status - which shards of RUN (default demo) are done/running/failed/interrupted/to do"
 	@echo "make report-screenshot - docs/report-resources.png of the report's resources page"
 	@echo "make profiles - link profiles/* into your Snakemake config dir (--profile cheyenne ...)"
-	@echo "make bench  - bench-render + bench-cells + bench-e2e (key=value lines)"
+	@echo "make bench  - bench-render + bench-cells + bench-chunks + bench-e2e (key=value lines)"
 	@echo "make bench-render - frames/s, end-to-end time and peak RSS vs xmovie and FFMpegWriter;"
 	@echo "                    overlays vs matplotlib's FuncAnimation"
 	@echo "make bench-cells - COPY writer vs pandas and a per-cell loop, a big run, reduce, load and replace"
 	@echo "make bench-e2e - whole runs on an ERA5-like 0.25 degree hourly file (movie, chunks, rows)"
+	@echo "make bench-chunks - reading an ERA5-like file in day chunks vs per-step chunks"
 	@echo "make bench-scale - 10 000-shard dry run, PBS submissions and status calls per poll"
 	@echo "make venv   - only the virtualenv .venv/ (ncreel, Snakemake; PYTHON=/path/to/python3)"
 	@echo "make lock   - rewrite envs/lock/*.txt after a change of pyproject.toml (keeps versions)"
@@ -152,7 +153,7 @@ clean:
 	rm -rf results logs .snakemake
 
 # The benchmarks; each ends with key=value lines (see docs/performance.md).
-bench: bench-render bench-cells bench-e2e
+bench: bench-render bench-cells bench-chunks bench-e2e
 
 # Whole-workflow benchmark on an ERA5-like 0.25 degree hourly file (bench/era5like.py):
 # a 240-step movie-only run against ffmpeg's re-encode of it, day against per-step chunks,
@@ -161,6 +162,14 @@ bench: bench-render bench-cells bench-e2e
 BENCH_E2E_ARGS ?=
 bench-e2e: $(VENV)/.test sysdeps
 	$(PY) bench/e2e_bench.py $(BENCH_E2E_ARGS)
+
+# Reading compressed chunks along time: an ERA5-like file (0.25 degrees, zlib) in day
+# chunks against per-step chunks, through the frames, rows and statistics passes, with
+# and without the chunk held between reads. "--smoke" runs at tiny sizes
+# (tests/test_bench_chunks_smoke.py).
+BENCH_CHUNKS_ARGS ?=
+bench-chunks: $(VENV)/.test
+	$(PY) bench/chunks_bench.py $(BENCH_CHUNKS_ARGS)
 
 # Per-cell table benchmark: COPY writer vs pandas vs per-cell loop, the
 # 1 000 000-cell x 100-step workflow run against declared mem_mb, reduce vs cat, load (1 and

@@ -80,9 +80,15 @@ DURATIONS = ROOT / "tests" / "durations.json"
 #: Fixtures that change what one shared scheduler offers every job (the PBS vnode's size):
 #: their tests run one at a time, beside every other test.
 SCHEDULER_STATE = {"derecho_sized_node": "pbs-node", "two_derecho_nodes": "pbs-node"}
-#: Tests that depend on that state (a job PBS can never run on the node as it is).
-SCHEDULER_STATE_TESTS = {
-    "tests/integration/test_pbs.py::test_status_command_on_real_job_endings": "pbs-node"}
+#: Tests that depend on that state: a job PBS can never run on the node as it is, jobs
+#: that must still be queued or running when the test kills its run (on a node resized to
+#: 128 cores they all run at once and end).
+SCHEDULER_STATE_TESTS = dict.fromkeys([
+    "tests/integration/test_pbs.py::test_status_command_on_real_job_endings",
+    "tests/integration/test_pbs.py::test_kill_snakemake_and_resume_on_pbs",
+    "tests/integration/test_pbs_arrays.py::test_kill_and_resume_with_array_in_flight",
+    "tests/integration/test_pbs_arrays.py::"
+    "test_queued_sub_jobs_of_a_deleted_array_are_deleted_not_failed"], "pbs-node")
 
 
 def _guess_seconds(item) -> float:

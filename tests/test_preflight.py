@@ -108,3 +108,38 @@ def test_times_out_of_order_are_said_and_an_undecidable_order_refused(tmp_path):
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and "where those go cannot be decided" \
         in lines[0]
+
+
+def test_chunking_and_a_file_chunked_along_its_whole_time_axis(tmp_path, monkeypatch):
+    """The variable's chunks and what one costs; a file in one chunk along its whole time
+    axis, larger than a run holds, gets one line naming it and saying what to do (the
+    advice followed with cdo, where installed, leaves one step per chunk)."""
+    from ncreel.input import chunking
+    from ncreel.jobs.preflight import inspect
+    from test_input_chunks import write_chunked
+
+    day = write_chunked(tmp_path / "day.nc", 22)
+    lines = inspect(str(day), "tas")
+    assert ("chunks: (4, 6, 8) along (time, lat, lon), zlib; one chunk is 0.8 kB decoded, "
+            "4 steps: each chunk is decompressed once, its steps not yet read held for the "
+            "next reads (at most 0.6 kB)") in lines
+    assert not any(ln.startswith("chunks: warning") for ln in lines)
+    long = write_chunked(tmp_path / "long.nc", 24, chunk=24)
+    monkeypatch.setattr(chunking, "MAX_HELD_BYTES", 10 * 6 * 8 * 4)
+    lines = inspect(str(long), "tas")
+    assert [ln for ln in lines if ln.startswith("chunks: ")] == [
+        "chunks: (24, 6, 8) along (time, lat, lon), zlib; one chunk is 4.6 kB decoded",
+        f"chunks: warning: '{long}' holds 'tas' in one chunk along its whole time axis (24 "
+        "steps), 4.6 kB decoded, more than the 1.9 kB a run holds: each step read "
+        "decompresses the whole series again; rewrite it with one step per chunk: nccopy -c "
+        f"time/1,lat/6,lon/8 {long} long_steps.nc (or cdo -f nc4 -z zip -k grid copy, or "
+        "xarray's to_netcdf with encoding chunksizes of one step)"]
+    if shutil.which("cdo"):
+        fixed = tmp_path / "long_steps.nc"
+        subprocess.run(["cdo", "-s", "-f", "nc4", "-z", "zip", "-k", "grid", "copy",
+                        str(long), str(fixed)], check=True, capture_output=True)
+        chunks = [ln for ln in inspect(str(fixed), "tas") if ln.startswith("chunks: ")]
+        assert chunks == ["chunks: (1, 6, 8) along (time, lat, lon), zlib; one chunk is "
+                          "0.2 kB decoded, one step"]
+    lines = inspect(str(write_chunked(tmp_path / "c.nc", 5, chunk=None)), "tas")
+    assert "chunks: contiguous (not chunked): each step is read alone" in lines

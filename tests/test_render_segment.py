@@ -45,3 +45,24 @@ def test_worker_processes_match_single_process(noisy_nc, tmp_path):
     one, three = outs[1][1], outs[3][1]
     dist = np.abs(one[:, None] - three[None]).mean(axis=(2, 3, 4))
     assert list(dist.argmin(axis=1)) == list(range(10))
+
+
+def test_worker_ranges_end_where_time_chunks_end(tmp_path):
+    """render_processes' parts of a shard: a boundary near a chunk's start moves there
+    (a day chunk is then decompressed by one worker), balance kept otherwise."""
+    from ncreel.input.source import open_series
+    from ncreel.render.segment import worker_ranges
+    from test_input_chunks import write_chunked
+
+    shard = Shard(0, 10, 110)
+    days = list(range(24, 110, 24))
+    assert worker_ranges(shard, 2) == [(10, 60), (60, 110)]
+    assert worker_ranges(shard, 2, days) == [(10, 48), (48, 110)]
+    # 34, 33 and 33 frames: 44 and 77 are within 8 of 48 and 72, so they move there
+    assert worker_ranges(shard, 3, days) == [(10, 48), (48, 72), (72, 110)]
+    assert worker_ranges(shard, 4, [55]) == [(10, 35), (35, 55), (55, 85), (85, 110)]
+    assert worker_ranges(shard, 1, days) == [(10, 110)]
+    # a file read a step at a time: every step starts a "chunk"; nothing moves
+    assert worker_ranges(shard, 3, range(11, 110)) == worker_ranges(shard, 3)
+    with open_series(str(write_chunked(tmp_path / "d.nc", 22)), "tas") as s:
+        assert worker_ranges(Shard(0, 1, 21), 2, s.chunk_starts(1, 21)) == [(1, 12), (12, 21)]

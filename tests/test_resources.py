@@ -135,3 +135,28 @@ def test_rows_beside_the_frames_count_both_passes_at_once():
     assert mem() == 1200  # the larger: (600 + 400) * 1.2, not 600 + 181.2 + 60
     assert mem(overlap=True, workers=2) == mem(workers=2)  # rows after the frames
     assert mem(overlap=True, attempt=2) == 2 * 1450
+
+
+def test_jobs_count_the_time_chunk_their_series_hold():
+    """An ERA5-like file in day chunks (24, 721, 1440) of float32: a read holds at most 23
+    steps of a chunk, 23 * 721 * 1440 * 4 = 95,523,840 bytes (91.1 MiB)."""
+    from ncreel.config.settings import Calibration
+
+    chunk_mb = 23 * 721 * 1440 * 4 / 2**20
+    cal = Calibration(width=1280, height=720, dpi=100, preset="medium", crf=18,
+                      probe_frames=64, base_mb=300.0, worker_peak_mb=900.0,
+                      encoder_peak_mb=100.0, encoder_cpu_s_per_frame=0.01, startup_s=2.0,
+                      seconds_per_frame=0.05, render_s_per_frame=0.03, target_minutes=10,
+                      frames_per_shard=48, workers=1)
+    kw = dict(ny=721, nx=1440, n_frames=48)
+    # The rows pass: worker 900 + rows (1,038,240 cells * (15 * 8 + 48) bytes = 166.3 MiB)
+    # + identity check 60 = 1126.3 above the render pass's 1000; times 1.2, up to 10 MB.
+    assert resources.render_mem_mb_calibrated(cal, **kw) == 1360
+    # ... plus the table's chunk: (1126.3 + 91.1) * 1.2 = 1460.9
+    assert resources.render_mem_mb_calibrated(cal, **kw, chunk_mb=chunk_mb) == 1470
+    # Statistics: 250 + (3 blocks of 64 MiB + 40 bytes a cell) / 1e6 = 492.9 MB, times 1.5
+    # up to 50 MB; the chunk counts twice (held, and raw while decoded): + 191.0 MB.
+    assert resources.statistics_mem_mb(ny=721, nx=1440) == 750
+    assert resources.statistics_mem_mb(ny=721, nx=1440, chunk_mb=chunk_mb) == 1050
+    assert resources.calibrate_mem_mb() == 2000
+    assert resources.calibrate_mem_mb(chunk_mb=chunk_mb, attempt=2) == 2 * 2200

@@ -234,3 +234,25 @@ def test_cell_polygons_on_a_grid_without_lat_lon_stop_before_any_job(tmp_path):
                                           r"latitude/longitude .* set cells.geometry: none"):
         load_config(config, validate=validate, main=False)  # every job's parse too
     load_config(user_config(input=str(path), variable="v", run="xy"), validate=validate)
+
+
+def test_the_time_chunks_the_series_hold_are_what_the_jobs_count(tmp_path):
+    """A file in zlib chunks of 4 steps: a read holds at most 3 steps of a chunk of each
+    variable it reads: the movie's grid (its vectors' too), and with cells.region the
+    table's cut (its own series)."""
+    from test_input_chunks import LAT, LON, NX, NY, write_chunked
+
+    path = write_chunked(tmp_path / "uv.nc", 22, names=("tas", "uas", "vas"))
+    held = 3 * NY * NX * 4 / 2**20
+    rc = load_config(user_config(input=str(path), variable="tas", run="day"),
+                     validate=validate)
+    assert rc.chunk_mb == {"statistics": held, "calibrate": held, "shard": held,
+                           "prepass": 0.0}
+    box = {"lon": [-100, 60], "lat": [-30, 40]}
+    rc = load_config(user_config(input=str(path), variable="tas", run="day",
+                                 cells={"region": box}, vectors={"u": "uas", "v": "vas"}),
+                     validate=validate)
+    cut = ((LAT >= -30) & (LAT <= 40)).sum() * ((LON >= -100) & (LON <= 60)).sum()
+    cut_held = 3 * cut * 4 / 2**20
+    assert rc.chunk_mb == {"statistics": 3 * held + cut_held, "calibrate": 3 * held,
+                           "shard": cut_held, "prepass": 0.0}

@@ -155,16 +155,29 @@ def test_corrupt_chunk_names_the_step(tmp_path, sample_nc):
 def test_a_chunk_too_large_to_keep_is_read_again(tmp_path, sample_nc, monkeypatch):
     # A store chunked along its whole time axis: keeping the rest of the chunk would hold
     # the whole variable; above the bound nothing is kept, and the values are the same.
-    import ncreel.input.source as source
+    from ncreel.input import chunking
 
     store = write_store(sample_nc, tmp_path / "long.zarr", chunk=24, steps=24)
-    monkeypatch.setattr(source, "MAX_CHUNK_TAIL_BYTES", 10 * 37 * 49 * 4)
+    monkeypatch.setattr(chunking, "MAX_HELD_BYTES", 10 * 37 * 49 * 4)
     with open_series(str(store), "air_temperature") as s:
         first = s.read(0, 10)
-        assert s._chunk_tail is None  # 14 steps left: above the bound
+        assert s._held == {}  # 14 steps left: above the bound
         second = s.read(10, 24)
         s.read(0, 15)
-        assert s._chunk_tail[1:3] == (15, 24)  # 9 steps left: kept
+        held = s._held["air_temperature"]
+        assert (held.first, held.stop) == (15, 24)  # 9 steps left: kept
     with xr.open_zarr(store, decode_times=False, consolidated=False) as ds:
         np.testing.assert_array_equal(np.concatenate([first, second]),
                                       ds["air_temperature"].values)
+
+
+def test_a_stride_reads_its_steps_each_chunk_once(tmp_path, sample_nc, chunk_reads):
+    # config time_every 2 over a store in chunks of 4 (every step of a chunk was returned)
+    store = write_store(sample_nc, tmp_path / "s.zarr", steps=24)
+    with open_series(str(store), "air_temperature", window=(1, 23, 2)) as s:
+        chunk_reads.clear()
+        got = np.concatenate([s.read(t, t + 1) for t in range(s.n_time)])
+    data = [n for k, n in chunk_reads.items() if k.startswith("air_temperature/c/")]
+    assert data == [1] * 6
+    with xr.open_zarr(store, decode_times=False, consolidated=False) as ds:
+        np.testing.assert_array_equal(got, ds["air_temperature"].values[1:23:2])

@@ -199,6 +199,8 @@ RULE_INPUTS = RUN_CONFIG.rule_inputs
 SERIES = RUN_CONFIG.series
 GRID = RUN_CONFIG.grid
 TABLE_GRID = RUN_CONFIG.table_grid
+# The time chunks (MiB) each job's reads hold: statistics, calibrate, shard, prepass.
+CHUNK_MB = RUN_CONFIG.chunk_mb
 REGION = RUN_CONFIG.region
 CONTOURS = RUN_CONFIG.contours
 VECTORS = RUN_CONFIG.vectors

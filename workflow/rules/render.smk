@@ -18,7 +18,12 @@ checkpoint calibrate_render:
     threads: 1
     resources:
         attempt=attempt_resource,
-        mem_mb=rule_mem_mb("calibrate_render"),
+        mem_mb=rule_mem_mb(
+            "calibrate_render",
+            lambda wc, attempt: res.calibrate_mem_mb(
+                chunk_mb=CHUNK_MB["calibrate"], attempt=attempt
+            ),
+        ),
         runtime=rule_runtime("calibrate_render"),
     params:
         # Without a movie the probe writes COPY rows instead of frames (and its cells).
@@ -64,7 +69,10 @@ rule degradation_state:
         mem_mb=rule_mem_mb(
             "degradation_state",
             lambda wc, attempt: res.statistics_mem_mb(
-                ny=TABLE_GRID["ny"], nx=TABLE_GRID["nx"], attempt=attempt
+                ny=TABLE_GRID["ny"],
+                nx=TABLE_GRID["nx"],
+                attempt=attempt,
+                chunk_mb=CHUNK_MB["prepass"],
             ),
         ),
         runtime=lambda wc, attempt: res.series_pass_runtime(GRID["n_time"], attempt),
@@ -134,6 +142,8 @@ rule process_shard:
                 n_columns=len(CELL_COLUMNS),
                 # both outputs: rows written beside the frames (one worker)
                 overlap=MOVIE_ON and TABLE_ON,
+                # the time chunks the rows pass's series holds
+                chunk_mb=CHUNK_MB["shard"],
             ),
         ),
         runtime=lambda wc, input, threads, attempt: res.render_runtime_calibrated(

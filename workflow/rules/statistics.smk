@@ -29,7 +29,10 @@ rule statistics:
         mem_mb=rule_mem_mb(
             "statistics",
             lambda wc, attempt: res.statistics_mem_mb(
-                ny=STATS_GRID["ny"], nx=STATS_GRID["nx"], attempt=attempt
+                ny=STATS_GRID["ny"],
+                nx=STATS_GRID["nx"],
+                attempt=attempt,
+                chunk_mb=CHUNK_MB["statistics"],
             ),
         ),
         runtime=lambda wc, attempt: res.series_pass_runtime(GRID["n_time"], attempt),

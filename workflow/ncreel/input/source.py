@@ -1,24 +1,32 @@
 """Open a NetCDF time series (one file or a glob of files split along time) lazily.
 
 A Zarr store (:mod:`ncreel.input.zarrstore`) is one more kind of file here: opened by
-:func:`_open`, read chunk-aware by :meth:`Series._read_run`.
+:func:`_open`.
 
 Only the header is read when a :class:`Series` is opened; :meth:`Series.read` reads one
-slice of time steps, so memory is bounded by the slice, never by the whole series.
+slice of time steps, so memory is bounded by the slice (and one held time chunk), never by
+the whole series. Files whose chunks along time are read whole (compressed NetCDF-4, Zarr;
+:mod:`ncreel.input.chunking`) are read chunk-aware: consecutive reads decode each chunk
+once (:meth:`Series._read_run`), and :meth:`Series.iter_blocks` ends its blocks on chunk
+boundaries.
 """
 
 from __future__ import annotations
 
+import bisect
 import glob
 import logging
 import os
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import xarray as xr
 
 from ncreel.core.errors import NcreelError
+from ncreel.input import chunking
 from ncreel.input.catalog import is_catalog, select_dataset
 from ncreel.input.cfaxes import (
     _check_constant,
@@ -42,14 +50,11 @@ from ncreel.input.timeaxis import (
     time_order,
 )
 from ncreel.input.zarrstore import not_a_store_message, open_store, store_format, store_groups
-from ncreel.input.zarrstore import time_chunk as store_time_chunk
 
 log = logging.getLogger(__name__)
 
 #: Default bound on one block read by :meth:`Series.iter_blocks` (the statistics pass).
 BLOCK_BYTES = 64 * 2**20
-#: Largest part of a Zarr chunk a series keeps for its next read (:meth:`Series._read_run`).
-MAX_CHUNK_TAIL_BYTES = 256 * 2**20
 #: Bound on values in one block of the rows passes (time steps x cells): keeps row columns
 #: ~100 MB at most. Used by ncreel.jobs.shard and ncreel.cells.soil; modelled by
 #: ncreel.run.resources.
@@ -74,6 +79,19 @@ def stacked(parts: list[np.ndarray], empty_shape: tuple[int, ...],
     if not parts:
         return np.empty(empty_shape, dtype=dtype)
     return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+
+
+class _Held(NamedTuple):
+    """Steps of one time chunk already decoded, kept for the next reads.
+
+    ``values[k]`` is file `file`'s own step ``first + k * every`` (those below `stop`).
+    """
+
+    file: int
+    first: int
+    stop: int
+    every: int
+    values: np.ndarray
 
 
 @dataclass
@@ -134,9 +152,15 @@ class Series:
     _lonlat: tuple | None = field(default=None, repr=False)
     #: Each file's :func:`_file_dates`, decoded once when the series was opened.
     _decoded: list | None = field(default=None, repr=False)
-    #: Zarr stores: the last time chunk read and not yet used, ``(i, start, stop, values)``
-    #: (see :meth:`_read_run`).
-    _chunk_tail: tuple | None = field(default=None, repr=False)
+    #: Each variable's steps of the last time chunk read and not yet handed out
+    #: (:meth:`_read_run`), by name; not passed on to a series built from this one (a
+    #: region's cut reads its own).
+    _held: dict = field(default_factory=dict, repr=False, init=False)
+    #: Each file's and variable's :class:`ncreel.input.chunking.Chunking`, looked up once.
+    _chunkings: dict = field(default_factory=dict, repr=False, init=False)
+    #: Serialises opening files and the held chunks: a shard job's rows thread reads
+    #: (a cell model's other variables) while its frames are read.
+    _lock: threading.RLock = field(default_factory=threading.RLock, repr=False, init=False)
 
     @property
     def n_input(self) -> int:
@@ -214,9 +238,10 @@ class Series:
                 break
 
     def _dataset(self, i: int) -> xr.Dataset:
-        if self._datasets[i] is None:
-            self._datasets[i] = _open(self.paths[i], self.group)
-        return self._datasets[i]
+        with self._lock:
+            if self._datasets[i] is None:
+                self._datasets[i] = _open(self.paths[i], self.group)
+            return self._datasets[i]
 
     def _oriented(self, arr: np.ndarray) -> np.ndarray:
         """Put the last two axes of `arr`, in (y_dim, x_dim) order, south-north/west-east."""
@@ -276,7 +301,7 @@ class Series:
             raise ValueError(f"time slice {start}:{stop} outside 0:{self.n_time}")
         parts = []
         for i, offset, part in self._time_parts(start, stop):
-            da = self._dataset(i)[self.variable]
+            da = self._variable(i)
             values = self._checked_read(
                 i, offset, self.variable, part, lambda run, i=i, da=da: self._read_run(i, da, run))
             parts.append(self._oriented(values))
@@ -285,39 +310,127 @@ class Series:
             block = block.astype(np.float64)
         return block
 
-    # --- Zarr stores: each chunk read once by consecutive reads -------------------------
-    def _read_run(self, i: int, da: xr.DataArray, run: slice) -> np.ndarray:
+    # --- chunks along time read whole: each decoded once by consecutive reads --------
+    def _variable(self, i: int, name: str | None = None) -> xr.DataArray:
+        """Return the variable (or `name`) in file `i`, as read through :meth:`_values`."""
+        return self._dataset(i)[name or self.variable]
+
+    def file_chunking(self, i: int = 0, name: str | None = None) -> chunking.Chunking:
+        """How file `i`'s variable (or its variable `name`) is chunked.
+
+        See :func:`ncreel.input.chunking.time_chunking`.
+        """
+        key = (i, name or self.variable)
+        if key not in self._chunkings:
+            self._chunkings[key] = chunking.time_chunking(
+                self._variable(i, name), self.time_dim,
+                store=bool(self.paths[i]) and os.path.isdir(self.paths[i]))
+        return self._chunkings[key]
+
+    def _read_run(self, i: int, da: xr.DataArray, run: slice, name: str | None = None,
+                  select: dict | None = None) -> np.ndarray:
         """File `i`'s own steps `run` of `da` as ``(time, y, x)`` in file order.
 
-        A Zarr store is read in whole chunks along time: a read ending inside a chunk
-        reads that chunk whole and keeps its unused steps (:attr:`_chunk_tail`, one chunk
-        at most, and at most :data:`MAX_CHUNK_TAIL_BYTES`) for the next read, which a
-        shard's blocks and frames are. So each chunk is decompressed once by consecutive
-        reads, whatever their length. NetCDF files are read as they are.
+        One thread at a time (:attr:`_lock`): the held chunks are shared state.
         """
-        chunk = (store_time_chunk(da, self.time_dim)
-                 if self.paths[i] and os.path.isdir(self.paths[i]) else None)
-        if not chunk or chunk <= 1:
-            return self._values(da.isel({self.time_dim: run, **self.select}))
-        parts, pos, stop = [], run.start, run.stop
-        tail = self._chunk_tail
-        if tail is not None and tail[0] == i and tail[1] <= pos < tail[2]:
-            end = min(stop, tail[2])
-            parts.append(tail[3][pos - tail[1]:end - tail[1]])
-            pos = end
-        if pos < stop:
-            lo = pos // chunk * chunk
-            hi = min(-(-stop // chunk) * chunk, int(da.sizes[self.time_dim]))
-            values = self._values(da.isel({self.time_dim: slice(lo, hi), **self.select}))
-            parts.append(values[pos - lo:stop - lo])
-            # Only the last chunk's unread steps are kept: memory stays one chunk, and none
-            # above MAX_CHUNK_TAIL_BYTES (a store chunked along its whole time axis is then
-            # read again for each read, as it would be without this).
-            keep = max(stop, hi - chunk)
-            tail = values[keep - lo:]
-            self._chunk_tail = ((i, keep, hi, tail.copy())
-                                if keep < hi and tail.nbytes <= MAX_CHUNK_TAIL_BYTES else None)
+        with self._lock:
+            return self._read_run_unlocked(i, da, run, name, select)
+
+    def _read_run_unlocked(self, i: int, da: xr.DataArray, run: slice,
+                           name: str | None = None, select: dict | None = None) -> np.ndarray:
+        """Body of :meth:`_read_run`.
+
+        `da` is the variable `name` (default the series'), read at the indices `select`
+        (default :attr:`select`). Where the file's chunks along time are read whole
+        (compressed NetCDF-4, Zarr; :attr:`ncreel.input.chunking.Chunking.read_whole`), a
+        read ending inside a chunk also reads the chunk's later steps of the same stride
+        and holds them (:attr:`_held`: one chunk of each variable at most, and at most
+        :data:`ncreel.input.chunking.MAX_HELD_BYTES`) for the next reads, which a shard's
+        frames and blocks are: each chunk is decoded once by consecutive reads, whatever
+        their length. A step is handed out once: a read of it again decodes it again.
+        """
+        name = name or self.variable
+        select = self.select if select is None else select
+        every = run.step or 1
+        steps = self.file_chunking(i, name).read_whole
+        if steps is None or run.start >= run.stop:
+            return self._values(da.isel({self.time_dim: run, **select}))
+        parts, pos = [], run.start
+        held = self._held.get(name)
+        if held is not None and (held.file, held.every) == (i, every) and \
+                held.first <= pos < held.stop and (pos - held.first) % every == 0:
+            k = (pos - held.first) // every
+            n = len(range(pos, min(run.stop, held.stop), every))
+            parts.append(held.values[k:k + n])
+            pos += n * every
+            rest = held.values[k + n:]
+            if len(rest):
+                self._held[name] = held._replace(first=pos, values=rest)
+            else:
+                del self._held[name]
+        if pos < run.stop:
+            self._held.pop(name, None)  # done with: freed before the next chunk is decoded
+            last = range(pos, run.stop, every)[-1]
+            end = min((last // steps + 1) * steps, int(da.sizes[self.time_dim]))
+            ahead = len(range(last + every, end, every))
+            step_bytes = self.ny * self.nx * np.dtype(da.dtype).itemsize
+            # A chunk larger than the bound (one along the whole time axis) is not held:
+            # then it is decoded again by the next read, as it would be without this.
+            hold = ahead and ahead * step_bytes <= chunking.MAX_HELD_BYTES
+            values = self._values(da.isel({
+                self.time_dim: slice(pos, end if hold else run.stop, every), **select}))
+            n = len(range(pos, run.stop, every))
+            parts.append(values[:n])
+            if hold:
+                self._held[name] = _Held(i, last + every, end, every, values[n:])
         return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+
+    def _chunk_keys(self, start: int, stop: int) -> np.ndarray:
+        """Which chunk along time each of the steps ``start:stop`` is read from (int64).
+
+        Equal keys for neighbouring steps: one chunk read whole. A step of a file whose
+        steps are read alone has a key of its own.
+        """
+        keys = []
+        for i, _, part in self._time_parts(start, stop):
+            pos = np.arange(part.start, part.stop, part.step or 1, dtype=np.int64)
+            steps = self.file_chunking(i).read_whole
+            # file i's chunk number (steps read alone: every position its own "chunk")
+            keys.append((i << 40) + (pos // steps if steps else pos))
+        return np.concatenate(keys) if keys else np.empty(0, np.int64)
+
+    def chunk_starts(self, start: int, stop: int) -> list[int]:
+        """Return the steps of ``start + 1:stop`` that begin another time chunk, ascending.
+
+        Where a block may end without a chunk being read by two blocks (see
+        :meth:`_chunk_keys`).
+        """
+        keys = self._chunk_keys(start, stop)
+        return (np.flatnonzero(keys[1:] != keys[:-1]) + 1 + start).tolist()
+
+    def held_chunk_bytes(self, names: Sequence[str] | None = None) -> int:
+        """Most bytes :meth:`read` holds between reads: the rest of one time chunk.
+
+        At most :data:`ncreel.input.chunking.MAX_HELD_BYTES`; 0 when no file's chunks
+        along time are read whole. The memory a job's estimate counts for it
+        (:mod:`ncreel.run.resources`). With `names` (variables a job reads, by
+        :meth:`read` and :meth:`read_variable`; default the series' own): the sum of
+        each one's, held apart.
+        """
+        every = 1 if self.window is None else self.window[2]
+        total = 0
+        for name in dict.fromkeys([self.variable] if names is None else names):
+            most = 0
+            for i in dict.fromkeys(i for i, _, _ in self._segments()):
+                c = self.file_chunking(i, name)
+                if c.read_whole is None:
+                    continue
+                step_bytes = self.ny * self.nx * c.itemsize
+                held = min(len(range(every, c.read_whole, every)),
+                           chunking.MAX_HELD_BYTES // max(step_bytes, 1))
+                most = max(most, held * step_bytes)
+            total += most
+        return total
 
     def read_variable(self, name: str, start: int, stop: int) -> np.ndarray:
         """Read another variable of the same files on the same grid (e.g. for a cell model).
@@ -359,13 +472,15 @@ class Series:
             var = self._dataset(i)[name]
             values = self._checked_read(
                 i, offset, name, run,
-                lambda r, var=var: var.isel({self.time_dim: r, **sel}).transpose(
-                    self.time_dim, self.y_dim, self.x_dim).values)
+                lambda r, i=i, var=var: self._read_run(i, var, r, name, sel))
             parts.append(self._oriented(np.asarray(values, np.float64)))
         return stacked(parts, (0, self.ny, self.nx))
 
     def iter_blocks(self, start: int, stop: int, max_bytes: int = BLOCK_BYTES):
         """Yield ``(t0, block)`` for consecutive slices of ``start:stop``, each ≤ `max_bytes`.
+
+        A block ends where a time chunk read whole ends (:meth:`chunk_starts`) when one
+        ends inside it, so that no chunk is read by two blocks; the last ends at `stop`.
 
         Parameters
         ----------
@@ -383,8 +498,15 @@ class Series:
         """
         step_bytes = max(self.ny * self.nx * 8, 1)
         n = max(1, int(max_bytes // step_bytes))
-        for t0 in range(start, stop, n):
-            yield t0, self.read(t0, min(t0 + n, stop))
+        starts = self.chunk_starts(start, stop)
+        t0 = start
+        while t0 < stop:
+            t1 = min(t0 + n, stop)
+            k = bisect.bisect_right(starts, t1) - 1  # the last chunk start <= t1
+            if t1 < stop and k >= 0 and t0 < starts[k] < t1:
+                t1 = starts[k]
+            yield t0, self.read(t0, t1)
+            t0 = t1
 
     def time_axis(self) -> TimeAxis:
         """Return the concatenated time coordinate, decoded where CF allows.
@@ -629,7 +751,7 @@ class Series:
             if ds is not None:
                 ds.close()
         self._datasets = [None] * len(self.paths)
-        self._chunk_tail = None
+        self._held.clear()
 
     def __enter__(self) -> Series:
         return self
@@ -988,10 +1110,9 @@ class MeshSeries(Series):
                               f"({', '.join(map(str, da.dims))}); need ({self.time_dim}, "
                               f"{self.x_dim}) or ({self.x_dim})")
         parts = []
-        for i, _, run in self._time_parts(start, stop):
-            part = self._dataset(i)[name].isel({self.time_dim: run, **sel})
-            parts.append(np.asarray(part.transpose(self.time_dim, self.x_dim).values,
-                                    np.float64)[:, None, :])
+        for i, _, run in self._time_parts(start, stop):  # chunk-aware, as read()
+            values = self._read_run(i, self._dataset(i)[name], run, name, sel)
+            parts.append(np.asarray(values, np.float64))
         return stacked(parts, (0, 1, self.nx))
 
     def cell_coordinates(self, continuous: bool = False):

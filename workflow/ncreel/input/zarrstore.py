@@ -157,11 +157,3 @@ def store_digest(path: str | os.PathLike) -> str:
         else:
             h.update(f"chunk {rel} {st.st_size}\n".encode())
     return h.hexdigest()
-
-
-def time_chunk(da: xr.DataArray, time_dim: str) -> int | None:
-    """Length along `time_dim` of the store's chunks of `da` (None when not chunked)."""
-    chunks = da.encoding.get("chunks")
-    if not chunks or time_dim not in da.dims or len(chunks) != da.ndim:
-        return None
-    return int(chunks[da.dims.index(time_dim)])

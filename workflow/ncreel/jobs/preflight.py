@@ -4,15 +4,18 @@ It opens the file with the same detection code the workflow runs at parse time
 (:func:`ncreel.input.source.open_series`) and says, in words: the variable and its dimensions,
 the grid kind (rectilinear, curvilinear, projected with its CRS, unstructured mesh), the
 time axis (decoded or not, calendar, first and last frame label, step), where
-latitude/longitude come from, the extra dimensions and the ``select`` they need, the
-numbers of cells, steps and rows and the COPY file's size, and every note detection
-logged (where it was unsure). It also draws one preview frame, as a shard job would.
+latitude/longitude come from, the extra dimensions and the ``select`` they need, how the
+variable is chunked and what a chunk costs to read (:mod:`ncreel.input.chunking`; a file
+chunked along its whole time axis is named, with how to rewrite it), the numbers of
+cells, steps and rows and the COPY file's size, and every note detection logged (where it
+was unsure). It also draws one preview frame, as a shard job would.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -99,6 +102,58 @@ def _time_lines(series, labels: Sequence[str]) -> list[str]:
         lines.append("time order: as stored (no time to check it by)")
     else:
         lines.append("time order: as stored, checked: every step after the one before")
+    return lines
+
+
+def _size(nbytes: float) -> str:
+    """``7.3 kB`` or ``95.5 MB``."""
+    return f"{nbytes / 1e3:,.1f} kB" if nbytes < 1e5 else f"{nbytes / 1e6:,.1f} MB"
+
+
+def _chunk_lines(series) -> list[str]:
+    """Describe the variable's chunking and what one chunk costs decoded.
+
+    With one more line for a file whose chunks are too large to hold (one along its whole
+    time axis): each step read decodes all of it again.
+    """
+    from ncreel.input.chunking import MAX_HELD_BYTES
+
+    every = 1 if series.window is None else series.window[2]
+
+    def ahead_bytes(c) -> int:  # the most a read holds of a chunk (Series._read_run)
+        ahead = 0 if c.read_whole is None else len(range(every, c.read_whole, every))
+        return ahead * series.ny * series.nx * c.itemsize
+
+    first = series.file_chunking(0)
+    if first.chunks is None:
+        return ["chunks: contiguous (not chunked): each step is read alone"]
+    line = f"chunks: {first.describe()}; one chunk is {_size(first.chunk_bytes())} decoded"
+    steps = first.read_whole
+    if steps is None:
+        line += (", one step" if first.time_chunk == 1 else
+                 ", not compressed: each step is read alone")
+    elif ahead_bytes(first) <= MAX_HELD_BYTES:
+        line += (f", {steps} steps: each chunk is decompressed once, its steps not yet "
+                 f"read held for the next reads (at most {_size(ahead_bytes(first))})")
+    lines = [line]
+    for i, path in enumerate(series.paths):
+        c = series.file_chunking(i)
+        if ahead_bytes(c) <= MAX_HELD_BYTES:
+            continue
+        spec = ",".join(f"{d}/{1 if d == c.time_dim or d in series.select else n}"
+                        for d, n in zip(c.dims, c.shape, strict=True))
+        whole = (f"in one chunk along its whole time axis ({c.read_whole:,} steps)"
+                 if c.whole_axis else f"in chunks of {c.read_whole:,} steps")
+        what = ("its whole chunk" if not c.whole_axis else
+                "the whole series" if len(series.paths) == 1 else "the whole file")
+        out = shlex.quote(f"{os.path.splitext(os.path.basename(path))[0]}_steps.nc")
+        lines.append(
+            f"chunks: warning: '{path}' holds '{series.variable}' {whole}, "
+            f"{_size(c.chunk_bytes())} decoded, more than the {_size(MAX_HELD_BYTES)} a run "
+            f"holds: each step read decompresses {what} again; rewrite it with one step "
+            f"per chunk: nccopy -c {spec} {shlex.quote(path)} {out} (or cdo -f nc4 -z zip "
+            "-k grid copy, or xarray's to_netcdf with encoding chunksizes of one step)")
+        break
     return lines
 
 
@@ -214,6 +269,7 @@ def inspect(input: str | Sequence[str], variable: str, *, select: Mapping | None
                      f"variable: '{series.variable}' ({dims}), {series.long_name}"
                      + (f" [{series.units}]" if series.units else "") + f", {da.dtype}"]
             lines += _grid_kind(series)
+            lines += _chunk_lines(series)
             extra = {d: i for d, i in series.select.items() if d not in (sel or {})}
             if extra:
                 lines.append("select: " + ", ".join(f"{d}={i}" for d, i in extra.items()))

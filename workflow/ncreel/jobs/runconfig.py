@@ -79,6 +79,10 @@ class RunConfig:
     window : (int, int, int) or None
         The steps of the whole input series shown (config ``time_range`` and
         ``time_every``; :func:`ncreel.input.timeaxis.time_window`), None: every step.
+    chunk_mb : dict
+        The time chunks each job's reads hold (MiB, :func:`_chunk_mb`): ``statistics``,
+        ``calibrate``, ``shard`` (its rows pass) and ``prepass`` (degradation_state);
+        the jobs' memory counts them (:mod:`ncreel.run.resources`).
     """
 
     config: dict
@@ -108,6 +112,8 @@ class RunConfig:
     preview: str
     outputs: tuple = OUTPUTS
     window: tuple | None = None
+    chunk_mb: dict = dataclasses.field(default_factory=lambda: dict.fromkeys(
+        ("statistics", "calibrate", "shard", "prepass"), 0.0))
 
     @property
     def movie_on(self) -> bool:
@@ -118,6 +124,37 @@ class RunConfig:
     def table_on(self) -> bool:
         """Whether the run makes the per-cell table (config ``outputs``)."""
         return "table" in self.outputs
+
+
+def _chunk_mb(series, table, cells: dict, contours, vectors, *, movie_on: bool,
+              table_on: bool) -> dict:
+    """Return the time chunks each job's series hold between reads, MiB, by job.
+
+    :meth:`ncreel.input.source.Series.held_chunk_bytes` of the variables each reads: the
+    statistics job the movie's (with its overlays' variables) and the table's series
+    (when it is another), calibrate_render what it probes (the frames, else the rows), a
+    shard's rows pass the table's variable and the cell model's interception variable,
+    degradation_state the temperature variable. A shard's frames are in the calibrated
+    peak.
+    """
+    from ncreel.cells.soil import needs_prepass
+    from ncreel.render.overlays import overlay_variables
+
+    params = cells.get("params") or {}
+    overlays = [n for g in overlay_variables(contours, vectors) for n in g] if movie_on \
+        else []
+    extra = params.get("interception_variable") if cells.get("model") == "etr_risk" \
+        else None
+    movie = series.held_chunk_bytes([series.variable, *overlays])
+    rows = table.held_chunk_bytes([table.variable, *([extra] if extra else [])]) \
+        if table_on else 0
+    mib = 2**20
+    return {"statistics": (movie + (table.held_chunk_bytes() if table_on and table
+                                    is not series else 0)) / mib,
+            "calibrate": (movie if movie_on else rows) / mib,
+            "shard": rows / mib,
+            "prepass": table.held_chunk_bytes([params["temperature_variable"]]) / mib
+            if table_on and needs_prepass(cells) else 0.0}
 
 
 def _check_config(config: dict, overrides: Mapping, validate: Callable) -> tuple[list, str]:
@@ -324,6 +361,8 @@ def load_config(config: dict, *, overrides: Mapping | None = None,
         contours, vectors = overlay_settings(config["contours"], config["vectors"])
         if movie_on:
             check_overlays(series, contours, vectors)
+        chunk_mb = _chunk_mb(series, whole, cells, contours, vectors, movie_on=movie_on,
+                             table_on=table_on)
         # Panels: every panel's variable, grid, time steps and overlays, before any job.
         # Panels match their files' steps by the automatic labels, whatever time_format
         # shows. A run without a movie draws none of them.
@@ -392,7 +431,7 @@ def load_config(config: dict, *, overrides: Mapping | None = None,
     if main:  # maps the layout leaves no room: one line now, not calibrate_render's error
         _check_frame(spec, render, config)
     return RunConfig(
-        outputs=outputs, window=window,
+        outputs=outputs, window=window, chunk_mb=chunk_mb,
         config=config, notes=tuple(notes), run=run, out=out, logs=f"logs/{run}",
         table=table, inputs=inputs, input_stamps=stamps, rule_inputs=rule_inputs,
         series=spec, grid=grid, table_grid=table_grid, region=region, contours=contours,

@@ -32,8 +32,9 @@ def calibrate_table(selection, cells: CellsSettings, *, render: RenderSettings,
                     cores: int | None = None) -> Calibration:
     """Write the COPY rows of `probe_frames` steps; measure memory and seconds per step.
 
-    Runs in the calling process, a job like ``process_shard``, so that the measured peak
-    is what a shard job's rows pass holds.
+    Runs in the calling process, a job like ``process_shard``, reading the steps in the
+    blocks a shard job's rows pass reads, so that the measured peak is what that pass
+    holds.
 
     Parameters
     ----------
@@ -74,6 +75,7 @@ def calibrate_table(selection, cells: CellsSettings, *, render: RenderSettings,
     """
     from ncreel.cells import ShardRows
     from ncreel.cells.rows import probe_settings
+    from ncreel.input.source import MAX_BLOCK_CELLS
     from ncreel.pg.copytext import open_copy_writer
     from ncreel.region.selection import open_selection
 
@@ -91,8 +93,9 @@ def calibrate_table(selection, cells: CellsSettings, *, render: RenderSettings,
         written = 0
         with open_copy_writer(Path(tdir) / f"probe{cells.suffix}", cells.compression,
                               cells.compression_level) as fh:
-            for t in range(n):
-                written += rows.write(fh, t, table.read(t, t + 1))
+            # In the blocks of a shard's rows pass (each time chunk read once, as there).
+            for t0, block in table.iter_blocks(0, n, MAX_BLOCK_CELLS * table.dtype.itemsize):
+                written += rows.write(fh, t0, block)
     wall = time.perf_counter() - t_start
     s_per_step = wall / n
     if frames_per_shard is None:

@@ -97,28 +97,14 @@ class RegionSeries(Series):
             self._cut[i] = super()._dataset(i).isel(cut)
         return self._cut[i]
 
-    def read(self, start: int, stop: int) -> np.ndarray:
-        """Read time steps ``start:stop`` of the region's cells (see :meth:`Series.read`).
+    def _variable(self, i: int, name: str | None = None):
+        # The whole file's variable: read() takes only the slabs holding the region
+        # (_values), one per contiguous run of rows and columns (two column runs for a
+        # box across the file's longitude seam), chunk-aware as every series.
+        return super()._dataset(i)[name or self.variable]
 
-        Only the slabs of the file holding the region are read: one per contiguous run of
-        rows and columns (two column runs for a box across the file's longitude seam).
-        """
-        if not 0 <= start <= stop <= self.n_time:
-            raise ValueError(f"time slice {start}:{stop} outside 0:{self.n_time}")
-        parts = []
-        for i, _, part in self._time_parts(start, stop):
-            da = super()._dataset(i)[self.variable].isel({self.time_dim: part, **self.select})
-            try:
-                parts.append(self._slab(da))
-            except (RuntimeError, OSError) as err:
-                raise NcreelError(
-                    f"input '{self.paths[i]}': variable '{self.variable}': cannot read "
-                    f"time steps {part.start}..{part.stop - 1} of this file ({err}); "
-                    "the file is corrupt: replace it with a good copy") from err
-        block = stacked(parts, (0, self.ny, self.nx), self.dtype)
-        if not np.issubdtype(block.dtype, np.floating):
-            block = block.astype(np.float64)
-        return block
+    def _values(self, da) -> np.ndarray:
+        return self._slab(da)
 
     def read_variable(self, name: str, start: int, stop: int) -> np.ndarray:
         """Another variable on the region's cells (see :meth:`Series.read_variable`).
@@ -132,8 +118,8 @@ class RegionSeries(Series):
             return super().read_variable(name, start, stop)  # its checks and messages
         parts = []
         for i, _, run in self._time_parts(start, stop):
-            part = super()._dataset(i)[name].isel({self.time_dim: run, **sel})
-            parts.append(np.asarray(self._slab(part), np.float64))
+            values = self._read_run(i, self._variable(i, name), run, name, sel)
+            parts.append(np.asarray(values, np.float64))
         return stacked(parts, (0, self.ny, self.nx))
 
     def _slab(self, da) -> np.ndarray:

@@ -156,15 +156,38 @@ def with_job_overhead(func: Callable, separate_job: Callable[[], bool]) -> Calla
     return mem_mb
 
 
+def chunk_read_mb(chunk_mb: float) -> float:
+    """Memory a series' time chunk costs a job that reads it, in MB (not calibrated).
+
+    Twice the chunk held between reads (:meth:`ncreel.input.source.Series.held_chunk_bytes`,
+    `chunk_mb`, MiB): the chunk as decoded and, while it is read, the file's raw values
+    before mask-and-scale made the decoded copy.
+    """
+    return 2 * float(chunk_mb) * 2**20 / 1e6
+
+
 def statistics_mem_mb(*, ny: int, nx: int, attempt: int = 1,
-                      max_block_bytes: int = BLOCK_BYTES) -> int:
+                      max_block_bytes: int = BLOCK_BYTES, chunk_mb: float = 0.0) -> int:
     """``mem_mb`` of the statistics job: one block, its mask, and (ny, nx) accumulators.
 
-    A block holds at least one whole time step (float64), however large.
+    A block holds at least one whole time step (float64), however large. `chunk_mb` is the
+    time chunk the job's series hold between reads (MiB, the sum over the series it reads;
+    :meth:`ncreel.input.source.Series.held_chunk_bytes`), counted by
+    :func:`chunk_read_mb`.
     """
     block = max(max_block_bytes, ny * nx * 8)
-    est = BASE_MB + (3 * block + ny * nx * 40) / 1e6
+    est = BASE_MB + (3 * block + ny * nx * 40) / 1e6 + chunk_read_mb(chunk_mb)
     return int(math.ceil(est * 1.5 / 50) * 50) * max(int(attempt), 1)
+
+
+def calibrate_mem_mb(*, chunk_mb: float = 0.0, attempt: int = 1) -> int:
+    """``mem_mb`` of ``calibrate_render``: :data:`FIXED_MEM_MB` and the time chunk it reads.
+
+    `chunk_mb` as for :func:`statistics_mem_mb` (its probes read the input as a shard
+    does), rounded up to 50 MB, times `attempt`.
+    """
+    est = FIXED_MEM_MB["calibrate_render"] + chunk_read_mb(chunk_mb)
+    return int(math.ceil(est / 50) * 50) * max(int(attempt), 1)
 
 
 def transcode_mem_mb(fmt: str, *, width: int, height: int, attempt: int = 1) -> int:
@@ -248,7 +271,7 @@ IDENTITY_CHECK_MB = 60
 
 def render_mem_mb_calibrated(calibration: Calibration, *, ny: int, nx: int, n_frames: int,
                              workers: int = 1, attempt: int = 1, n_columns: int = 8,
-                             overlap: bool = False) -> int:
+                             overlap: bool = False, chunk_mb: float = 0.0) -> int:
     """``mem_mb`` of one ``process_shard`` job, from the ``calibrate_render`` measurement.
 
     One worker's peak is what calibration measured: its process (interpreter, libraries,
@@ -261,7 +284,9 @@ def render_mem_mb_calibrated(calibration: Calibration, *, ny: int, nx: int, n_fr
     spawned worker adds one worker peak and one encoder. After its last read the job
     checks its inputs in a child process (:data:`IDENTITY_CHECK_MB`) beside what the rows
     pass holds. None of it depends on the number of frames: both passes stream bounded
-    blocks.
+    blocks. A time chunk read whole is held between reads: the calibrated peak has the
+    frames' (the probes read as a shard does); the rows pass adds the table's, `chunk_mb`
+    (counted also when the rows share the frames' blocks: an upper bound).
 
     Parameters
     ----------
@@ -281,6 +306,10 @@ def render_mem_mb_calibrated(calibration: Calibration, *, ny: int, nx: int, n_fr
     overlap : bool
         The job writes rows and frames (config ``outputs`` both): with one worker they
         overlap.
+    chunk_mb : float
+        The time chunk the table's series holds between reads (MiB,
+        :meth:`ncreel.input.source.Series.held_chunk_bytes`; 0 when the file's steps are
+        read alone).
 
     Returns
     -------
@@ -290,7 +319,7 @@ def render_mem_mb_calibrated(calibration: Calibration, *, ny: int, nx: int, n_fr
     base = float(calibration.base_mb)
     worker = float(calibration.worker_peak_mb)
     encoder = float(calibration.encoder_peak_mb)
-    rows = _rows_mb(ny=ny, nx=nx, n_frames=n_frames, n_columns=n_columns)
+    rows = _rows_mb(ny=ny, nx=nx, n_frames=n_frames, n_columns=n_columns) + float(chunk_mb)
     if workers <= 1 and overlap:
         est = max(worker + encoder + rows + shared_blocks_mb(ny=ny, nx=nx),
                   worker + rows + IDENTITY_CHECK_MB)
