@@ -1,6 +1,6 @@
 """Reading an ERA5-like file in day chunks against per-step chunks, as a run's passes read.
 
-Writes a synthetic 2 m temperature on the 0.25° global grid (721 x 1440, float32, zlib)
+Writes the ERA5-like 2 m temperature of ``bench/era5like.py`` (721 x 1440, float32, zlib)
 twice: in per-step chunks (1, 721, 1440) and in day chunks (24, 721, 1440). Each file is
 then read as the jobs read it (:class:`ncreel.input.source.Series`): the frames one step
 at a time (a shard's render pass on this grid), the rows pass in its blocks
@@ -21,42 +21,13 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflow"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from era5like import make_era5like  # noqa: E402
 from ncreel.input import chunking  # noqa: E402
 from ncreel.input.source import MAX_BLOCK_CELLS, open_series  # noqa: E402
 from ncreel.jobs.stats import series_statistics  # noqa: E402
-
-
-def write(path: Path, n_time: int, ny: int, nx: int, chunk: int) -> Path:
-    """Write a smooth, noisy temperature field (compresses like reanalysis output), zlib 1."""
-    import netCDF4
-
-    lat = np.linspace(90.0, -90.0, ny)
-    lon = np.arange(nx) * 360.0 / nx
-    base = (288 - 40 * np.sin(np.radians(lat))[:, None] ** 2
-            + 5 * np.cos(np.radians(lon))[None, :]).astype("f4")
-    rng = np.random.default_rng(0)
-    with netCDF4.Dataset(path, "w") as ds:
-        ds.createDimension("time", None)
-        ds.createDimension("latitude", ny)
-        ds.createDimension("longitude", nx)
-        t = ds.createVariable("time", "f8", ("time",))
-        t.units, t.calendar = "hours since 2000-01-01", "standard"
-        y = ds.createVariable("latitude", "f8", ("latitude",))
-        y.units, y[:] = "degrees_north", lat
-        x = ds.createVariable("longitude", "f8", ("longitude",))
-        x.units, x[:] = "degrees_east", lon
-        v = ds.createVariable("t2m", "f4", ("time", "latitude", "longitude"), zlib=True,
-                              complevel=1, shuffle=True, chunksizes=(chunk, ny, nx))
-        v.units = "K"
-        for k in range(n_time):
-            noise = rng.normal(0.0, 0.5, (ny, nx)).astype("f4").round(1)
-            v[k] = base + 3 * np.sin(k / 24 * 2 * np.pi) + noise
-            t[k] = k
-    return path
 
 
 def passes(path: Path) -> dict:
@@ -85,8 +56,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     ny, nx, steps, day = (721, 1440, args.steps, 24) if not args.smoke else (31, 60, 12, 4)
     with tempfile.TemporaryDirectory(prefix="ncreel-chunks-") as tmp:
-        step_file = write(Path(tmp) / "step.nc", steps, ny, nx, 1)
-        day_file = write(Path(tmp) / "day.nc", steps, ny, nx, day)
+        step_file = make_era5like(Path(tmp) / "step.nc", steps, chunks=1, ny=ny, nx=nx)
+        day_file = make_era5like(Path(tmp) / "day.nc", steps, chunks=day, ny=ny, nx=nx)
         step = passes(step_file)
         held = passes(day_file)
         bound = chunking.MAX_HELD_BYTES

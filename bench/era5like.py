@@ -40,7 +40,7 @@ def era5like_field(n_steps: int, ny: int, nx: int, *, seed: int = 0):
                + np.roll(weather, shift, axis=1)).astype(np.float32)
 
 
-def make_era5like(path: str | Path, n_steps: int, *, chunks: str = "step", ny: int = 721,
+def make_era5like(path: str | Path, n_steps: int, *, chunks: str | int = "step", ny: int = 721,
                   nx: int = 1440, complevel: int = 1) -> Path:
     """Write the ERA5-like file; return its path.
 
@@ -50,8 +50,9 @@ def make_era5like(path: str | Path, n_steps: int, *, chunks: str = "step", ny: i
         Output NetCDF-4 file (overwritten).
     n_steps : int
         Hourly steps from 2000-01-01T00.
-    chunks : {"step", "day"}
-        Time chunk of ``t2m``: 1 step, or 24 steps (the whole spatial field either way).
+    chunks : {"step", "day"} or int
+        Time chunk of ``t2m``: 1 step, 24 steps, or that many (the whole spatial field
+        either way).
     ny, nx : int
         Grid size (721 × 1440 is ERA5's 0.25° grid; smaller for tests).
     complevel : int
@@ -60,7 +61,7 @@ def make_era5like(path: str | Path, n_steps: int, *, chunks: str = "step", ny: i
     import netCDF4
 
     path = Path(path)
-    tchunk = {"step": 1, "day": 24}[chunks]
+    tchunk = {"step": 1, "day": 24}.get(chunks, chunks)
     with netCDF4.Dataset(path, "w", format="NETCDF4") as ds:
         ds.createDimension("time", n_steps)
         ds.createDimension("latitude", ny)
