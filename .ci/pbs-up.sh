@@ -43,6 +43,12 @@ for q in share; do
 done
 "$QMGR" -c "set queue share resources_max.mem = 100gb"
 "$QMGR" -c "set server scheduler_iteration = 10"
+# The vnode advertises this machine's own cores and memory, whatever a test left: a run
+# interrupted while a test had it advertise a Derecho node's 128 cores left it so, and the
+# tests that need jobs to queue on a small node then fail on every later run.
+node=$(/opt/pbs/bin/pbsnodes -a | awk 'NF && $0 !~ /^ / {print $1; exit}')
+"$QMGR" -c "set node $node resources_available.ncpus = $(nproc)"
+"$QMGR" -c "set node $node resources_available.mem = $(awk '/^MemTotal:/ {print $2}' /proc/meminfo)kb"
 echo "ncreel .ci/pbs-up.sh: PBS up with queues: $("$QSTAT" -Q | awk 'NR > 2 {print $1}' | tr '\n' ' ')"
 
 # A second PBS server, `pbs2`, for the peer-server tests (queue@server, N.pbs2, qdel across).
