@@ -280,11 +280,13 @@ def pbs_status(jobid: str) -> str:
     return proc.stdout.strip()
 
 
-def test_status_command_on_real_job_endings(pbs, tmp_path):
+def test_status_command_on_real_job_endings(pbs, tmp_path, request):
     """Each way a PBS job ends, for real: the status command's verdict, the Exit_status
     PBS records and why. With NCREEL_RECORD_QSTAT=<dir> the ``qstat -x -f -F json``
     documents are written there (tests/data/qstat_pbspro/ was recorded this way)."""
     ids = {}
+    # Held and queued jobs would otherwise stay on the server after a failure here.
+    request.addfinalizer(lambda: subprocess.run([QDEL, *ids.values()], capture_output=True))
     for name, (opts, body, _) in ENDINGS.items():
         script = tmp_path / f"{name}.sh"
         script.write_text(f"#!/bin/bash\n{body}\n")
