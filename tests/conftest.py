@@ -77,9 +77,11 @@ def needs_programs(*names: str):
 #: Seconds each test took in a whole run (``make durations`` writes it): the suite starts
 #: with the longest, so that pytest-xdist's workers end together.
 DURATIONS = ROOT / "tests" / "durations.json"
+#: Tests of a scheduler (their mark): each scheduler's run one at a time on one worker.
+SCHEDULER_MARKS = {"pbs": "pbs", "slurm": "slurm"}
 #: Fixtures that change what one shared scheduler offers every job (the PBS vnode's size):
-#: their tests run one at a time, beside every other test.
-SCHEDULER_STATE = {"derecho_sized_node": "pbs-node", "two_derecho_nodes": "pbs-node"}
+#: their tests run one at a time, with the other PBS tests.
+SCHEDULER_STATE = {"derecho_sized_node": "pbs", "two_derecho_nodes": "pbs"}
 #: Tests that depend on that state: a job PBS can never run on the node as it is, jobs
 #: that must still be queued or running when the test kills its run (on a node resized to
 #: 128 cores they all run at once and end).
@@ -88,7 +90,7 @@ SCHEDULER_STATE_TESTS = dict.fromkeys([
     "tests/integration/test_pbs.py::test_kill_snakemake_and_resume_on_pbs",
     "tests/integration/test_pbs_arrays.py::test_kill_and_resume_with_array_in_flight",
     "tests/integration/test_pbs_arrays.py::"
-    "test_queued_sub_jobs_of_a_deleted_array_are_deleted_not_failed"], "pbs-node")
+    "test_queued_sub_jobs_of_a_deleted_array_are_deleted_not_failed"], "pbs")
 
 
 def _guess_seconds(item) -> float:
@@ -117,6 +119,11 @@ def pytest_collection_modifyitems(config, items):
         names = defs.name2fixturedefs if defs is not None else {}
         group = SCHEDULER_STATE_TESTS.get(item.nodeid)
         group = group or next((g for f, g in SCHEDULER_STATE.items() if f in names), None)
+        # One scheduler's tests one after another, beside everything else: the single
+        # 2-core node of CI's Slurm and PBS would otherwise queue one test's jobs behind
+        # another's until a test's time limit.
+        group = group or next((g for m, g in SCHEDULER_MARKS.items()
+                               if item.get_closest_marker(m)), None)
         if group is None and any(d and d[-1].scope == "module" for d in names.values()):
             group = f"module:{item.path.relative_to(ROOT)}"
         if group is not None:
