@@ -74,6 +74,18 @@ def needs_programs(*names: str):
                                                                    missing)))
 
 
+def run_bench(script: str, *args: str, timeout: float = 900) -> dict[str, str]:
+    """Run ``bench/<script>`` with `args` in this Python; return its ``key=value`` lines.
+
+    The benchmark's smoke tests: a non-zero exit fails with the end of its stderr.
+    """
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / script), *args],
+                          capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return dict(line.split("=", 1) for line in proc.stdout.splitlines()
+                if "=" in line and not line.startswith("#"))
+
+
 #: Seconds each test took in a whole run (``make durations`` writes it): the suite starts
 #: with the longest, so that pytest-xdist's workers end together.
 DURATIONS = ROOT / "tests" / "durations.json"

@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
-from conftest import ROOT, needs_programs
+from conftest import needs_programs, run_bench
 
 
 @needs_programs("initdb", "pg_ctl", "psql")
 def test_bench_cells_smoke(tmp_path):
-    r = subprocess.run([sys.executable, str(ROOT / "bench/cells_bench.py"), "--smoke",
-                        "--work", str(tmp_path)], capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    figures = dict(line.split("=", 1) for line in r.stdout.splitlines()
-                   if "=" in line and not line.startswith("#"))
+    figures = run_bench("cells_bench.py", "--smoke", "--work", str(tmp_path), timeout=600)
     for key in ("copy_writer_rows_per_s", "reduce_fraction_of_cat", "load_fraction_of_psql",
                 "load_fraction_of_psql_jobs2", "copy_writer_fraction_of_polars",
                 "rows_beside_frames_fraction_of_sum"):

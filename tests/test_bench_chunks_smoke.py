@@ -2,19 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import run_bench
 
 
 def test_chunks_bench_smoke_prints_every_key():
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "chunks_bench.py"), "--smoke"],
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    keys = dict(line.split("=", 1) for line in proc.stdout.splitlines()
-                if "=" in line and not line.startswith("#"))
+    keys = run_bench("chunks_bench.py", "--smoke", timeout=600)
     for name in ("frames", "rows", "stats"):
         for what in ("s_step_chunks", "s_day_chunks", "s_day_chunks_unheld",
                      "day_vs_step_chunks", "day_unheld_vs_step_chunks"):

@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
-from conftest import ROOT
+from conftest import run_bench
 
 
 def test_bench_e2e_smoke(tmp_path):
-    r = subprocess.run([sys.executable, str(ROOT / "bench/e2e_bench.py"), "--smoke",
-                        "--work", str(tmp_path)], capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, r.stderr[-3000:]
-    figures = dict(line.split("=", 1) for line in r.stdout.splitlines()
-                   if "=" in line and not line.startswith("#"))
+    figures = run_bench("e2e_bench.py", "--smoke", "--work", str(tmp_path))
     for key in ("e2e_movie_only_vs_encode_floor", "e2e_day_chunks_vs_step_chunks",
                 "e2e_both_vs_polars_1thread", "copy_writer_fraction_of_polars",
                 "encode_floor_seconds", "polars_write_seconds"):

@@ -6,18 +6,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import needs_programs
+from conftest import needs_programs, run_bench
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @needs_programs("ffmpeg")  # matplotlib's FFMpegWriter, one of the baselines, runs it
 def test_render_bench_smoke_prints_every_key():
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "render_bench.py"), "--smoke"],
-                          capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    keys = dict(line.split("=", 1) for line in proc.stdout.splitlines()
-                if "=" in line and not line.startswith("#"))
+    keys = run_bench("render_bench.py", "--smoke", timeout=900)
     for key in ("render_fps_ncreel", "render_speedup_vs_xmovie", "render_fps_0p25deg",
                 "render_fps_0p25deg_robinson", "render_fps_curvilinear",
                 "render_fps_rotated_pole",
