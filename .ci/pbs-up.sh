@@ -49,6 +49,26 @@ done
 node=$(/opt/pbs/bin/pbsnodes -a | awk 'NF && $0 !~ /^ / {print $1; exit}')
 "$QMGR" -c "set node $node resources_available.ncpus = $(nproc)"
 "$QMGR" -c "set node $node resources_available.mem = $(awk '/^MemTotal:/ {print $2}' /proc/meminfo)kb"
+# Every PBS job starts in a login shell, which reads root's ~/.bashrc; on the CI machines that
+# runs `pyenv init -`, whose `pyenv rehash` takes a lock file in pyenv's shims folder and
+# waits up to 60 s for it. A shell killed holding it leaves the file, and then every later
+# job waited 60 s before its first command (a whole CI run went past its time limit so).
+# Here jobs give up on that lock at once (PYENV_REHASH_TIMEOUT, in the environment PBS
+# gives every job), and a lock file no rehash holds is removed.
+pyenv_root=$(getent passwd root | cut -d: -f6)/.pyenv
+if [ -d "$pyenv_root" ]; then
+	pgrep -f libexec/pyenv-rehash >/dev/null || rm -f "$pyenv_root/shims/.pyenv-shim"
+	env_file=$(sed -n 's/^PBS_HOME=//p' /etc/pbs.conf)/pbs_environment
+	if ! grep -q '^PYENV_REHASH_TIMEOUT=' "$env_file"; then
+		echo "PYENV_REHASH_TIMEOUT=0" >>"$env_file"
+		# MoM reads the file when it starts
+		/etc/init.d/pbs restart >/dev/null 2>&1
+		for _ in $(seq 60); do
+			/opt/pbs/bin/pbsnodes "$node" 2>/dev/null | grep -q "state = free" && break
+			sleep 1
+		done
+	fi
+fi
 echo "ncreel .ci/pbs-up.sh: PBS up with queues: $("$QSTAT" -Q | awk 'NR > 2 {print $1}' | tr '\n' ' ')"
 
 # A second PBS server, `pbs2`, for the peer-server tests (queue@server, N.pbs2, qdel across).
