@@ -16,6 +16,7 @@ error stack) or ``unnamed`` (an error line that does not name the file).
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import random
 import re
@@ -144,6 +145,9 @@ def _child(check: Callable[[], object], out_fd: int, err_fd: int) -> None:
     """Run `check` as a job process would and leave with its exit status (never returns)."""
     status = 0
     try:
+        # pytest's faulthandler writes a crash's traceback to the suite's own output; a
+        # job process has none (the crash is still seen, by its signal)
+        faulthandler.disable()
         os.dup2(out_fd, 1)
         os.dup2(err_fd, 2)
         sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 (fd 1 outlives the child)
