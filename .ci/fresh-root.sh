@@ -11,7 +11,7 @@
 #   3. root installs the test programs (.ci/sysdeps.sh test), then the same user runs ONE
 #      representative of the tests step 2 skipped for each distinct missing-program reason
 #      (ffprobe, ffmpeg, initdb, dot, chromium, the psql/pg_ctl/zstd one) and one PostGIS test
-#      (its reason names initdb too), preferring a unit test (tests/test_*.py). Rule: what
+#      (its reason names initdb too), the quickest by tests/durations.json. Rule: what
 #      differs for this user is how each program starts as a non-root user (initdb/pg_ctl
 #      without runuser, chromium's sandbox, ffmpeg/dot/psql writing in the user's tmp); what
 #      the tests check with the programs installed is the same for any user and the root run
@@ -133,7 +133,7 @@ step "sysdeps.sh test as root" "$t1"
 # One representative per reason step 2 skipped tests for a missing program (see the header):
 # the root run has run them all with the programs installed.
 python3 - "$root$home/first.xml" "$root$home/second.args" <<'EOF_PY'
-import os, sys, xml.etree.ElementTree as ET
+import json, os, re, sys, xml.etree.ElementTree as ET
 groups = {}  # (skip reason, PostGIS test) -> the test ids with it, in run order
 for case in ET.parse(sys.argv[1]).iter("testcase"):
     skipped = case.find("skipped")
@@ -144,12 +144,19 @@ for case in ET.parse(sys.argv[1]).iter("testcase"):
     for n in (len(parts), len(parts) - 1):
         path = "/".join(parts[:n]) + ".py"
         if os.path.isfile(os.path.join(os.path.dirname(sys.argv[2]), "ncreel", path)):
-            test_id = "::".join([path, *parts[n:], case.get("name")])
+            # without the "@group" pytest-xdist's --dist loadgroup appends to a test's name
+            name = re.sub(r"@[^\]]*$", "", case.get("name"))
+            test_id = "::".join([path, *parts[n:], name])
             key = (skipped.get("message"), "postgis" in test_id.lower())
             groups.setdefault(key, []).append(test_id)
             break
-# tests/test_*.py first: tests/integration runs workflows, tests/reliability needs root
-ids = [min(tests, key=lambda t: t.count("/") > 1) for tests in groups.values()]
+# the quickest by tests/durations.json (one not in it: tests/test_*.py before the workflow
+# runs of tests/integration; tests/reliability needs root)
+repo = os.path.join(os.path.dirname(sys.argv[2]), "ncreel")
+with open(os.path.join(repo, "tests", "durations.json")) as fh:
+    seconds = json.load(fh)
+ids = [min(tests, key=lambda t: seconds.get(t, 20.0 if t.count("/") > 1 else 0.5))
+       for tests in groups.values()]
 open(sys.argv[2], "w").write("".join(i + "\n" for i in ids))
 print(f"fresh-root: {sum(map(len, groups.values()))} tests skipped for a missing program; "
       f"{len(ids)} representatives (one per reason) run again:", *ids, sep="\n  ")
