@@ -1,19 +1,23 @@
-"""`bench/render_bench.py --smoke`: every benchmark case runs (tiny sizes), so a crash fails CI."""
+"""`bench/render_bench.py --smoke`: every benchmark case runs (tiny sizes), so a crash fails CI.
+
+One smoke run prints every key, the mesh's and the panel layout's included (``--mesh-only``
+and ``--panels-only`` run the same cases alone); the tests read their keys from it.
+"""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
+import pytest
 from conftest import needs_programs, run_bench
 
-ROOT = Path(__file__).resolve().parents[1]
+
+@pytest.fixture(scope="module")
+def smoke_keys() -> dict[str, str]:
+    return run_bench("render_bench.py", "--smoke", timeout=900)
 
 
 @needs_programs("ffmpeg")  # matplotlib's FFMpegWriter, one of the baselines, runs it
-def test_render_bench_smoke_prints_every_key():
-    keys = run_bench("render_bench.py", "--smoke", timeout=900)
+def test_render_bench_smoke_prints_every_key(smoke_keys):
+    keys = smoke_keys
     for key in ("render_fps_ncreel", "render_speedup_vs_xmovie", "render_fps_0p25deg",
                 "render_fps_0p25deg_robinson", "render_fps_curvilinear",
                 "render_fps_rotated_pole",
@@ -27,24 +31,18 @@ def test_render_bench_smoke_prints_every_key():
     assert keys["calibrated_mem_covers_peak_0p25deg"] == "1"
 
 
-def test_render_bench_mesh_smoke_prints_the_mesh_keys():
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "render_bench.py"), "--smoke",
-                           "--mesh-only"], capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    keys = dict(line.split("=", 1) for line in proc.stdout.splitlines()
-                if "=" in line and not line.startswith("#"))
+@needs_programs("ffmpeg")
+def test_render_bench_mesh_smoke_prints_the_mesh_keys(smoke_keys):
+    keys = smoke_keys
     for key in ("render_fps_mesh", "render_fps_uxarray_mesh", "mesh_speedup_vs_uxarray",
                 "render_rss_mb_mesh_10", "render_rss_mb_mesh_12", "calibrated_mem_mb_mesh"):
         assert float(keys[key]) > 0, key
     assert keys["calibrated_mem_covers_peak_mesh"] == "1"
 
 
-def test_render_bench_panels_smoke_prints_the_panel_keys():
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "render_bench.py"), "--smoke",
-                           "--panels-only"], capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    keys = dict(line.split("=", 1) for line in proc.stdout.splitlines()
-                if "=" in line and not line.startswith("#"))
+@needs_programs("ffmpeg")
+def test_render_bench_panels_smoke_prints_the_panel_keys(smoke_keys):
+    keys = smoke_keys
     for key in ("render_fps_panels_2x2", "render_fps_xmovie_panels_2x2",
                 "panels_speedup_vs_xmovie", "render_rss_mb_panels_2x2"):
         assert float(keys[key]) > 0, key
