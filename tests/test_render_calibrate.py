@@ -7,7 +7,11 @@ from dataclasses import replace
 
 import pytest
 from ncreel.render.calibrate import calibrate_render
-from ncreel.run.resources import render_mem_mb_calibrated, render_runtime_calibrated
+from ncreel.run.resources import (
+    ROWS_PASS_MB,
+    render_mem_mb_calibrated,
+    render_runtime_calibrated,
+)
 from render_data import spec, write_noisy_nc
 
 
@@ -35,7 +39,8 @@ def test_calibration_and_resources(noisy_nc):
     assert fixed.frames_per_shard == 4
     measured = cal.worker_peak_mb + cal.encoder_peak_mb
     one = render_mem_mb_calibrated(cal, ny=9, nx=12, n_frames=100)
-    assert measured <= one <= 1.5 * measured
+    # on so small a grid the rows pass's libraries are most of what it adds
+    assert measured <= one <= 1.5 * (measured + ROWS_PASS_MB)
     assert render_mem_mb_calibrated(cal, ny=9, nx=12, n_frames=100, attempt=2) == 2 * one
     # Memory stops growing with the shard's length once the rows pass's block is full
     # (MAX_BLOCK_CELLS values); more workers need more.

@@ -131,10 +131,11 @@ def test_rows_beside_the_frames_count_both_passes_at_once():
         return resources.render_mem_mb_calibrated(cal, ny=ny, nx=nx, n_frames=48,
                                                   n_columns=9, **kw)
 
-    assert mem(overlap=True) == 1450  # (600 + 400 + 181.2 + 23.8) * 1.2 = 1445.9
-    assert mem() == 1200  # the larger: (600 + 400) * 1.2, not 600 + 181.2 + 60
+    assert resources.ROWS_PASS_MB == 90
+    assert mem(overlap=True) == 1560  # (600 + 400 + 181.2 + 90 + 23.8) * 1.2 = 1553.9
+    assert mem() == 1200  # the larger: (600 + 400) * 1.2, not 600 + 181.2 + 90 + 60
     assert mem(overlap=True, workers=2) == mem(workers=2)  # rows after the frames
-    assert mem(overlap=True, attempt=2) == 2 * 1450
+    assert mem(overlap=True, attempt=2) == 2 * 1560
 
 
 def test_jobs_count_the_time_chunk_their_series_hold():
@@ -150,10 +151,11 @@ def test_jobs_count_the_time_chunk_their_series_hold():
                       frames_per_shard=48, workers=1)
     kw = dict(ny=721, nx=1440, n_frames=48)
     # The rows pass: worker 900 + rows (1,038,240 cells * (15 * 8 + 48) bytes = 166.3 MiB)
-    # + identity check 60 = 1126.3 above the render pass's 1000; times 1.2, up to 10 MB.
-    assert resources.render_mem_mb_calibrated(cal, **kw) == 1360
-    # ... plus the table's chunk: (1126.3 + 91.1) * 1.2 = 1460.9
-    assert resources.render_mem_mb_calibrated(cal, **kw, chunk_mb=chunk_mb) == 1470
+    # + its libraries 90 + identity check 60 = 1216.3 above the render pass's 1000; times
+    # 1.2, up to 10 MB.
+    assert resources.render_mem_mb_calibrated(cal, **kw) == 1460
+    # ... plus the table's chunk: (1216.3 + 91.1) * 1.2 = 1568.9
+    assert resources.render_mem_mb_calibrated(cal, **kw, chunk_mb=chunk_mb) == 1570
     # Statistics: 250 + (3 blocks of 64 MiB + 40 bytes a cell) / 1e6 = 492.9 MB, times 1.5
     # up to 50 MB; the chunk counts twice (held, and raw while decoded): + 191.0 MB.
     assert resources.statistics_mem_mb(ny=721, nx=1440) == 750

@@ -31,8 +31,16 @@ BASE_MB = 250
 #: Memory of Snakemake's own processes inside a scheduler job (the job's ``snakemake`` and,
 #: on Slurm, the ``srun`` step's): the scheduler counts it against the job's limit, while
 #: Snakemake's benchmark ``max_rss`` (and a local run) sees only the rule's own process.
-#: Measured on the CI Slurm: shard jobs peaked at 296-339 MB for a 120 MB render process.
-SCHEDULER_JOB_OVERHEAD_MB = 300
+#: Measured on the CI Slurm: shard jobs peaked at 296-339 MB for a 120 MB render process;
+#: later, with both outputs, a shard's ``srun`` step peaked at 706 MiB (Slurm's sum of its
+#: processes' RSS) while the rule's process tree peaked at 382 MiB: 324 MiB around it.
+SCHEDULER_JOB_OVERHEAD_MB = 350
+
+#: What a shard's rows pass holds beyond its data (:func:`_rows_mb`): its libraries
+#: (polars, the COPY writer), polars' thread pool and the writer thread's buffers, in MiB.
+#: Measured on the demo with rows written beside the frames: the worker peaked at 329 MiB,
+#: against the 241.5 MiB calibration measured drawing the same frames alone.
+ROWS_PASS_MB = 90
 
 #: ``mem_mb`` (first attempt, MB) of the rule's own process for rules whose memory does
 #: not depend on the data: one Python process (:data:`BASE_MB` when it imports the
@@ -286,7 +294,8 @@ def render_mem_mb_calibrated(calibration: Calibration, *, ny: int, nx: int, n_fr
     pass holds. None of it depends on the number of frames: both passes stream bounded
     blocks. A time chunk read whole is held between reads: the calibrated peak has the
     frames' (the probes read as a shard does); the rows pass adds the table's, `chunk_mb`
-    (counted also when the rows share the frames' blocks: an upper bound).
+    (counted also when the rows share the frames' blocks: an upper bound), and its
+    libraries and buffers (:data:`ROWS_PASS_MB`: the probes draw frames only).
 
     Parameters
     ----------
@@ -319,7 +328,8 @@ def render_mem_mb_calibrated(calibration: Calibration, *, ny: int, nx: int, n_fr
     base = float(calibration.base_mb)
     worker = float(calibration.worker_peak_mb)
     encoder = float(calibration.encoder_peak_mb)
-    rows = _rows_mb(ny=ny, nx=nx, n_frames=n_frames, n_columns=n_columns) + float(chunk_mb)
+    rows = (_rows_mb(ny=ny, nx=nx, n_frames=n_frames, n_columns=n_columns) + float(chunk_mb)
+            + ROWS_PASS_MB)
     if workers <= 1 and overlap:
         est = max(worker + encoder + rows + shared_blocks_mb(ny=ny, nx=nx),
                   worker + rows + IDENTITY_CHECK_MB)
