@@ -64,7 +64,7 @@ if [ -d "$pyenv_root" ]; then
 		# MoM reads the file when it starts
 		/etc/init.d/pbs restart >/dev/null 2>&1
 		for _ in $(seq 60); do
-			/opt/pbs/bin/pbsnodes "$node" 2>/dev/null | grep -q "state = free" && break
+			/opt/pbs/bin/pbsnodes -v "$node" 2>/dev/null | grep -q "state = free" && break
 			sleep 1
 		done
 	fi
