@@ -134,6 +134,7 @@ step "sysdeps.sh test as root" "$t1"
 # the root run has run them all with the programs installed.
 python3 - "$root$home/first.xml" "$root$home/second.args" <<'EOF_PY'
 import json, os, re, sys, xml.etree.ElementTree as ET
+repo = os.path.join(os.path.dirname(sys.argv[2]), "ncreel")  # the user's clone
 groups = {}  # (skip reason, PostGIS test) -> the test ids with it, in run order
 for case in ET.parse(sys.argv[1]).iter("testcase"):
     skipped = case.find("skipped")
@@ -143,7 +144,7 @@ for case in ET.parse(sys.argv[1]).iter("testcase"):
     # classname is the module's dotted path, then a class if the test is in one
     for n in (len(parts), len(parts) - 1):
         path = "/".join(parts[:n]) + ".py"
-        if os.path.isfile(os.path.join(os.path.dirname(sys.argv[2]), "ncreel", path)):
+        if os.path.isfile(os.path.join(repo, path)):
             # without the "@group" pytest-xdist's --dist loadgroup appends to a test's name
             name = re.sub(r"@[^\]]*$", "", case.get("name"))
             test_id = "::".join([path, *parts[n:], name])
@@ -152,7 +153,6 @@ for case in ET.parse(sys.argv[1]).iter("testcase"):
             break
 # the quickest by tests/durations.json (one not in it: tests/test_*.py before the workflow
 # runs of tests/integration; tests/reliability needs root)
-repo = os.path.join(os.path.dirname(sys.argv[2]), "ncreel")
 with open(os.path.join(repo, "tests", "durations.json")) as fh:
     seconds = json.load(fh)
 ids = [min(tests, key=lambda t: seconds.get(t, 20.0 if t.count("/") > 1 else 0.5))

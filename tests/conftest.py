@@ -89,8 +89,9 @@ def run_bench(script: str, *args: str, timeout: float = 900) -> dict[str, str]:
 #: Seconds each test took in a whole run (``make durations`` writes it): the suite starts
 #: with the longest, so that pytest-xdist's workers end together.
 DURATIONS = ROOT / "tests" / "durations.json"
-#: Tests of a scheduler (their mark): each scheduler's run one at a time on one worker.
-SCHEDULER_MARKS = {"pbs": "pbs", "slurm": "slurm"}
+#: Marks of a scheduler's tests: each scheduler's run one at a time on one worker (the
+#: mark names their group).
+SCHEDULER_MARKS = ("pbs", "slurm")
 #: Fixtures that change what one shared scheduler offers every job (the PBS vnode's size):
 #: their tests run one at a time, with the other PBS tests.
 SCHEDULER_STATE = {"derecho_sized_node": "pbs", "two_derecho_nodes": "pbs"}
@@ -134,8 +135,8 @@ def pytest_collection_modifyitems(config, items):
         # One scheduler's tests one after another, beside everything else: the single
         # 2-core node of CI's Slurm and PBS would otherwise queue one test's jobs behind
         # another's until a test's time limit.
-        group = group or next((g for m, g in SCHEDULER_MARKS.items()
-                               if item.get_closest_marker(m)), None)
+        group = group or next((m for m in SCHEDULER_MARKS if item.get_closest_marker(m)),
+                              None)
         if group is None and any(d and d[-1].scope == "module" for d in names.values()):
             group = f"module:{item.path.relative_to(ROOT)}"
         if group is not None:

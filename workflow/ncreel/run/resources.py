@@ -39,7 +39,9 @@ SCHEDULER_JOB_OVERHEAD_MB = 350
 #: What a shard's rows pass holds beyond its data (:func:`_rows_mb`): its libraries
 #: (polars, the COPY writer), polars' thread pool and the writer thread's buffers, in MiB.
 #: Measured on the demo with rows written beside the frames: the worker peaked at 329 MiB,
-#: against the 241.5 MiB calibration measured drawing the same frames alone.
+#: against the 241.5 MiB calibration measured drawing the same frames alone; of those
+#: 87.5 MiB the data terms counted apart (its rows block, the queued blocks) are 35 MiB
+#: there, so this over-counts by about that on small grids: a bound, not a fit.
 ROWS_PASS_MB = 90
 
 #: ``mem_mb`` (first attempt, MB) of the rule's own process for rules whose memory does
