@@ -63,3 +63,19 @@ def test_a_local_run_is_planned_into_a_shard_per_core(noisy_nc):
     assert len(plan_shards(11, local)) == 2
     assert calibrate_render(spec(noisy_nc), **kw, cores=2,
                             frames_per_shard=11).frames_per_shard == 11
+
+
+def test_movie_calibration_draws_with_the_first_steps_limits(noisy_nc, caplog):
+    """calibrate_render runs beside statistics: its probe frames take the limits (and the
+    overlays' levels) of the first steps, and say nothing about levels of the whole movie."""
+    from ncreel.jobs.moviecalib import calibrate_movie
+
+    job = spec(noisy_nc)
+    contours = {"variable": "tas", "levels": 4}
+    with caplog.at_level("INFO"):
+        cal = calibrate_movie(job.series, job.render, job.encode, n_time=11, probe_frames=3,
+                              frames_per_shard=5,
+                              overlays={"contours": contours, "vectors": None})
+    assert cal.frames_per_shard == 5 and cal.probe_frames == 3
+    assert cal.seconds_per_frame > 0 and cal.worker_peak_mb > 0
+    assert "crosses" not in caplog.text and "no levels" not in caplog.text

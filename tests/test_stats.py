@@ -10,7 +10,13 @@ import numpy as np
 import pytest
 import xarray as xr
 from ncreel.input.source import open_series
-from ncreel.jobs.stats import N_BINS, series_statistics, write_statistics
+from ncreel.jobs.stats import (
+    N_BINS,
+    colour_range,
+    probe_statistics,
+    series_statistics,
+    write_statistics,
+)
 
 LAT = ("lat", [10.0, 20.0, 30.0], {"units": "degrees_north"})
 LON = ("lon", [0.0, 40.0, 80.0, 120.0], {"units": "degrees_east"})
@@ -176,3 +182,40 @@ def test_statistics_compute_only_what_the_outputs_need(tmp_path):
     assert movie["outputs"] == ["movie"] and not (tmp_path / "b.npy").exists()
     assert movie["vmin"] == pytest.approx(p2, rel=1e-6)
     assert movie["vmax"] == pytest.approx(p98, rel=1e-6)
+
+
+def test_probe_statistics_are_the_first_steps_limits(tmp_path):
+    """calibrate_render's limits: those of the first steps, computed as the whole series'
+    are (numpy's percentiles, configured limits, widening), without reading further."""
+    rng = np.random.default_rng(5)
+    values = rng.normal(280, 5, (6, 3, 4)).astype("f4")
+    values[2:] += 100.0  # later steps far off: the probe must not see them
+    path = write(tmp_path / "t.nc", values)
+    first = values[:2].astype(np.float64)
+    with open_series(path, "tas") as s:
+        probe = probe_statistics(s, 2)
+        configured = probe_statistics(s, 2, vmin=250.0)
+        whole = write_statistics(s, tmp_path / "s.json", None, outputs=("movie",))
+        assert probe_statistics(s, 99)["probe_steps"] == 6
+    assert probe["probe_steps"] == 2
+    assert probe["vmin"] == pytest.approx(np.percentile(first, 2), rel=1e-6)
+    assert probe["vmax"] == pytest.approx(np.percentile(first, 98), rel=1e-6)
+    assert (probe["min"], probe["max"]) == (first.min(), first.max())
+    assert configured["vmin"] == 250.0 and configured["vmax"] == probe["vmax"]
+    assert whole["vmax"] > probe["vmax"] + 50.0
+    assert probe["widened"] is None
+
+
+@pytest.mark.parametrize("lo, hi, vmin, vmax, expected", [
+    (1.0, 2.0, None, None, (1.0, 2.0, None)),
+    (1.0, 2.0, 0.0, None, (0.0, 2.0, None)),
+    (np.nan, np.nan, None, None, (0.0, 1.0, "no finite value in the series: 0..1")),
+    (4.0, 4.0, None, None, (3.8, 4.2, "widened 5 % around 4: a constant field")),
+    (1.0, 2.0, 3.0, None, (3.0, 3.15, "widened 5 % around 3: the configured limit "
+                                      "leaves no room for the computed other")),
+    (np.nan, np.nan, None, 5.0, (4.75, 5.0, "widened 5 % around 5: the configured limit "
+                                            "leaves no room for the computed other")),
+])
+def test_colour_range(lo, hi, vmin, vmax, expected):
+    got = colour_range(lo, hi, vmin, vmax)
+    assert got[:2] == pytest.approx(expected[:2]) and got[2] == expected[2]

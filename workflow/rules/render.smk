@@ -4,9 +4,10 @@ checkpoint calibrate_render:
     # from it, and so does frames_per_shard when it is null (then, on a local run, at
     # least one shard per core). A checkpoint, because the number of shards (the DAG)
     # depends on the measured speed; its JSON keeps the plan, so a rerun reuses it.
+    # Beside statistics, not after it: the probe frames' colour limits are those of the
+    # first steps, computed as statistics computes the movie's (same params).
     input:
         RULE_INPUTS,
-        stats=rules.statistics.output.stats,
     output:
         calibration=f"{OUT}/calibration.json",
     log:
@@ -29,7 +30,11 @@ checkpoint calibrate_render:
         # Without a movie the probe writes COPY rows instead of frames (and its cells).
         **OUTPUTS_PARAM,
         **({} if MOVIE_ON else {"cells": CELLS}),
+        **({"panels": RENDER["panels"]} if PANELS else {}),
         series=SERIES,
+        vmin=config["vmin"],
+        vmax=config["vmax"],
+        overlays={"contours": CONTOURS, "vectors": VECTORS},
         render=RENDER,
         encode=ENCODE,
         n_time=GRID["n_time"],

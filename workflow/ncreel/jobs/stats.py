@@ -207,6 +207,108 @@ def nonsingular_range(vmin: float, vmax: float) -> tuple[float, float]:
     return lo - margin, hi + margin
 
 
+def colour_range(lo: float, hi: float, vmin: float | None = None,
+                 vmax: float | None = None) -> tuple[float, float, str | None]:
+    """Return the movie's colour range from computed percentiles and configured limits.
+
+    Configured `vmin`/`vmax` override the computed `lo`/`hi` (each independently). A range
+    that would be empty is widened (:func:`nonsingular_range`) around the configured (else
+    the computed) value; no finite limit at all gives ``0..1``.
+
+    Parameters
+    ----------
+    lo, hi : float
+        Computed lower and upper percentiles (variable units; NaN when the series has no
+        finite value).
+    vmin, vmax : float, optional
+        Config ``vmin`` and ``vmax`` (None: computed).
+
+    Returns
+    -------
+    (float, float, str or None)
+        Finite ``vmin < vmax`` and, when they are not the percentiles or configured
+        values, why (``stats.json``'s ``widened``), else None.
+    """
+    if vmin is not None:
+        lo = float(vmin)
+    if vmax is not None:
+        hi = float(vmax)
+    if not (np.isfinite(lo) or np.isfinite(hi)):
+        return 0.0, 1.0, "no finite value in the series: 0..1"
+    if np.isfinite(lo) and np.isfinite(hi) and lo < hi:
+        return float(lo), float(hi), None
+    # A constant field, no data beside one configured limit, or a configured limit beyond
+    # the other, computed one: widen around the configured (else the) value.
+    centre = vmax if vmax is not None else (vmin if vmin is not None else lo)
+    wide = nonsingular_range(centre, centre)
+    lo = float(vmin) if vmin is not None else wide[0]
+    hi = float(vmax) if vmax is not None else wide[1]
+    return lo, hi, (f"widened 5 % around {centre:.6g}: " + (
+        "a constant field" if vmin is None and vmax is None
+        else "the configured limit leaves no room for the computed other"))
+
+
+def _overlay_and_panel_limits(series: Series, overlays: dict | None, panels: dict | None,
+                              *, percentiles: tuple[float, float],
+                              n_time: int | None = None) -> dict:
+    # The movie's fixed overlay levels and scale, or each panel's limits (with panels each
+    # panel's overlays have their own levels and scale), over its first n_time steps.
+    out = {}
+    if not panels and overlays and (overlays.get("contours") or overlays.get("vectors")):
+        from ncreel.render.overlays import overlay_limits
+
+        out["overlays"] = overlay_limits(series, overlays.get("contours"),
+                                         overlays.get("vectors"), n_time=n_time)
+    if panels:
+        out["panels"] = panel_statistics(
+            panels, series.n_time if n_time is None else n_time, percentiles=percentiles,
+            warn=n_time is None)
+    return out
+
+
+def probe_statistics(series: Series, n_steps: int, *, vmin: float | None = None,
+                     vmax: float | None = None, percentiles=(2.0, 98.0),
+                     overlays: dict | None = None, panels: dict | None = None) -> dict:
+    """Colour limits of the first `n_steps` steps: what ``calibrate_render`` draws with.
+
+    The calibration measures a frame's memory and time, which do not depend on where the
+    colour limits lie, so it need not wait for the statistics pass over the whole series
+    (:func:`write_statistics`) and runs beside it. Its limits are those of a few steps,
+    computed as the statistics pass does (percentiles, configured limits, widening; overlay
+    levels and panel limits of those steps): the same kind of frame, drawn with the same
+    number of contour levels and colour-bar arrows as the movie's frames are in most runs.
+
+    Parameters
+    ----------
+    series : Series
+        The movie's series, shape ``(n_time, ny, nx)``.
+    n_steps : int
+        Steps to take, from the first (at most ``n_time``; at least 1).
+    vmin, vmax, percentiles, overlays, panels
+        As for :func:`write_statistics`.
+
+    Returns
+    -------
+    dict
+        ``vmin``, ``vmax``, ``min``, ``max``, ``widened``, ``probe_steps`` and, with
+        overlays or panels, ``overlays`` or ``panels`` (as in ``stats.json``).
+    """
+    n = max(1, min(int(n_steps), series.n_time))
+    block = series.read(0, n)
+    vals = block[np.isfinite(block)]
+    if vals.size:
+        lo, hi = (float(v) for v in np.percentile(vals, percentiles))
+        low, high = float(vals.min()), float(vals.max())
+    else:
+        lo = hi = float("nan")
+        low = high = None
+    lo, hi, widened = colour_range(lo, hi, vmin, vmax)
+    return {"vmin": lo, "vmax": hi, "min": low, "max": high, "widened": widened,
+            "probe_steps": n,
+            **_overlay_and_panel_limits(series, overlays, panels,
+                                        percentiles=tuple(percentiles), n_time=n)}
+
+
 def write_statistics(series: Series, stats_json: str | os.PathLike,
                      cell_mean_npy: str | os.PathLike | None, *, vmin: float | None = None,
                      vmax: float | None = None, percentiles=(2.0, 98.0),
@@ -267,44 +369,21 @@ def write_statistics(series: Series, stats_json: str | os.PathLike,
                  "table_ny": stats["ny"], "table_nx": stats["nx"]}
     stats["time_decoded"] = time.decoded
     stats["outputs"] = list(outputs)
-    if vmin is not None and movie:
-        stats["vmin"] = float(vmin)
-    if vmax is not None and movie:
-        stats["vmax"] = float(vmax)
-    lo, hi = stats["vmin"], stats["vmax"]
     widened = None  # why the limits are not the percentiles / configured values
-    if not movie:
-        pass  # no colour limits: no frame is drawn
-    elif not (np.isfinite(lo) or np.isfinite(hi)):
-        lo, hi = 0.0, 1.0
-        widened = "no finite value in the series: 0..1"
-        log.warning("%s: no finite values in '%s'; colour range set to 0..1",
-                    series.paths[0], series.variable)
-    elif not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
-        # A constant field, no data beside one configured limit, or a configured limit
-        # beyond the other, computed one: widen around the configured (else the) value.
-        centre = vmax if vmax is not None else (vmin if vmin is not None else lo)
-        wide = nonsingular_range(centre, centre)
-        lo = float(vmin) if vmin is not None else wide[0]
-        hi = float(vmax) if vmax is not None else wide[1]
-        widened = (f"widened 5 % around {centre:.6g}: " + (
-            "a constant field" if vmin is None and vmax is None
-            else "the configured limit leaves no room for the computed other"))
-        if vmin is not None or vmax is not None:
+    if movie:  # else no colour limits: no frame is drawn
+        lo, hi, widened = colour_range(stats["vmin"], stats["vmax"], vmin, vmax)
+        if widened and widened.startswith("no finite"):
+            log.warning("%s: no finite values in '%s'; colour range set to 0..1",
+                        series.paths[0], series.variable)
+        elif widened and (vmin is not None or vmax is not None):
             log.warning("configured %s leaves no room for the computed other limit: colour "
                         "range %.6g..%.6g (set both vmin and vmax to choose it)",
                         "vmin" if vmin is not None else "vmax", lo, hi)
-    stats["vmin"], stats["vmax"], stats["widened"] = lo, hi, widened
-    # With panels each panel's overlays have their own levels and scale (below).
-    if movie and not panels and overlays and (overlays.get("contours")
-                                              or overlays.get("vectors")):
-        from ncreel.render.overlays import overlay_limits
-
-        stats["overlays"] = overlay_limits(limits_series or series, overlays.get("contours"),
-                                           overlays.get("vectors"))
-    if panels and movie:
-        stats["panels"] = panel_statistics(panels, (limits_series or series).n_time,
-                                           percentiles=tuple(percentiles))
+        stats["vmin"], stats["vmax"] = lo, hi
+    stats["widened"] = widened
+    if movie:
+        stats.update(_overlay_and_panel_limits(limits_series or series, overlays, panels,
+                                               percentiles=tuple(percentiles)))
     check_inputs(inputs)  # a file replaced during the pass: these statistics mix versions
     stats["inputs"] = inputs
     if cell_mean_npy is not None:
@@ -321,7 +400,8 @@ def write_statistics(series: Series, stats_json: str | os.PathLike,
     return stats
 
 
-def panel_statistics(layout: dict, n_time: int, *, percentiles=(2.0, 98.0)) -> list[dict]:
+def panel_statistics(layout: dict, n_time: int, *, percentiles=(2.0, 98.0),
+                     warn: bool = True) -> list[dict]:
     """Colour limits of every panel over the movie's `n_time` steps (the statistics pass).
 
     A panel's limits are its 2nd and 98th percentiles (:func:`ncreel.jobs.stats.series_statistics`)
@@ -335,6 +415,9 @@ def panel_statistics(layout: dict, n_time: int, *, percentiles=(2.0, 98.0)) -> l
         One per panel: ``vmin``, ``vmax``, ``min``, ``max`` (the panel's units) and, for a
         panel with contours or vectors, ``overlays``
         (:func:`ncreel.render.overlays.overlay_limits` over the movie's steps of its file).
+    warn : bool
+        Say which contour levels no frame reaches (False for the few steps of
+        :func:`probe_statistics`).
     """
     from ncreel.render.panelplan import PanelReader
 
@@ -362,8 +445,10 @@ def panel_statistics(layout: dict, n_time: int, *, percentiles=(2.0, 98.0)) -> l
 
                 # Levels and scale of this panel's overlays over the movie's steps (a
                 # warning about levels no frame crosses follows this line in the log).
-                log.info("panels[%d]: overlay levels and scale from %s", i,
-                         ", ".join(p["series"]["paths"]))
+                if warn:
+                    log.info("panels[%d]: overlay levels and scale from %s", i,
+                             ", ".join(p["series"]["paths"]))
                 out[-1]["overlays"] = overlay_limits(reader.overlay_view(i, n_time),
-                                                     p.get("contours"), p.get("vectors"))
+                                                     p.get("contours"), p.get("vectors"),
+                                                     warn=warn)
     return out

@@ -407,7 +407,8 @@ def read_overlay_fields(series, contours, vectors, start: int, stop: int) -> lis
     return out
 
 
-def overlay_limits(series, contours, vectors, *, max_block_bytes: int = 32 * 2**20) -> dict:
+def overlay_limits(series, contours, vectors, *, max_block_bytes: int = 32 * 2**20,
+                   n_time: int | None = None, warn: bool = True) -> dict:
     """Contour levels and the vectors' largest speed over the whole series (one pass).
 
     Parameters
@@ -419,6 +420,10 @@ def overlay_limits(series, contours, vectors, *, max_block_bytes: int = 32 * 2**
         of values.
     vectors : mapping or None
         ``u`` and ``v``.
+    n_time : int, optional
+        Only the first `n_time` steps (None: all).
+    warn : bool
+        Say which levels no frame reaches (False for a probe of a few steps).
 
     Returns
     -------
@@ -432,8 +437,9 @@ def overlay_limits(series, contours, vectors, *, max_block_bytes: int = 32 * 2**
     lo, hi, speed = np.inf, -np.inf, 0.0
     frame_lo, frame_hi = [], []  # each frame's finite range: which levels draw a line
     n = max(1, int(max_block_bytes // max(series.ny * series.nx * 8 * 3, 1)))
-    for t0 in range(0, series.n_time, n):
-        fields = read_overlay_fields(series, contours, vectors, t0, min(t0 + n, series.n_time))
+    stop = series.n_time if n_time is None else min(n_time, series.n_time)
+    for t0 in range(0, stop, n):
+        fields = read_overlay_fields(series, contours, vectors, t0, min(t0 + n, stop))
         # Finite values only, as the colour limits: one inf cell would leave no
         # contour level, or shrink every arrow to nothing.
         if contours:
@@ -459,9 +465,10 @@ def overlay_limits(series, contours, vectors, *, max_block_bytes: int = 32 * 2**
             ticks = MaxNLocator(levels + 1).tick_values(lo, hi) if lo < hi else [lo]
             levels = [float(v) for v in ticks if lo <= v <= hi] if np.isfinite(lo) else []
         out["contour_levels"] = [float(v) for v in levels]
-        _say_unreached_levels(contours["variable"], out["contour_levels"], lo, hi,
-                              np.concatenate([np.empty(0), *frame_lo]),
-                              np.concatenate([np.empty(0), *frame_hi]))
+        if warn:
+            _say_unreached_levels(contours["variable"], out["contour_levels"], lo, hi,
+                                  np.concatenate([np.empty(0), *frame_lo]),
+                                  np.concatenate([np.empty(0), *frame_hi]))
     if vectors:
         out["vector_speed"] = speed
     return out
