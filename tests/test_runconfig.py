@@ -256,3 +256,39 @@ def test_the_time_chunks_the_series_hold_are_what_the_jobs_count(tmp_path):
     cut_held = 3 * cut * 4 / 2**20
     assert rc.chunk_mb == {"statistics": 3 * held + cut_held, "calibrate": 3 * held,
                            "shard": cut_held, "prepass": 0.0}
+
+
+def test_a_layout_that_fitted_is_not_built_again_for_the_same_run(sample_nc, tmp_path,
+                                                                  monkeypatch):
+    """Building the frame is most of a dry run's time: once a run has started with a
+    layout that fits, its later commands skip it; another size, or a replaced input,
+    builds it again, and a job's own Snakemake never does."""
+    import shutil
+    from types import SimpleNamespace
+
+    import ncreel.jobs.runconfig as runconfig
+
+    monkeypatch.chdir(tmp_path)
+    sample_nc = shutil.copy(sample_nc, tmp_path / "in.nc")
+    built = []
+    check = runconfig._check_frame
+    monkeypatch.setattr(runconfig, "_check_frame",
+                        lambda *a: (built.append(a[1]["width"]), check(*a)))
+
+    def start(width, **kw):
+        rc = load_config(user_config(input=str(sample_nc), run="r", width=width),
+                         validate=validate, **kw)
+        start_run(rc, SimpleNamespace(config={}, configfiles=[]))
+        (tmp_path / "results/r/.ncreel-run.lock").unlink(missing_ok=True)
+        return rc
+
+    assert start(320).frame_fitted and not start(320).frame_fitted
+    start(400)
+    start(320)
+    assert built == [320, 400]
+    assert len(list((tmp_path / runconfig.FRAME_CHECK_DIR).iterdir())) == 2
+    os.utime(sample_nc, ns=(0, os.stat(sample_nc).st_mtime_ns + 10**9))
+    start(320)
+    assert built == [320, 400, 320]
+    start(500, main=False)
+    assert built == [320, 400, 320]

@@ -83,6 +83,10 @@ class RunConfig:
         The time chunks each job's reads hold (MiB, :func:`_chunk_mb`): ``statistics``,
         ``calibrate``, ``shard`` (its rows pass) and ``prepass`` (degradation_state);
         the jobs' memory counts them (:mod:`ncreel.run.resources`).
+    frame_fitted : str or None
+        The key of a frame layout built now and found to fit, which :func:`start_run`
+        remembers (:func:`_frame_check_key`); None when it was not built (known to fit,
+        or a job's own Snakemake).
     """
 
     config: dict
@@ -114,6 +118,7 @@ class RunConfig:
     window: tuple | None = None
     chunk_mb: dict = dataclasses.field(default_factory=lambda: dict.fromkeys(
         ("statistics", "calibrate", "shard", "prepass"), 0.0))
+    frame_fitted: str | None = None
 
     @property
     def movie_on(self) -> bool:
@@ -428,9 +433,15 @@ def load_config(config: dict, *, overrides: Mapping | None = None,
         from ncreel.render.decorate import decorate_params
 
         render["decorate"] = decorate_params(config["decorate"])
-    if main:  # maps the layout leaves no room: one line now, not calibrate_render's error
+    frame_fitted = None
+    # Maps the layout leaves no room: one line now, not calibrate_render's error (once per
+    # layout and inputs: a later command of the same run knows it fits).
+    if main and not _frame_check_path(key := _frame_check_key(spec, render, config,
+                                                               stamps)).exists():
         _check_frame(spec, render, config)
+        frame_fitted = key
     return RunConfig(
+        frame_fitted=frame_fitted,
         outputs=outputs, window=window, chunk_mb=chunk_mb,
         config=config, notes=tuple(notes), run=run, out=out, logs=f"logs/{run}",
         table=table, inputs=inputs, input_stamps=stamps, rule_inputs=rule_inputs,
@@ -440,6 +451,38 @@ def load_config(config: dict, *, overrides: Mapping | None = None,
         encode={k: config[k] for k in ("fps", "crf", "preset")},
         mid_t=grid["n_time"] // 2, movie=f"{out}/movie.mp4",
         copy_file=f"{out}/cells{cells['suffix']}", preview=f"{out}/preview.png")
+
+
+#: Where a frame layout that fitted is remembered (:func:`_check_frame_once`).
+FRAME_CHECK_DIR = os.path.join(".snakemake", "ncreel", "frame-fits")
+
+
+def _frame_check_key(spec: dict, render: dict, config: Mapping, stamps: dict) -> str:
+    """Return what :func:`_check_frame`'s answer depends on, as a SHA-256 hex digest.
+
+    Building the frame is most of a dry run's time (matplotlib, cartopy), so a layout that
+    fitted is remembered (:func:`start_run`) and a later ``snakemake`` command of the same
+    run (a resume, a dry run, ``--report``) skips it. The key holds the series, the
+    render settings, the configured colour limits, the inputs' size and modification time
+    and the renderer's own source files (an upgraded ncreel checks again).
+    """
+    import hashlib
+    import json
+    from pathlib import Path
+
+    import ncreel.render
+
+    code = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns)
+                  for p in Path(ncreel.render.__file__).parent.glob("*.py"))
+    return hashlib.sha256(json.dumps(
+        [spec, render, config["vmin"], config["vmax"], stamps, code], sort_keys=True,
+        default=str).encode()).hexdigest()
+
+
+def _frame_check_path(key: str, workdir: str | os.PathLike = "."):
+    from pathlib import Path
+
+    return Path(workdir) / FRAME_CHECK_DIR / key
 
 
 def _check_frame(spec: dict, render: dict, config: Mapping) -> None:
@@ -483,7 +526,8 @@ def start_run(run: RunConfig, config_settings, workdir: str | os.PathLike = ".")
     from (:func:`ncreel.run.jobtext.pass_config_by_file`: no config value on a job's shell
     command line); the run lock (one run at a time per run, whatever happens to
     Snakemake's own locks; dry runs, ``--unlock`` and ``--report`` of a running run are
-    refused too); removing the Snakemake lock a killed run left, only when that run is
+    refused too); the mark of a frame layout found to fit (``run.frame_fitted``, under
+    :data:`FRAME_CHECK_DIR`); removing the Snakemake lock a killed run left, only when that run is
     certainly dead, so that the same command resumes -- only its own, when another run
     is live in the same directory. (The killed run's scheduler jobs are cancelled in
     ``workflow/rules/scheduler.smk``.)
@@ -521,4 +565,11 @@ def start_run(run: RunConfig, config_settings, workdir: str | os.PathLike = ".")
                                   if k in run.config}
     pass_config_by_file(config_settings)
     hold_run_lock(f"{run.out}/.ncreel-run.lock", run.run, places={run.logs: "log directory"})
+    if run.frame_fitted:  # the next command of this run need not build the frame again
+        marker = _frame_check_path(run.frame_fitted, workdir)
+        try:
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.touch()
+        except OSError:  # a read-only .snakemake: the next command checks again
+            pass
     return clear_stale_lock(workdir, run_dirs=(run.out, run.logs))
