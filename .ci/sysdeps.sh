@@ -8,6 +8,10 @@
 #                     chromium, cdo (make test)
 #   sysdeps.sh dag    graphviz only                                    (make dag)
 #
+# SYSDEPS_DOWNLOAD_ONLY=1 only fetches the packages into apt's cache (nothing installed, so
+# the tests still find them missing): CI's fresh root fetches them while its no-root tests
+# run, and installs them after.
+#
 # The Python and the virtualenv need no root: see .ci/venv.sh.
 set -euo pipefail
 mode=${1:-test}
@@ -69,6 +73,11 @@ clusters_before=$(ls -d /etc/postgresql/*/main 2>/dev/null || true)
 export DEBIAN_FRONTEND=noninteractive
 echo "ncreel: ${SUDO[*]:+${SUDO[*]} }apt-get update"
 "${SUDO[@]}" apt-get update -q
+if [ -n "${SYSDEPS_DOWNLOAD_ONLY:-}" ]; then
+    echo "ncreel: ${SUDO[*]:+${SUDO[*]} }apt-get install --download-only ${pkgs[*]}"
+    "${SUDO[@]}" apt-get install -y -q --download-only --no-install-recommends "${pkgs[@]}"
+    exit 0
+fi
 echo "ncreel: ${SUDO[*]:+${SUDO[*]} }apt-get install -y ${pkgs[*]} (about 20-60 s)"
 "${SUDO[@]}" apt-get install -y -q --no-install-recommends "${pkgs[@]}"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -175,8 +176,11 @@ _measured: dict[str, float] = {}
 
 
 def pytest_runtest_logreport(report):
-    """Add up each test's setup, call and teardown (for ``make durations``)."""
-    _measured[report.nodeid] = _measured.get(report.nodeid, 0.0) + report.duration
+    """Add up each test's setup, call and teardown (for ``make durations``), under its id
+    as collected (without the ``@group`` pytest-xdist's ``--dist loadgroup`` appends in
+    the workers: :func:`pytest_collection_modifyitems` looks the ids up before that)."""
+    nodeid = re.sub(r"@[^\]]*$", "", report.nodeid)
+    _measured[nodeid] = _measured.get(nodeid, 0.0) + report.duration
 
 
 def pytest_sessionfinish(session, exitstatus):
