@@ -155,16 +155,31 @@ def test_module_run_is_the_direct_run(tmp_path, sample_nc):
     assert any(n.endswith("contact_sheet.png") for n in names), names
 
 
+#: A decorate function that keeps one shard's first attempt drawing for 2 minutes (the
+#: shard's name in slow_shard.txt): its attempts record holds one start, that of this
+#: process or of its parent (a render worker). Other shards and the retry draw at once;
+#: counting the starts of all shards raced when two shards started together.
 SLOW_ONCE = '''
-import glob, sys, time
+import json, os, pathlib, time
 
 
 def slow_once(fig, ax, info):
-    starts = sum(open(p).read().count('"event": "start"')
-                 for p in glob.glob("logs/*/process_shard/*.attempts.jsonl"))
-    if starts == 1 and sys.argv[0].endswith("process_shard.py"):
+    shard = pathlib.Path("slow_shard.txt").read_text().strip()
+    record = pathlib.Path(f"logs/demo/process_shard/{shard}.log.attempts.jsonl")
+    if not record.exists():
+        return
+    starts = [json.loads(ln) for ln in record.read_text().splitlines()
+              if '"event": "start"' in ln]
+    if len(starts) == 1 and starts[0]["pid"] in (os.getpid(), os.getppid()):
         time.sleep(120)
 '''
+
+
+def slow_once(user: Path, shard: str) -> Path:
+    """Put :data:`SLOW_ONCE` for `shard` into `user`; return that shard's attempts record."""
+    (user / "slow_once.py").write_text(SLOW_ONCE)
+    (user / "slow_shard.txt").write_text(shard)
+    return user / f"logs/demo/process_shard/{shard}.log.attempts.jsonl"
 
 
 def test_module_retries_a_killed_shard_with_more_memory(tmp_path, sample_nc):
@@ -172,8 +187,7 @@ def test_module_retries_a_killed_shard_with_more_memory(tmp_path, sample_nc):
     retried with twice its memory: the retry reads the job's attempts record through the
     prefixed rule, as a direct run reads it."""
     user = deploy(tmp_path, sample_nc)
-    (user / "slow_once.py").write_text(SLOW_ONCE)
-    attempts = user / "logs/demo/process_shard/00001.log.attempts.jsonl"
+    attempts = slow_once(user, "00001")
     cmd = [sys.executable, "-m", "snakemake", "--cores", "2", "--retries", "1", "--config",
            "decorate=slow_once:slow_once", "--", "results/demo/cells/00001.copy"]
     with subprocess.Popen(cmd, cwd=user, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -200,23 +214,21 @@ def test_module_retries_a_killed_shard_with_more_memory(tmp_path, sample_nc):
 def run_killing_a_shard_once(user: Path, args: list[str], env: dict) -> tuple[str, str]:
     """Run Snakemake in `user` and SIGKILL the first shard's script once it works, as a
     node's out-of-memory killer would; return (its log, the killed shard)."""
-    (user / "slow_once.py").write_text(SLOW_ONCE)
-    logs = user / "logs/demo/process_shard"
+    record = slow_once(user, "00000")
     cmd = [sys.executable, "-m", "snakemake", *args, "--config",
            "decorate=slow_once:slow_once"]
     with subprocess.Popen(cmd, cwd=user, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, env=env) as proc:
         deadline = time.time() + 600
-        while not (started := [p for p in logs.glob("*.attempts.jsonl")
-                               if '"start"' in p.read_text()]):
+        while not (record.exists() and '"start"' in record.read_text()):
             assert proc.poll() is None and time.time() < deadline, "no shard started"
             time.sleep(0.3)
         time.sleep(2)  # into the sleeping decorate of the shard's script
-        os.kill(json.loads(started[0].read_text().splitlines()[0])["pid"], signal.SIGKILL)
+        os.kill(json.loads(record.read_text().splitlines()[0])["pid"], signal.SIGKILL)
         out, _ = proc.communicate(timeout=900)
     (user / "snakemake.out").write_text(out)
     assert proc.returncode == 0, out[-5000:]
-    return out, started[0].name.split(".")[0]
+    return out, "00000"
 
 
 def shard_mems(log: str, shard: str) -> list[int]:
