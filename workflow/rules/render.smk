@@ -29,12 +29,18 @@ checkpoint calibrate_render:
     params:
         # Without a movie the probe writes COPY rows instead of frames (and its cells).
         **OUTPUTS_PARAM,
-        **({} if MOVIE_ON else {"cells": CELLS}),
-        **({"panels": RENDER["panels"]} if PANELS else {}),
+        # With a movie, what statistics takes its colour limits from (for the probes').
+        **(
+            {
+                "vmin": config["vmin"],
+                "vmax": config["vmax"],
+                "overlays": {"contours": CONTOURS, "vectors": VECTORS},
+                **({"panels": RENDER["panels"]} if PANELS else {}),
+            }
+            if MOVIE_ON
+            else {"cells": CELLS}
+        ),
         series=SERIES,
-        vmin=config["vmin"],
-        vmax=config["vmax"],
-        overlays={"contours": CONTOURS, "vectors": VECTORS},
         render=RENDER,
         encode=ENCODE,
         n_time=GRID["n_time"],
