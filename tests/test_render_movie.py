@@ -1,13 +1,20 @@
 """ffmpeg encoding with the real ffmpeg; ffprobe checks the stream."""
 
 import json
+import shutil
 import subprocess
 
 import numpy as np
 import pytest
+from conftest import needs_programs
 from ncreel.core.errors import NcreelError
 from ncreel.render.frame import FrameRenderer
-from ncreel.render.movie import SegmentEncoder, concat_segments, encode_movie
+from ncreel.render.movie import (
+    SegmentEncoder,
+    concat_segments,
+    encode_movie,
+    ffmpeg_executable,
+)
 from render_data import H, W, ffprobe, fields, needs_ffprobe, renderer
 
 
@@ -42,6 +49,20 @@ def test_encode(frames, tmp_path):
     # +faststart: the moov atom precedes mdat
     head = out.read_bytes()
     assert head.index(b"moov") < head.index(b"mdat")
+
+
+@needs_programs("ffmpeg")
+def test_the_ffmpeg_on_path_comes_before_imageio_ffmpegs(tmp_path):
+    """A site's ffmpeg (Debian's package, a cluster's module) is the one a job runs, not
+    the binary imageio-ffmpeg ships; a segment encodes with it. Cheap on purpose: CI's
+    fresh root runs it as an ordinary user once ffmpeg is installed (.ci/fresh-root.sh)."""
+    assert ffmpeg_executable() == shutil.which("ffmpeg")
+    out = tmp_path / "s.mp4"
+    with SegmentEncoder(out, width=64, height=48, fps=5, crf=23, preset="ultrafast",
+                        threads=1) as encoder:
+        for i in range(3):
+            encoder.write(np.full((48, 64, 4), 60 * i, np.uint8))
+    assert out.stat().st_size > 0
 
 
 def test_missing_frame_fails_loudly_and_leaves_no_movie(frames, tmp_path):
