@@ -464,16 +464,19 @@ def _frame_check_key(spec: dict, render: dict, config: Mapping, stamps: dict) ->
     fitted is remembered (:func:`start_run`) and a later ``snakemake`` command of the same
     run (a resume, a dry run, ``--report``) skips it. The key holds the series, the
     render settings, the configured colour limits, the inputs' size and modification time
-    and the renderer's own source files (an upgraded ncreel checks again).
+    and the renderer's own source files and libraries (an upgraded ncreel, matplotlib or
+    cartopy checks again).
     """
     import hashlib
     import json
+    from importlib.metadata import version
     from pathlib import Path
 
     import ncreel.render
 
     code = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns)
                   for p in Path(ncreel.render.__file__).parent.glob("*.py"))
+    code += [version("matplotlib"), version("cartopy")]  # they lay the frame out
     return hashlib.sha256(json.dumps(
         [spec, render, config["vmin"], config["vmax"], stamps, code], sort_keys=True,
         default=str).encode()).hexdigest()
