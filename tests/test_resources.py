@@ -104,6 +104,8 @@ def test_memory_model_uses_the_block_sizes_it_models():
         "max_block_bytes"].default is source.BLOCK_BYTES
     assert inspect.signature(stats.series_statistics).parameters[
         "max_block_bytes"].default is source.BLOCK_BYTES
+    # the statistics job's value counts, as counted
+    assert resources.VALUE_COUNTS_MB == (2 * stats.KEY_BINS_MAX + stats.KEY_SLICE) * 8 / 1e6
 
 
 def test_rows_beside_the_frames_count_both_passes_at_once():
@@ -156,9 +158,10 @@ def test_jobs_count_the_time_chunk_their_series_hold():
     assert resources.render_mem_mb_calibrated(cal, **kw) == 1460
     # ... plus the table's chunk: (1216.3 + 91.1) * 1.2 = 1568.9
     assert resources.render_mem_mb_calibrated(cal, **kw, chunk_mb=chunk_mb) == 1570
-    # Statistics: 250 + (3 blocks of 64 MiB + 40 bytes a cell) / 1e6 = 492.9 MB, times 1.5
-    # up to 50 MB; the chunk counts twice (held, and raw while decoded): + 191.0 MB.
-    assert resources.statistics_mem_mb(ny=721, nx=1440) == 750
-    assert resources.statistics_mem_mb(ny=721, nx=1440, chunk_mb=chunk_mb) == 1050
+    # Statistics: 250 + (3 blocks of 64 MiB + 40 bytes a cell) / 1e6 + the value counts
+    # 167.8 = 660.6 MB, times 1.5 up to 50 MB; the chunk counts twice (held, and raw while
+    # decoded): + 191.0 MB.
+    assert resources.statistics_mem_mb(ny=721, nx=1440) == 1000
+    assert resources.statistics_mem_mb(ny=721, nx=1440, chunk_mb=chunk_mb) == 1300
     assert resources.calibrate_mem_mb() == 2000
     assert resources.calibrate_mem_mb(chunk_mb=chunk_mb, attempt=2) == 2 * 2200

@@ -219,3 +219,41 @@ def test_probe_statistics_are_the_first_steps_limits(tmp_path):
 def test_colour_range(lo, hi, vmin, vmax, expected):
     got = colour_range(lo, hi, vmin, vmax)
     assert got[:2] == pytest.approx(expected[:2]) and got[2] == expected[2]
+
+
+def test_a_field_away_from_zero_is_read_once_and_exact(tmp_path):
+    """Kelvin temperatures (200..330 K, float32): every value counted in the first pass,
+    the percentiles numpy's exactly, no second read. Blocks that widen the range on
+    either side keep the counts of the earlier ones."""
+    rng = np.random.default_rng(7)
+    values = rng.uniform(250, 260, (40, 3, 4)).astype(np.float32)
+    values[10] = rng.uniform(200, 210, (3, 4))  # later blocks: lower, then higher
+    values[30] = rng.uniform(320, 330, (3, 4))
+    values[5, 1, 1] = np.nan
+    path = write(tmp_path / "k.nc", values)
+    stats, _ = stats_of(path)
+    finite, (p2, p98) = numpy_truth(path)
+    assert stats["reads"] == 1 and stats["binning"] == "values"
+    assert (stats["vmin"], stats["vmax"]) == (pytest.approx(p2, rel=1e-12),
+                                              pytest.approx(p98, rel=1e-12))
+    assert (stats["min"], stats["max"]) == (float(finite.min()), float(finite.max()))
+
+
+@pytest.mark.parametrize("case", ["across_zero", "far_later_block", "float64"])
+def test_fields_counting_cannot_hold_are_read_twice(tmp_path, case):
+    """Values on both sides of zero span most float32 bit patterns, a later block may
+    leave the counted span, float64 values lie too densely: a second read, as before."""
+    rng = np.random.default_rng(8)
+    values = rng.uniform(-5, 5, (20, 3, 4)).astype(np.float32)
+    if case == "far_later_block":
+        values = rng.uniform(250, 260, (20, 3, 4)).astype(np.float32)
+        values[15] = 2.0e6
+    if case == "float64":
+        values = rng.uniform(250, 260, (20, 3, 4))
+    path = write(tmp_path / f"{case}.nc", values)
+    stats, _ = stats_of(path)
+    finite, (p2, p98) = numpy_truth(path)
+    assert stats["reads"] == 2
+    tol = (finite.max() - finite.min()) / N_BINS
+    assert stats["vmin"] == pytest.approx(p2, abs=tol)
+    assert stats["vmax"] == pytest.approx(p98, abs=tol)

@@ -43,6 +43,10 @@ SCHEDULER_JOB_OVERHEAD_MB = 350
 #: 87.5 MiB the data terms counted apart (its rows block, the queued blocks) are 35 MiB
 #: there, so this over-counts by about that on small grids: a bound, not a fit.
 ROWS_PASS_MB = 90
+#: The statistics job's counts of each value (:class:`ncreel.jobs.stats._KeyCounts`): at
+#: most ``KEY_BINS_MAX`` (2**23) int64 counts, one slice's counts as large, and one
+#: slice's keys (``KEY_SLICE``, 2**22, int64). MB.
+VALUE_COUNTS_MB = (2 * (1 << 23) + (1 << 22)) * 8 / 1e6
 
 #: ``mem_mb`` (first attempt, MB) of the rule's own process for rules whose memory does
 #: not depend on the data: one Python process (:data:`BASE_MB` when it imports the
@@ -178,15 +182,17 @@ def chunk_read_mb(chunk_mb: float) -> float:
 
 def statistics_mem_mb(*, ny: int, nx: int, attempt: int = 1,
                       max_block_bytes: int = BLOCK_BYTES, chunk_mb: float = 0.0) -> int:
-    """``mem_mb`` of the statistics job: one block, its mask, and (ny, nx) accumulators.
+    """``mem_mb`` of the statistics job: one block, its mask, (ny, nx) accumulators, counts.
 
-    A block holds at least one whole time step (float64), however large. `chunk_mb` is the
-    time chunk the job's series hold between reads (MiB, the sum over the series it reads;
-    :meth:`ncreel.input.source.Series.held_chunk_bytes`), counted by
-    :func:`chunk_read_mb`.
+    The counts of each value (:data:`ncreel.jobs.stats.KEY_BINS_MAX`, int64) come with one
+    slice's keys and counts beside them (:data:`VALUE_COUNTS_MB`). A block holds at least
+    one whole time step (float64), however large. `chunk_mb` is the time chunk the job's
+    series hold between reads (MiB, the sum over the series it reads;
+    :meth:`ncreel.input.source.Series.held_chunk_bytes`), counted by :func:`chunk_read_mb`.
     """
     block = max(max_block_bytes, ny * nx * 8)
-    est = BASE_MB + (3 * block + ny * nx * 40) / 1e6 + chunk_read_mb(chunk_mb)
+    est = (BASE_MB + (3 * block + ny * nx * 40) / 1e6 + chunk_read_mb(chunk_mb)
+           + VALUE_COUNTS_MB)
     return int(math.ceil(est * 1.5 / 50) * 50) * max(int(attempt), 1)
 
 
