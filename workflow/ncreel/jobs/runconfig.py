@@ -453,7 +453,7 @@ def load_config(config: dict, *, overrides: Mapping | None = None,
         copy_file=f"{out}/cells{cells['suffix']}", preview=f"{out}/preview.png")
 
 
-#: Where a frame layout that fitted is remembered (:func:`_check_frame_once`).
+#: Where a frame layout that fitted is remembered (:func:`_frame_check_key`, :func:`start_run`).
 FRAME_CHECK_DIR = os.path.join(".snakemake", "ncreel", "frame-fits")
 
 
