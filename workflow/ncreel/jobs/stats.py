@@ -26,7 +26,7 @@ KEY_SLICE = 1 << 22
 
 def series_statistics(series: Series, *, percentiles: tuple[float, float] = (2.0, 98.0),
                       max_block_bytes: int = BLOCK_BYTES,
-                      limits: bool = True) -> tuple[dict, np.ndarray]:
+                      limits: bool = True, means: bool = True) -> tuple[dict, np.ndarray | None]:
     """Compute colour limits and each cell's time mean, reading the series once or twice.
 
     Pass 1 accumulates per-cell sums and counts (float64), the global min/max and whether
@@ -62,6 +62,9 @@ def series_statistics(series: Series, *, percentiles: tuple[float, float] = (2.0
         Compute the percentiles (the colour limits). False skips the second pass: a run
         without a movie needs only the cell means; ``vmin``, ``vmax`` and ``binning``
         are then None.
+    means : bool
+        Compute each cell's mean. False (a run without a table, or a second series whose
+        limits alone are wanted) skips the per-cell sums: `cell_mean` is then None.
 
     Returns
     -------
@@ -71,29 +74,36 @@ def series_statistics(series: Series, *, percentiles: tuple[float, float] = (2.0
         (``"values"``, ``"integers"`` or ``"linear"``: which of the cases above; the
         values counted in pass 1 are ``"values"``) and ``reads`` (1 or 2: how often the
         series was read).
-    cell_mean : numpy.ndarray, shape (ny, nx), float64
+    cell_mean : numpy.ndarray, shape (ny, nx), float64, or None
         Mean over time of each cell's finite values; NaN where a cell is never finite.
+        None when `means` is False.
     """
-    total = np.zeros((series.ny, series.nx), dtype=np.float64)
-    count = np.zeros((series.ny, series.nx), dtype=np.int64)
+    total = np.zeros((series.ny, series.nx), dtype=np.float64) if means else None
+    count = np.zeros((series.ny, series.nx), dtype=np.int64) if means else None
     lo, hi = np.inf, -np.inf
+    n_finite = 0
     integral = True
     dtype = np.dtype(series.dtype)
     keys = _KeyCounts() if limits else None
     for _, block in series.iter_blocks(0, series.n_time, max_block_bytes):
         dtype = block.dtype
         finite = np.isfinite(block)
-        total += np.where(finite, block, 0.0).sum(axis=0, dtype=np.float64)
-        count += finite.sum(axis=0)
-        if finite.any():
-            vals = block[finite]
-            lo, hi = min(lo, float(vals.min())), max(hi, float(vals.max()))
+        if means:
+            total += np.where(finite, block, 0.0).sum(axis=0, dtype=np.float64)
+            count += finite.sum(axis=0)
+        # A block without a gap (most fields) is used as it is: no copy of its values.
+        vals = block.reshape(-1) if finite.all() else block[finite]
+        if vals.size:
+            n_finite += vals.size
+            b_lo, b_hi = float(vals.min()), float(vals.max())
+            lo, hi = min(lo, b_lo), max(hi, b_hi)
             integral = integral and bool(np.array_equal(vals, np.floor(vals)))
             if keys is not None:
-                keys.add(vals)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        cell_mean = np.where(count > 0, total / np.maximum(count, 1), np.nan)
-    n_finite = int(count.sum())
+                keys.add(vals, b_lo, b_hi)
+    cell_mean = None
+    if means:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            cell_mean = np.where(count > 0, total / np.maximum(count, 1), np.nan)
     binning = None
     reads = 1
     if not limits:
@@ -155,8 +165,11 @@ class _KeyCounts:
     def __init__(self):
         self.key0, self.counts, self.dtype, self.dead = 0, None, None, False
 
-    def add(self, vals: np.ndarray) -> None:
-        """Count the finite values `vals` (1-D, float32 or float64)."""
+    def add(self, vals: np.ndarray, v_lo: float, v_hi: float) -> None:
+        """Count the finite values `vals` (1-D, float32 or float64) within `v_lo`..`v_hi`.
+
+        `v_lo` and `v_hi` are the smallest and largest of `vals`.
+        """
         if self.dead:
             return
         ftype = np.dtype(np.float32) if vals.dtype == np.float32 else np.dtype(np.float64)
@@ -164,27 +177,33 @@ class _KeyCounts:
             self._give_up()
             return
         self.dtype = ftype
+        # Keys are monotonic in the values: the extremes' keys bound the block's.
+        k_lo, k_hi = (int(k) for k in _ordered_keys(np.array([v_lo, v_hi], dtype=ftype)))
+        if self.counts is None:
+            first, last = k_lo, k_hi
+        else:
+            first = min(k_lo, self.key0)
+            last = max(k_hi, self.key0 + self.counts.size - 1)
+        if last - first + 1 > KEY_BINS_MAX:
+            self._give_up()
+            return
+        if self.counts is None or (first, last) != (
+                self.key0, self.key0 + self.counts.size - 1):
+            grown = np.zeros(last - first + 1, dtype=np.int64)
+            if self.counts is not None:
+                grown[self.key0 - first:self.key0 - first + self.counts.size] = self.counts
+            self.key0, self.counts = first, grown
+        at = k_lo - self.key0
+        itype = np.int32 if ftype == np.float32 else np.int64
         for i in range(0, vals.size, KEY_SLICE):
-            keys = _ordered_keys(vals[i:i + KEY_SLICE].astype(ftype, copy=False))
-            k_lo, k_hi = int(keys.min()), int(keys.max())
-            if self.counts is None:
-                first, last = k_lo, k_hi
+            part = vals[i:i + KEY_SLICE].astype(ftype, copy=False)
+            if v_lo > 0.0:
+                # All positive: a key is the bit pattern itself, offset in one pass.
+                offsets = np.subtract(part.view(itype), k_lo, dtype=np.intp)
             else:
-                first = min(k_lo, self.key0)
-                last = max(k_hi, self.key0 + self.counts.size - 1)
-            if last - first + 1 > KEY_BINS_MAX:
-                self._give_up()
-                return
-            if self.counts is None or (first, last) != (
-                    self.key0, self.key0 + self.counts.size - 1):
-                grown = np.zeros(last - first + 1, dtype=np.int64)
-                if self.counts is not None:
-                    grown[self.key0 - first:self.key0 - first + self.counts.size] = \
-                        self.counts
-                self.key0, self.counts = first, grown
-            keys -= k_lo
-            at = k_lo - self.key0
-            self.counts[at:at + k_hi - k_lo + 1] += np.bincount(keys,
+                offsets = _ordered_keys(part)
+                offsets -= k_lo
+            self.counts[at:at + k_hi - k_lo + 1] += np.bincount(offsets,
                                                                 minlength=k_hi - k_lo + 1)
 
     def _give_up(self) -> None:
@@ -431,10 +450,11 @@ def write_statistics(series: Series, stats_json: str | os.PathLike,
                     series.variable, time.note)
     movie = "movie" in outputs
     stats, cell_mean = series_statistics(series, percentiles=tuple(percentiles),
-                                         limits=movie and limits_series is None)
+                                         limits=movie and limits_series is None,
+                                         means=cell_mean_npy is not None)
     if limits_series is not None:
         stats = {**series_statistics(limits_series, percentiles=tuple(percentiles),
-                                     limits=movie)[0],
+                                     limits=movie, means=False)[0],
                  "table_ny": stats["ny"], "table_nx": stats["nx"]}
     stats["time_decoded"] = time.decoded
     stats["outputs"] = list(outputs)
@@ -494,7 +514,7 @@ def panel_statistics(layout: dict, n_time: int, *, percentiles=(2.0, 98.0),
     with PanelReader(layout) as reader:
         for i, p in enumerate(reader.panels):
             stats, _ = series_statistics(reader.panel_view(i, n_time),
-                                         percentiles=tuple(percentiles))
+                                         percentiles=tuple(percentiles), means=False)
             lo, hi = stats["vmin"], stats["vmax"]
             if p["difference_of"] is not None and np.isfinite(lo) and np.isfinite(hi):
                 m = max(abs(lo), abs(hi))
