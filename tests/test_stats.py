@@ -257,3 +257,32 @@ def test_fields_counting_cannot_hold_are_read_twice(tmp_path, case):
     tol = (finite.max() - finite.min()) / N_BINS
     assert stats["vmin"] == pytest.approx(p2, abs=tol)
     assert stats["vmax"] == pytest.approx(p98, abs=tol)
+
+
+@pytest.mark.parametrize("case", ["negative", "signed_zeros"])
+def test_counted_fields_below_and_at_zero_are_exact(tmp_path, case):
+    """Counting in the first pass is exact whatever the sign: a field below zero (°C in
+    winter, float32) and one whose smallest values are 0.0 and -0.0 (the same key)."""
+    rng = np.random.default_rng(9)
+    values = rng.uniform(-30, -20, (20, 3, 4)).astype(np.float32)
+    if case == "signed_zeros":
+        tiny = np.float32(np.finfo(np.float32).smallest_subnormal)
+        values = rng.integers(0, 50, (20, 3, 4)).astype(np.float32) * tiny
+        values[3, 1, 2], values[4, 0, 0] = -0.0, 0.0
+    path = write(tmp_path / f"{case}.nc", values)
+    stats, _ = stats_of(path)
+    finite, (p2, p98) = numpy_truth(path)
+    assert stats["reads"] == 1 and stats["binning"] == "values"
+    assert (stats["vmin"], stats["vmax"]) == (pytest.approx(p2, rel=1e-12, abs=0),
+                                              pytest.approx(p98, rel=1e-12, abs=0))
+
+
+def test_without_cell_means_the_statistics_are_the_same(tmp_path):
+    rng = np.random.default_rng(10)
+    values = rng.uniform(250, 260, (12, 3, 4)).astype(np.float32)
+    values[2, 0, 1] = np.nan
+    path = write(tmp_path / "m.nc", values)
+    with_means, cell_mean = stats_of(path)
+    without, none = stats_of(path, means=False)
+    assert none is None and cell_mean.shape == (3, 4)
+    assert without == with_means
