@@ -31,6 +31,9 @@ from workflow_run import SMALL, make_workdir, snakemake
 sys.path.insert(0, str(ROOT / "workflow"))
 
 from ncreel.cluster.runstatus import shard_status  # noqa: E402
+from ncreel.input.source import open_series  # noqa: E402
+from ncreel.render.segment import time_labels  # noqa: E402
+from ncreel.report.contactsheet import frame_labels, sampled_frames  # noqa: E402
 from ncreel.report.resourcepage import PNG_KEY, read_benchmark  # noqa: E402
 from ncreel.run.jobrecord import read_attempts  # noqa: E402
 
@@ -141,6 +144,16 @@ def test_report_data_match_benchmarks(killed_run):
     assert "2 shard(s), 240 frames" in plan
     sheet = Image.open(io.BytesIO(files["contact_sheet.png"]))
     assert sheet.width > 500 and sheet.height > 300
+
+
+def test_kept_frames_carry_the_inputs_time_labels(killed_run, sample_nc):
+    # The contact sheet's titles come from the frames themselves (no second input read).
+    work, _ = killed_run
+    frames = sampled_frames(sorted((work / "results/demo/frames").iterdir()))
+    with open_series(str(sample_nc), "air_temperature") as series:
+        truth = time_labels(series)
+    assert len(frames) >= 2
+    assert frame_labels(frames) == {t: truth[t] for t, _ in frames}
 
 
 def test_report_summary_plays_the_movie_with_the_run_numbers(killed_run, tmp_path):

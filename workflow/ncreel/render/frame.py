@@ -322,7 +322,8 @@ class FrameRenderer:
         self.mesh.set_visible(True)
         say_full_redraw(frame)
 
-    def save_png(self, path: str | os.PathLike, *, compress_level: int = 6) -> None:
+    def save_png(self, path: str | os.PathLike, *, compress_level: int = 6,
+                 description: str | None = None) -> None:
         """Write the frame last drawn by :meth:`draw` as a PNG of exactly width x height.
 
         Parameters
@@ -331,8 +332,11 @@ class FrameRenderer:
             Output file.
         compress_level : int
             zlib level 0-9; 6 is what ``savefig`` uses, so the pixels and size match it.
+        description : str, optional
+            The PNG's ``Description`` text (:func:`write_png`): the frame's time label.
         """
-        write_png(np.asarray(self.canvas.buffer_rgba()), path, compress_level=compress_level)
+        write_png(np.asarray(self.canvas.buffer_rgba()), path, compress_level=compress_level,
+                  description=description)
 
     def render(self, field: np.ndarray, label: str, path: str | os.PathLike) -> None:
         """Draw `field` and write it as a PNG at `path` (see :meth:`draw`)."""
@@ -1002,8 +1006,18 @@ def cell_index_image(ax, x, y, shape: tuple[int, int], size: tuple[int, int],
     return index
 
 
-def write_png(rgba: np.ndarray, path: str | os.PathLike, *, compress_level: int = 6) -> None:
-    """Write an RGBA frame, shape (height, width, 4) uint8, as a PNG file (Pillow)."""
-    from PIL import Image
+def write_png(rgba: np.ndarray, path: str | os.PathLike, *, compress_level: int = 6,
+              description: str | None = None) -> None:
+    """Write an RGBA frame, shape (height, width, 4) uint8, as a PNG file (Pillow).
 
-    Image.fromarray(rgba, mode="RGBA").save(path, format="png", compress_level=compress_level)
+    `description`, when given, is stored as the PNG's ``Description`` text (an iTXt chunk,
+    UTF-8): a frame's time label, which the contact sheet reads back.
+    """
+    from PIL import Image, PngImagePlugin
+
+    info = None
+    if description is not None:
+        info = PngImagePlugin.PngInfo()
+        info.add_itxt("Description", description)
+    Image.fromarray(rgba, mode="RGBA").save(path, format="png", compress_level=compress_level,
+                                            pnginfo=info)

@@ -374,9 +374,14 @@ class PanelRenderer:
             mesh.set_visible(True)
         say_full_redraw(frame)
 
-    def save_png(self, path: str | os.PathLike, *, compress_level: int = 6) -> None:
-        """Write the frame last drawn as a PNG of exactly width x height."""
-        write_png(np.asarray(self.canvas.buffer_rgba()), path, compress_level=compress_level)
+    def save_png(self, path: str | os.PathLike, *, compress_level: int = 6,
+                 description: str | None = None) -> None:
+        """Write the frame last drawn as a PNG of exactly width x height.
+
+        As :meth:`ncreel.render.frame.FrameRenderer.save_png`.
+        """
+        write_png(np.asarray(self.canvas.buffer_rgba()), path, compress_level=compress_level,
+                  description=description)
 
     def map_area(self) -> np.ndarray:
         """Pixels that show a grid cell of any panel, shape (height, width) bool."""

@@ -182,7 +182,7 @@ def render_range(job: FrameJob, start: int, stop: int, *, segment: str | os.Path
             encoder.write(rgba)
             if t in pngs and frames_dir is not None:
                 renderer.save_png(Path(frames_dir) / frame_name(t),
-                                  compress_level=job.png_compress)
+                                  compress_level=job.png_compress, description=labels[t])
             n += 1
             progress.update(n)
     close()

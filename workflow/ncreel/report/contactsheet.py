@@ -37,6 +37,30 @@ def sampled_frames(frame_dirs: Sequence[str | os.PathLike]) -> list[tuple[int, P
     return sorted(found.items())
 
 
+def frame_labels(frames: Sequence[tuple[int, str | os.PathLike]]) -> dict[int, str] | None:
+    """Return the time label each PNG frame carries, ``{time index: label}``.
+
+    A shard writes its frame's time label as the PNG's ``Description`` text
+    (:func:`ncreel.render.frame.write_png`), so the sheet needs no second read of the input.
+
+    Returns
+    -------
+    dict or None
+        None when a frame carries no label (written by an earlier version): the caller
+        then takes the labels from the input (:func:`ncreel.render.segment.time_labels`).
+    """
+    from PIL import Image
+
+    labels = {}
+    for t, p in frames:
+        with Image.open(p) as im:
+            label = im.text.get("Description")
+        if label is None:
+            return None
+        labels[t] = label
+    return labels
+
+
 def thin(items: Sequence, limit: int = MAX_FRAMES) -> list:
     """At most `limit` of `items`, evenly spaced, always keeping the first and the last."""
     if len(items) <= limit:
@@ -45,7 +69,8 @@ def thin(items: Sequence, limit: int = MAX_FRAMES) -> list:
     return [items[i] for i in idx]
 
 
-def contact_sheet(frames: Sequence[tuple[int, str | os.PathLike]], labels: Sequence[str],
+def contact_sheet(frames: Sequence[tuple[int, str | os.PathLike]],
+                  labels: Mapping[int, str] | Sequence[str],
                   path: str | os.PathLike, *, columns: int | None = None,
                   title: str = "") -> list[int]:
     """Draw the frames in a grid, each titled ``t=<index>  <label>``, into one PNG.
@@ -56,8 +81,9 @@ def contact_sheet(frames: Sequence[tuple[int, str | os.PathLike]], labels: Seque
     ----------
     frames : sequence of (int, path)
         Time index and PNG file, in time order (see :func:`sampled_frames`).
-    labels : sequence of str
-        Time label per global time index (length n_time).
+    labels : mapping or sequence of str
+        Time label per global time index: ``{index: label}`` (:func:`frame_labels`) or
+        one per step (length n_time).
     path : path
         Output PNG.
     columns : int, optional
@@ -95,8 +121,9 @@ def contact_sheet(frames: Sequence[tuple[int, str | os.PathLike]], labels: Seque
     room = 0.95 * cell_w * SHEET_DPI  # pixels of one cell's width
     for ax, (t, p) in zip(axes.flat, frames, strict=False):
         ax.imshow(mpimg.imread(p))
-        text = ax.set_title(f"t={t}  {labels[t] if t < len(labels) else ''}", fontsize=8,
-                            parse_math=False)
+        label = labels.get(t, "") if isinstance(labels, Mapping) else (
+            labels[t] if t < len(labels) else "")
+        text = ax.set_title(f"t={t}  {label}", fontsize=8, parse_math=False)
         # A long label (an undecodable axis's 'TIME = 4748.91 hour since 0000-01-01') is
         # shrunk to its cell rather than run into the next one.
         width = text.get_window_extent(renderer).width
