@@ -76,9 +76,25 @@ def test_predicted_needs_follow_outputs_and_steps(sample_nc, tmp_path):
         return {n.what.split(" ")[0]: n.total for n in predicted_needs(rc, tmp_path)}
 
     both = needs()
-    assert set(both) == {"table", "movie"}
-    assert set(needs(outputs=["movie"])) == {"movie"}
+    assert set(both) == {"table", "movie", "report"}
+    assert set(needs(outputs=["movie"])) == {"movie", "report"}
     assert set(needs(outputs=["table"])) == {"table"}
     decade = needs(time_range=[1990, 1999])
     assert decade["table"] == pytest.approx(both["table"] * 10 / 240, rel=0.05)
     assert needs(cells={"compression": "zstd"})["table"] < both["table"] / 2
+
+
+def test_a_gap_at_the_middle_step_still_predicts_the_table(sample_nc, tmp_path):
+    # A record with its middle step missing: the rows are measured on another step.
+    import xarray as xr
+
+    with xr.open_dataset(sample_nc, decode_times=False) as ds:
+        gap = ds[["air_temperature"]].isel(time=slice(0, 21)).load()
+    gap["air_temperature"][10] = np.nan
+    gap.to_netcdf(tmp_path / "gap.nc")
+    rc = load_config(user_config(input=str(tmp_path / "gap.nc"), run="gap",
+                                 outputs=["table"]), validate=validate)
+    (table,) = predicted_needs(rc, tmp_path)
+    assert table.what.startswith(f"table ({37 * 49:,} rows per step")
+    # 21 steps of rows of at least 40 bytes, in the shard files and the joined file
+    assert table.total > 2 * 21 * 37 * 49 * 40

@@ -199,16 +199,29 @@ def test_a_run_that_cannot_fit_stops_before_any_job(tmp_path, sample_nc):
         assert [p.name for p in (work / "results" / "big").iterdir()] == [".ncreel-run.lock"]
     finally:
         subprocess.run(["umount", "-l", str(work / "results")], check=False)
-    # The same run made smaller fits: a decade of the movie alone.
+    # The same run made smaller fits: the movie alone, every third step, in three formats
+    # with every frame kept as PNG (the GIF, the PNGs and the report's pages counted).
     small = json.loads((work / "run.json").read_text())
-    (work / "run.json").write_text(json.dumps({**small, "outputs": ["movie"],
-                                               "time_range": [1990, 1999]}))
-    _mount(work / "results", "4m")
+    movie = {**small, "outputs": ["movie"], "time_every": 3, "png_every": 1,
+             "formats": ["mp4", "webm", "gif"]}
+    (work / "run.json").write_text(json.dumps(movie))
+    _mount(work / "results", "16m")
     try:
         snakemake(work, "--configfile", "run.json")
-        assert int(probe(work / "results" / "big" / "movie.mp4")["nb_read_frames"]) == 10
+        out = work / "results" / "big"
+        assert int(probe(out / "movie.mp4")["nb_read_frames"]) == 80
+        written = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     finally:
         subprocess.run(["umount", "-l", str(work / "results")], check=False)
+    # What the guard predicted covers what the jobs wrote (it is an upper estimate).
+    from ncreel.jobs.diskguard import predicted_needs
+    from ncreel.jobs.runconfig import load_config
+    from snakemake.utils import validate
+    from test_runconfig import user_config
+
+    run = load_config(user_config(**{**movie, "input": str(sample_nc)}), validate=validate)
+    predicted = sum(n.total for n in predicted_needs(run, tmp_path / "elsewhere"))
+    assert written <= predicted <= 4 * written, (written, predicted)
 
 
 @needs_root

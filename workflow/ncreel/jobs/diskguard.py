@@ -30,6 +30,16 @@ MOVIE_BYTES_PER_PIXEL_CRF18 = 0.04
 MOVIE_BYTES_PER_FRAME = 1000
 #: Bytes per pixel of one PNG frame kept under frames/ (zlib level 6, measured 0.3-0.6).
 PNG_BYTES_PER_PIXEL = 0.8
+#: Bytes per pixel of one GIF frame (256 colours, Bayer dither: LZW keeps little of a
+#: dithered map; measured 0.21 on the demo at 480 pixels wide), an upper estimate.
+GIF_BYTES_PER_PIXEL = 0.5
+#: Frames per shard assumed before the calibration has planned the shards (a slow frame
+#: of a second in a shard of :func:`ncreel.render.calibrate.calibrate_render`'s default 10
+#: minutes): each shard keeps three PNG frames (its first, middle and last).
+UNPLANNED_FRAMES_PER_SHARD = 600
+#: The report's pages besides the contact sheet: the summary (its movie copy at most
+#: :data:`ncreel.report.summary.PAGE_LIMIT_BYTES`), the plan and resources pages.
+REPORT_PAGES_BYTES = 2.5e6
 #: Above this fraction of the free space the run is started with a note.
 NOTE_FRACTION = 0.5
 
@@ -104,7 +114,7 @@ def copy_bytes_per_step(series, cells, *, t: int | None = None,
                                       cells=cells)
     out = shard_rows.rows(t, block)
     n = len(next(iter(out.values()))) if out else 0
-    if n == 0:
+    if n == 0:  # a step without data (a gap in a record): the caller tries another
         return 0, 0.0
     # The step's first rows, written as ShardRows.write does (polygon column included).
     keep = min(n, sample_rows)
@@ -177,13 +187,20 @@ def predicted_needs(run, workdir: str | os.PathLike = ".",
         cells = CellsSettings.from_params(run.cells)
         selection = SeriesSelection.from_params(run.series)
         with open_selection(selection) as shown, table_series(selection, shown) as table:
-            for t in dict.fromkeys((table.n_time // 2, 0, table.n_time - 1)):
+            rows = per_step = None
+            unread = None
+            # The middle step, else the first, the last, then steps spread over the series:
+            # a step that cannot be read or has no data (a gap) says nothing of the rows.
+            n = table.n_time
+            for t in dict.fromkeys((n // 2, 0, n - 1, *(n * k // 8 for k in range(1, 8)))):
                 try:
                     rows, per_step = copy_bytes_per_step(table, cells, t=t)
-                    break
-                except NcreelError as err:  # a step that cannot be read: another one
+                except NcreelError as err:
                     unread = err
-            else:
+                    continue
+                if rows:
+                    break
+            if not rows and unread is not None:
                 rows = per_step = None
                 if notes is not None:
                     notes.append(f"the table's size could not be predicted ({unread}); its "
@@ -197,17 +214,67 @@ def predicted_needs(run, workdir: str | os.PathLike = ".",
             _present(out / "cells" / f"*{suffix}", out / f"cells{suffix}",
                      out / "cells" / "*.part", out / f"cells{suffix}.part")))
     if run.movie_on:
-        pixels = int(cfg["width"]) * int(cfg["height"])
-        per_frame = movie_bytes_per_frame(cfg["width"], cfg["height"], cfg["crf"])
+        width, height = int(cfg["width"]), int(cfg["height"])
+        pixels = width * height
+        per_frame = movie_bytes_per_frame(width, height, cfg["crf"])
         movie = per_frame * n_time
-        formats = len(set(cfg["formats"]) - {"mp4"})
-        pngs = (n_time // cfg["png_every"] if cfg["png_every"] else 0) + 4
+        others = set(cfg["formats"]) - {"mp4"}
+        # webm at most the H.264 movie's size; a gif's frames at its own size and rate.
+        extra = movie * len(others - {"gif"})
+        if "gif" in others:
+            gif_w = _gif_setting(cfg, "width")
+            gif_frames = n_time * min(1.0, _gif_setting(cfg, "fps") / float(cfg["fps"]))
+            extra += gif_frames * gif_w * gif_w * height / width * GIF_BYTES_PER_PIXEL
+        # PNG frames kept: every png_every-th step, each shard's first, middle and last,
+        # and the run's middle one (ncreel.render.segment.png_sample).
+        frames_per_shard = _frames_per_shard(run, out)
+        shards = -(-n_time // frames_per_shard)
+        pngs = min(n_time, (n_time // cfg["png_every"] if cfg["png_every"] else 0)
+                   + 3 * shards + 1)
         needs.append(Need(
             f"movie (about {_size(per_frame)} per frame: the shards' segments, movie.mp4"
-            + (f" and {formats} other format(s)" if formats else "") + ", PNG frames)",
-            os.fspath(out), movie * (2 + formats) + pngs * pixels * PNG_BYTES_PER_PIXEL,
+            + (f" and {len(others)} other format(s)" if others else "") + ", PNG frames)",
+            os.fspath(out), movie * 2 + extra + pngs * pixels * PNG_BYTES_PER_PIXEL,
             _present(out / "segments", out / "movie.*", out / "frames")))
+        needs.append(Need(
+            "report (contact sheet of the PNG frames, summary page with the movie, plan and "
+            "resources pages)", os.fspath(out), _sheet_bytes(pngs, width, height)
+            + REPORT_PAGES_BYTES, _present(out / "report", out / "preview.*")))
     return needs
+
+
+def _gif_setting(cfg, key: str) -> float:
+    """Config ``gif.<key>``, else :func:`ncreel.render.movie.transcode_movie`'s default."""
+    import inspect
+
+    from ncreel.render.movie import transcode_movie
+
+    value = (cfg.get("gif") or {}).get(key)
+    if value is None:
+        value = inspect.signature(transcode_movie).parameters[key].default
+    return float(value)
+
+
+def _frames_per_shard(run, out: Path) -> int:
+    """Frames per shard: the plan's when known, else :data:`UNPLANNED_FRAMES_PER_SHARD`."""
+    import json
+
+    planned = run.config.get("frames_per_shard")
+    calibration = out / "calibration.json"
+    if not planned and calibration.is_file():
+        try:
+            planned = json.loads(calibration.read_text()).get("frames_per_shard")
+        except (OSError, ValueError):
+            planned = None
+    return max(int(planned or UNPLANNED_FRAMES_PER_SHARD), 1)
+
+
+def _sheet_bytes(pngs: int, width: int, height: int) -> float:
+    """Upper estimate of the contact sheet (:func:`ncreel.report.contactsheet.contact_sheet`)."""
+    from ncreel.report.contactsheet import MAX_FRAMES, SHEET_DPI
+
+    cell = max(2.6 * SHEET_DPI, min(480, width))  # each frame's width on the sheet, pixels
+    return min(pngs, MAX_FRAMES) * cell * (cell * height / width + 35) * PNG_BYTES_PER_PIXEL
 
 
 def free_bytes(path: str | os.PathLike) -> tuple[float, str, int]:
