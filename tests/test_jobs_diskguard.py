@@ -98,3 +98,9 @@ def test_a_gap_at_the_middle_step_still_predicts_the_table(sample_nc, tmp_path):
     assert table.what.startswith(f"table ({37 * 49:,} rows per step")
     # 21 steps of rows of at least 40 bytes, in the shard files and the joined file
     assert table.total > 2 * 21 * 37 * 49 * 40
+    # ncreel inspect measures the same way
+    from ncreel.jobs.preflight import inspect
+
+    copy = next(ln for ln in inspect(str(tmp_path / "gap.nc"), "air_temperature")
+                if ln.startswith("COPY file"))
+    assert f"({37 * 49:,} rows and " in copy and "in step 0)" in copy, copy

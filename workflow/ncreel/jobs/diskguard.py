@@ -137,6 +137,39 @@ def copy_bytes_per_step(series, cells, *, t: int | None = None,
     return n, size / max(written, 1) * n
 
 
+def copy_bytes_of_a_step(series, cells) -> tuple[int, int, float]:
+    """:func:`copy_bytes_per_step` of the first step with rows among those tried.
+
+    The middle step, else the first, the last, then steps spread over the series: a step
+    that cannot be read or has no data (a gap in a record) says nothing of the rows.
+
+    Returns
+    -------
+    t : int
+        The step measured (the last tried when none has rows).
+    rows, nbytes
+        As :func:`copy_bytes_per_step`; ``0, 0.0`` when no tried step has data.
+
+    Raises
+    ------
+    NcreelError
+        The last read error, when no tried step has rows and one could not be read.
+    """
+    n = series.n_time
+    unread = None
+    for t in dict.fromkeys((n // 2, 0, n - 1, *(n * k // 8 for k in range(1, 8)))):
+        try:
+            rows, nbytes = copy_bytes_per_step(series, cells, t=t)
+        except NcreelError as err:
+            unread = err
+            continue
+        if rows:
+            return t, rows, nbytes
+    if unread is not None:
+        raise unread
+    return t, 0, 0.0
+
+
 def movie_bytes_per_frame(width: int, height: int, crf: int) -> float:
     """Upper estimate of one H.264 frame's bytes (:data:`MOVIE_BYTES_PER_PIXEL_CRF18`)."""
     return (int(width) * int(height) * MOVIE_BYTES_PER_PIXEL_CRF18 + MOVIE_BYTES_PER_FRAME) \
@@ -187,20 +220,9 @@ def predicted_needs(run, workdir: str | os.PathLike = ".",
         cells = CellsSettings.from_params(run.cells)
         selection = SeriesSelection.from_params(run.series)
         with open_selection(selection) as shown, table_series(selection, shown) as table:
-            rows = per_step = None
-            unread = None
-            # The middle step, else the first, the last, then steps spread over the series:
-            # a step that cannot be read or has no data (a gap) says nothing of the rows.
-            n = table.n_time
-            for t in dict.fromkeys((n // 2, 0, n - 1, *(n * k // 8 for k in range(1, 8)))):
-                try:
-                    rows, per_step = copy_bytes_per_step(table, cells, t=t)
-                except NcreelError as err:
-                    unread = err
-                    continue
-                if rows:
-                    break
-            if not rows and unread is not None:
+            try:
+                _, rows, per_step = copy_bytes_of_a_step(table, cells)
+            except NcreelError as unread:
                 rows = per_step = None
                 if notes is not None:
                     notes.append(f"the table's size could not be predicted ({unread}); its "

@@ -157,13 +157,13 @@ def _chunk_lines(series) -> list[str]:
     return lines
 
 
-def _copy_bytes_per_step(series) -> tuple[int, float]:
-    """Rows and COPY bytes of the middle step, by the default cell model (field)."""
+def _copy_bytes_of_a_step(series) -> tuple[int, int, float]:
+    """Step, rows and COPY bytes of a step with data, by the default cell model (field)."""
     from ncreel.cells import cells_settings
     from ncreel.config.settings import CellsSettings
-    from ncreel.jobs.diskguard import copy_bytes_per_step
+    from ncreel.jobs.diskguard import copy_bytes_of_a_step
 
-    return copy_bytes_per_step(series, CellsSettings.from_params(cells_settings({})))
+    return copy_bytes_of_a_step(series, CellsSettings.from_params(cells_settings({})))
 
 
 def preview_frame(series, path: str | os.PathLike, *, width: int = 960, height: int = 540,
@@ -285,13 +285,15 @@ def inspect(input: str | Sequence[str], variable: str, *, select: Mapping | None
                              "index in the whole series)")
             cells = series.ny * series.nx
             if "table" in outputs:
-                rows, nbytes = _copy_bytes_per_step(series)
+                t, rows, nbytes = _copy_bytes_of_a_step(series)
                 lines.append(f"cells: {cells:,}; steps: {series.n_time:,}; at most "
                              f"{cells * series.n_time:,} rows (one per cell and step that is "
                              "not missing)")
                 lines.append(f"COPY file (cell model field): about "
                              f"{nbytes * series.n_time / 1e6:,.1f} MB ({rows:,} rows and "
-                             f"{nbytes:,.0f} bytes in the middle step); a run needs twice "
+                             f"{nbytes:,.0f} bytes in "
+                             + ("the middle step" if t == series.n_time // 2 else f"step {t}")
+                             + "); a run needs twice "
                              "that on disk (the shard files and the joined file)")
             else:
                 lines.append(f"cells: {cells:,}; steps: {series.n_time:,}; table: not made "
