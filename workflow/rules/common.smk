@@ -275,15 +275,23 @@ def shard_plan():
     plan = _SHARD_PLAN.plan(
         checkpoints.calibrate_render.get().output.calibration, GRID["n_time"]
     )
-    redo_interrupted()
+    redo_interrupted(plan)
     return plan
 
 
 _SHARD_PLAN = ShardPlanCache()  # built once per calibration.json, not once per job
 _REDO_CHECKED = []
+# What an interrupted earlier run left, read before this run starts a job: the marks of
+# this run's own running jobs (statistics, still running when the calibration ends and
+# the shards join the DAG) are not an interrupted run's.
+_LEFT_INCOMPLETE = (
+    interrupted_outputs(OUT)
+    if workflow.is_main_process and not reporting_only(sys.argv)
+    else []
+)
 
 
-def redo_interrupted():
+def redo_interrupted(plan):
     """Redo the jobs whose outputs an interrupted run left (marked incomplete, present).
 
     Snakemake checks incomplete marks when it first builds the DAG, not for the jobs it
@@ -301,7 +309,8 @@ def redo_interrupted():
     ):
         return
     _REDO_CHECKED.append(True)
-    found = interrupted_outputs(OUT)
+    # Still there, and not a shard of an earlier plan (its outputs are not in this DAG).
+    found = [p for p in _LEFT_INCOMPLETE if os.path.lexists(p) and in_plan(p, plan)]
     if found:
         dag.forcefiles.update(found)
         shown = ", ".join(found[:3]) + (
@@ -312,6 +321,14 @@ def redo_interrupted():
             f"run left ({shown})",
             file=sys.stderr,
         )
+
+
+def in_plan(path, plan):
+    """False for a shard's output (cells/, segments/, frames/) whose shard is not in `plan`."""
+    rel = os.path.relpath(path, OUT).split(os.sep)
+    if len(rel) < 2 or rel[0] not in ("cells", "segments", "frames"):
+        return True
+    return rel[1][:5] in plan
 
 
 def plan_shard(name):
