@@ -130,3 +130,31 @@ def test_a_window_the_files_no_longer_hold_stops_a_job(tmp_path):
     with pytest.raises(NcreelError, match="has 5 time steps, the run's plan shows steps "
                        "3..9 .* start a new run"):
         open_series(paths, "v", window=(3, 10, 2))
+
+
+@pytest.mark.parametrize(("calendar", "day"), [("noleap", "2000-02-29"),
+                                               ("standard", "2000-02-30"),
+                                               ("proleptic_gregorian", "1999-02-29"),
+                                               ("360_day", "2000-02-31")])
+def test_a_day_the_calendar_does_not_have_is_one_line(calendar, day):
+    axis = _axis(["2000-01-01T00:00:00", "2000-03-01T00:00:00"], calendar)
+    with pytest.raises(NcreelError, match=f"'{day}' is not a day of the '{calendar}' "
+                                          "calendar of 'tas'"):
+        time_window(axis, [day, "2000-03"], variable="tas")
+    # the days it has are dates
+    good = {"noleap": "2000-02-28", "360_day": "2000-02-30"}.get(calendar, "2000-02-28")
+    assert time_window(axis, [good, "2000-03"], variable="tas") == (1, 2, 1)
+
+
+@pytest.mark.parametrize("every", [0, -1, True, 2.5, "3"])
+def test_time_every_must_be_a_whole_number_of_at_least_one(every):
+    axis = _axis(["2000-01-01T00:00:00", "2000-01-02T00:00:00"])
+    with pytest.raises(NcreelError, match="config key 'time_every'"):
+        time_window(axis, None, every, variable="tas")
+
+
+def test_a_stride_past_the_last_step_shows_the_first_whatever_its_size():
+    axis = _axis([f"2000-01-0{d}T00:00:00" for d in range(1, 6)])
+    for every in (5, 6, 2**63, 10**20):
+        assert time_window(axis, None, every) == (0, 5, 5)
+    assert time_window(axis, ["2000-01-02", "2000-01-04"], 10**20) == (1, 4, 3)

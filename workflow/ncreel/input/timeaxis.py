@@ -428,6 +428,19 @@ def time_bound(value) -> tuple[int, ...]:
     return fields
 
 
+def _check_calendar_day(value, bound: tuple[int, ...], calendar: str, variable: str) -> None:
+    # A day the file's calendar does not have (2000-02-30 in the standard calendar,
+    # 2000-02-29 in noleap) would select by text, silently: one line instead.
+    if len(bound) < 3:
+        return
+    try:
+        cftime.datetime(*bound[:3], calendar=calendar)
+    except ValueError:
+        raise NcreelError(f"config key 'time_range': {value!r} is not a day of the "
+                          f"'{calendar}' calendar of '{variable}': give a date that "
+                          "calendar has") from None
+
+
 def time_window(time: TimeAxis, time_range, every: int = 1, *,
                 variable: str = "") -> tuple[int, int, int] | None:
     """Return the steps of a series that config ``time_range`` and ``time_every`` show.
@@ -476,6 +489,8 @@ def time_window(time: TimeAxis, time_range, every: int = 1, *,
                               f"decoded ({time.note or 'no CF time units'}), so no step has "
                               "a date; use time_every alone, or set time (the time "
                               "variable)")
+        for value, bound in zip(time_range, (lo, hi), strict=True):
+            _check_calendar_day(value, bound, time.calendar, variable)
         fields = [iso_fields(lab) if lab is not None else None for lab in time.labels]
         inside = [i for i, f in enumerate(fields)
                   if f is not None and f[:len(lo)] >= lo and f[:len(hi)] <= hi]
@@ -494,7 +509,12 @@ def time_window(time: TimeAxis, time_range, every: int = 1, *,
                               f"steps inside it ({time.labels[start]} .. "
                               f"{time.labels[stop - 1]}): the times are out of order; put "
                               "the files' steps in time order first")
-    every = int(every)
+    if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
+        raise NcreelError(f"config key 'time_every': {every!r}: give a whole number of at "
+                          "least 1 (every Nth step of those in time_range)")
+    # A stride past the last step shows the first step alone, whatever its size: kept
+    # within the range so that no later integer arithmetic overflows.
+    every = min(int(every), max(stop - start, 1))
     if (start, stop, every) == (0, n, 1):
         return None
     return start, stop, every
