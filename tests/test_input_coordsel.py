@@ -61,3 +61,17 @@ def test_text_coordinates_match_their_text():
     twice = xr.DataArray(np.array([1.0, 2.0, 1.0]), dims="k", name="k")
     with pytest.raises(NcreelError, match=r"1 is at 2 indices of coordinate 'k' \(0, 2\)"):
         coordinate_index(twice, 1, key="sel.k", dim="k")
+
+
+def test_mb_is_millibar_in_a_coordinate_and_in_a_value():
+    # Older reanalyses write pressure levels in "mb"; pint alone reads it as millibarn.
+    lev = xr.DataArray(np.array([1000.0, 850.0, 500.0]), dims="lev", name="lev",
+                       attrs={"units": "mb"})
+    for value in (850, "850 hPa", "85000 Pa", "850 mb", "850 millibar"):
+        assert coordinate_index(lev, value, key="sel.lev", dim="lev") == 1, value
+    plev = xr.DataArray(np.array([100000.0, 85000.0]), dims="plev", name="plev",
+                        attrs={"units": "Pa"})
+    assert coordinate_index(plev, "850 mb", key="sel.plev", dim="plev") == 1
+    from ncreel.input.units import same_units
+
+    assert same_units("mb", "mbar") and same_units("mb", "hPa") is False

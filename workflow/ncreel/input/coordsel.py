@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ncreel.core.errors import NcreelError
+from ncreel.input.units import cf_units_text
 
 #: Relative tolerance of a numeric match: a float32 coordinate stores 0.1 as 0.100000001.
 RTOL = 1e-6
@@ -34,7 +35,7 @@ def _in_units(value: str, units: str, key: str):
     from cf_xarray.units import units as registry
 
     try:
-        quantity = registry.Quantity(value)
+        quantity = registry.Quantity(cf_units_text(value))
     except Exception:  # pint raises several kinds for text that is not a quantity
         return None
     if not hasattr(quantity, "magnitude"):
@@ -43,7 +44,7 @@ def _in_units(value: str, units: str, key: str):
         raise NcreelError(f"config key '{key}': {value!r} has units but the coordinate "
                           "has none: give a plain number")
     try:
-        return float(quantity.to(registry.Unit(units)).magnitude)
+        return float(quantity.to(registry.Unit(cf_units_text(units))).magnitude)
     except Exception as err:
         raise NcreelError(f"config key '{key}': {value!r} cannot be converted to the "
                           f"coordinate's units {units!r} ({err})") from None

@@ -8,6 +8,7 @@ reads UDUNITS syntax; a string it cannot parse is compared as text, and the call
 from __future__ import annotations
 
 import functools
+import re
 
 
 def same_units(a: str, b: str) -> bool | None:
@@ -34,12 +35,33 @@ def same_units(a: str, b: str) -> bool | None:
     return ua == ub
 
 
+#: ``mb`` as a unit of its own: millibar in the files that write it (pressure levels of
+#: older reanalyses and model output), which pint would read as millibarn (an area).
+_MILLIBAR = re.compile(r"(?<![A-Za-z_])mb(?![A-Za-z_])")
+
+
+def cf_units_text(text: str) -> str:
+    """`text` with ``mb`` spelled ``mbar``: the pressure unit, not pint's millibarn.
+
+    Parameters
+    ----------
+    text : str
+        A CF ``units`` attribute or a quantity (``850 mb``).
+
+    Returns
+    -------
+    str
+        The same text for the registry (:mod:`cf_xarray.units`) to read.
+    """
+    return _MILLIBAR.sub("mbar", text)
+
+
 @functools.lru_cache(maxsize=64)
 def _parse(text: str):
     import pint  # noqa: F401 (cf_xarray.units is a pint registry; named for the envs)
     from cf_xarray.units import units
 
     try:
-        return units.Unit(text)
+        return units.Unit(cf_units_text(text))
     except Exception:  # pint raises several kinds for strings it cannot read
         return None
