@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pytest
 import xarray as xr
+from ncreel.core.errors import NcreelError
 from ncreel.input.source import open_series
 from ncreel.jobs.stats import (
     N_BINS,
@@ -153,14 +154,25 @@ def test_configured_limit_beyond_the_data_keeps_it(tmp_path):
     assert "configured limit" in stats["widened"]
 
 
-def test_all_missing_field(tmp_path):
+def test_all_missing_field_stops_with_one_line(tmp_path):
+    """A blank movie or an empty table is not a result: the statistics job says so."""
     values = np.full((3, 3, 4), np.nan, np.float32)
     path = write(tmp_path / "empty.nc", values, {"_FillValue": -999.0})
     with open_series(path, "tas") as s:
-        stats = write_statistics(s, tmp_path / "stats.json", tmp_path / "mean.npy")
-        assert (stats["vmin"], stats["vmax"], stats["n_finite"]) == (0.0, 1.0, 0)
-        stats = write_statistics(s, tmp_path / "stats.json", tmp_path / "mean.npy", vmax=5.0)
-    assert (stats["vmin"], stats["vmax"]) == (4.75, 5.0)
+        for outputs, said in ((("movie", "table"), "the movie would be blank and the table "
+                                                    "would have no row"),
+                              (("movie",), "so the movie would be blank:"),
+                              (("table",), "so the table would have no row:")):
+            with pytest.raises(NcreelError) as err:
+                write_statistics(s, tmp_path / "stats.json",
+                                 tmp_path / "mean.npy" if "table" in outputs else None,
+                                 outputs=outputs)
+            assert str(err.value).startswith(f"'tas' of {path} has no value (all missing) "
+                                             "in the 3 step(s)"), err.value
+            assert said in str(err.value) and "time_range" in str(err.value)
+    assert not (tmp_path / "stats.json").exists() and not (tmp_path / "mean.npy").exists()
+    # The limits of a field without data (a probe's first steps): 0..1, said.
+    assert colour_range(np.nan, np.nan)[2] == "no finite value in the series: 0..1"
 
 
 def test_statistics_compute_only_what_the_outputs_need(tmp_path):

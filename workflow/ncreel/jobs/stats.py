@@ -8,6 +8,7 @@ import os
 
 import numpy as np
 
+from ncreel.core.errors import NcreelError
 from ncreel.core.io import atomic_path
 from ncreel.input.identity import check_inputs, input_identities
 from ncreel.input.source import BLOCK_BYTES, Series
@@ -354,6 +355,19 @@ def _overlay_and_panel_limits(series: Series, overlays: dict | None, panels: dic
     return out
 
 
+def _refuse_empty(series: Series, movie_finite: int | None, table_finite: int | None):
+    # A selection without one value would make a blank movie or an empty table, and a run
+    # that "succeeds" with them is silently wrong: one line instead.
+    empty = [what for what, n in (("the movie would be blank", movie_finite),
+                                  ("the table would have no row", table_finite)) if n == 0]
+    if empty:
+        raise NcreelError(
+            f"'{series.variable}' of {series.paths[0]} has no value (all missing) in the "
+            f"{series.n_time} step(s) and the cells this run shows, so "
+            f"{' and '.join(empty)}: choose other steps (time_range), a region or "
+            "cells.region with data, or check the variable's _FillValue and missing_value")
+
+
 def probe_statistics(series: Series, n_steps: int, *, vmin: float | None = None,
                      vmax: float | None = None, percentiles=(2.0, 98.0),
                      overlays: dict | None = None, panels: dict | None = None) -> dict:
@@ -433,7 +447,8 @@ def write_statistics(series: Series, stats_json: str | os.PathLike,
     Raises
     ------
     NcreelError
-        If an input changed while it was being read.
+        If an input changed while it was being read, or when the steps and cells the
+        run shows hold no value at all (a blank movie, an empty table).
     """
     paths = list(series.paths)
     if panels:  # the panels' files: the limits below describe them too
@@ -452,10 +467,13 @@ def write_statistics(series: Series, stats_json: str | os.PathLike,
     stats, cell_mean = series_statistics(series, percentiles=tuple(percentiles),
                                          limits=movie and limits_series is None,
                                          means=cell_mean_npy is not None)
+    table_finite = stats["n_finite"]
     if limits_series is not None:
         stats = {**series_statistics(limits_series, percentiles=tuple(percentiles),
                                      limits=movie, means=False)[0],
                  "table_ny": stats["ny"], "table_nx": stats["nx"]}
+    _refuse_empty(series, stats["n_finite"] if movie else None,
+                  table_finite if cell_mean_npy is not None else None)
     stats["time_decoded"] = time.decoded
     stats["outputs"] = list(outputs)
     widened = None  # why the limits are not the percentiles / configured values
