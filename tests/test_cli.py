@@ -100,3 +100,17 @@ def test_status_of_a_run_file_without_run_is_what_snakemake_makes_of_it(tmp_path
     proc = _ncreel("status", "--configfile", "db.yaml", cwd=tmp_path)
     assert "run 'demo' has no shard plan yet" in proc.stderr, proc.stderr
     assert "other" not in proc.stderr
+
+
+def test_status_of_a_wrong_file_or_directory_says_which_in_one_line(tmp_path, sample_nc):
+    (tmp_path / "words.yaml").write_text("just words\n")
+    for args, said in ((["--configfile", "words.yaml"], "--configfile words.yaml: not a run "
+                        "file (YAML of config keys such as run: and input:, it holds a str)"),
+                       (["--configfile", str(sample_nc)], f"--configfile {sample_nc}: "
+                        "cannot read it as YAML ("),
+                       (["--workdir", str(tmp_path / "nowhere")], f"--workdir "
+                        f"{tmp_path / 'nowhere'}: no such directory")):
+        proc = _ncreel("status", *args, cwd=tmp_path)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.startswith(f"ncreel: error: {said}"), proc.stderr
+        assert len(proc.stderr.splitlines()) == 1, proc.stderr

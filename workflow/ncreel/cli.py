@@ -280,11 +280,19 @@ def main(argv: list[str] | None = None) -> int:
         from ncreel.core.errors import NcreelError
 
         try:
-            run = (yaml.safe_load(Path(args.configfile).read_text()) or {}).get("run")
-        except (OSError, yaml.YAMLError, AttributeError) as err:
-            print(f"ncreel: error: --configfile {args.configfile}: cannot read its 'run' "
-                  f"({err})", file=sys.stderr)
+            loaded = yaml.safe_load(Path(args.configfile).read_text()) or {}
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+            print(f"ncreel: error: --configfile {args.configfile}: cannot read it as YAML "
+                  f"({str(err).splitlines()[0]}): give the run file (a .yaml of config "
+                  "keys) the run was started with", file=sys.stderr)
             return 2
+        if not isinstance(loaded, dict):
+            print(f"ncreel: error: --configfile {args.configfile}: not a run file (YAML "
+                  f"of config keys such as run: and input:, it holds a "
+                  f"{type(loaded).__name__}): give the run file the run was started with",
+                  file=sys.stderr)
+            return 2
+        run = loaded.get("run")
         if run is None:  # as snakemake --configfile: refused, or the demo's run
             try:
                 check_run_named([args.configfile])
@@ -292,6 +300,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"ncreel: error: {err}", file=sys.stderr)
                 return 2
             run = "demo"
+    if not Path(args.workdir).is_dir():
+        print(f"ncreel: error: --workdir {args.workdir}: no such directory: give the "
+              "directory the run's snakemake command ran in", file=sys.stderr)
+        return 2
     if run is None:
         from ncreel.run.lastrun import LAST, RECORD_DIR, read_record
 
