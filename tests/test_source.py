@@ -46,8 +46,14 @@ def test_missing_values_become_nan(eofs_data):
 
 def test_select_extra_dimension(eofs_data):
     path = str(eofs_data / "hgt_djf.nc")
-    with pytest.raises(NcreelError, match=r"not 2-D per time step: extra dims pressure.*select"):
+    with pytest.raises(NcreelError, match=r"not 2-D per time step: extra dims pressure.*"
+                                          r"by coordinate value with config key sel or by "
+                                          r"index with select"):
         open_series(path, "z")
+    # A grid dimension chosen instead of the extra one: said so, not "need two spatial dims"
+    with pytest.raises(NcreelError, match=r"'latitude' of variable 'z' is a spatial dimension "
+                                          r"of its grid: .* to cut the grid use region"):
+        open_series(path, "z", select={"latitude": 3})
     with open_series(path, "z", select={"pressure": 0}) as s:
         assert s.shape == (65, 29, 49)
         assert s.time_axis().labels[0].startswith("1948-") or s.time_axis().decoded

@@ -982,6 +982,12 @@ def open_series(input: str | Sequence[str], variable: str, *, time_dim: str | No
                     -da.sizes[dim] <= index < da.sizes[dim]):
                 raise NcreelError(f"config key 'select': {dim}={index!r} must be an integer "
                                   f"index in 0..{da.sizes[dim] - 1}")
+        chosen = [str(d) for d in select if _is_spatial(d, first.variables.get(d))]
+        if chosen:
+            raise NcreelError(
+                f"{where}: '{chosen[0]}' of variable '{name}' is a spatial dimension of its "
+                f"grid: sel and select take one value of an extra dimension (a level, a "
+                f"member), not of the grid; to cut the grid use region")
         spatial = [str(d) for d in da.dims if d != tdim and d not in select]
         check_not_points(first, da, tdim, spatial, where)  # cells without a mesh
         if len(spatial) != 2:
@@ -991,8 +997,8 @@ def open_series(input: str | Sequence[str], variable: str, *, time_dim: str | No
                     f"{where}: variable '{name}' is not 2-D per time step: extra "
                     f"dims {', '.join(map(str, extra or spatial))} (sizes "
                     f"{', '.join(f'{d}={da.sizes[d]}' for d in (extra or spatial))}); "
-                    f"pick one index of each with config key select, e.g. "
-                    f"--config 'select={{{(extra or spatial)[0]}: 0}}'")
+                    f"pick one of each by coordinate value with config key sel or by "
+                    f"index with select, e.g. --config 'select={{{(extra or spatial)[0]}: 0}}'")
             raise NcreelError(f"{where}: variable '{name}' has dims "
                               f"({', '.join(map(str, da.dims))}); need time plus two spatial "
                               "dims (y, x)")
