@@ -92,3 +92,16 @@ def test_a_copy_without_git_records_no_commit(tmp_path, monkeypatch):
 
     sw = software()
     assert sw["commit"] is None and sw["local_changes"] is None and sw["packages"]
+
+
+def test_a_report_without_the_runs_config_values_warns_naming_each(tmp_path):
+    # The run: a run file plus --config width=320 height=200 dpi=50 preset=ultrafast. Its
+    # report with the run file alone takes the defaults of those four keys.
+    ran = {"run": "dm", "input": "in.nc", "width": 320, "height": 200, "dpi": 50,
+           "preset": "ultrafast"}
+    record_run(ran, ["/home/u/dm.yaml"], {"width": 320}, directory=tmp_path)
+    [warning] = report_config({"run": "dm", "input": "in.nc"}, ["/home/u/dm.yaml"], {},
+                              directory=tmp_path)
+    assert "(dpi, height, preset, width differ)" in warning, warning
+    assert report_config(dict(ran), ["/home/u/dm.yaml"], {"width": 320},
+                         directory=tmp_path) == []

@@ -86,13 +86,23 @@ def run_file_text(record: Mapping) -> str:
     return " ".join(parts) or "config/config.yaml alone"
 
 
-def differing_keys(config: Mapping, recorded: Mapping) -> list[str]:
-    """Return the top-level keys of `config` whose values differ from `recorded`'s.
+def differing_keys(config: Mapping, recorded: Mapping,
+                   defaults: Mapping | None = None) -> list[str]:
+    """Return the top-level keys whose values in `config` differ from `recorded`'s.
 
-    `config` is as read (before validation), `recorded` as validated: keys and nested
-    keys `config` does not set are defaults, filled in the same way for both.
+    `config` is as read (before validation), `recorded` as validated. A top-level key
+    `config` does not set has the schema's default (`defaults`, else
+    :func:`ncreel.config.configcheck.schema_defaults`): a run made with ``--config
+    width=320`` differs from a report command without it. Nested keys `config` does not
+    set are defaults, filled in the same way for both.
     """
-    return sorted(k for k, v in config.items() if not _within(v, recorded.get(k)))
+    if defaults is None:
+        from ncreel.config.configcheck import schema_defaults
+
+        defaults = schema_defaults()
+    keys = set(config) | (set(recorded) & set(defaults))
+    return sorted(k for k in keys
+                  if not _within(config[k] if k in config else defaults[k], recorded.get(k)))
 
 
 def _within(value, recorded) -> bool:
