@@ -139,6 +139,9 @@ def test_transcode_webm_and_gif_from_the_movie(frames, tmp_path):
     transcode_movie(movie, tmp_path / "movie.gif", "gif", width=80, fps=7)
     gif = probe(tmp_path / "movie.gif")
     assert gif["codec_name"] == "gif" and gif["width"] == 80 and int(gif["nb_read_frames"]) == 7
+    # Never scaled up: asked for 480, a GIF of this 162-pixel movie keeps its width.
+    transcode_movie(movie, tmp_path / "wide.gif", "gif", width=480, fps=7)
+    assert probe(tmp_path / "wide.gif")["width"] == 162
     # The GIF's colours are the frames' own (one palette for all): its first and last frames
     # differ as the field's colours do.
     out = subprocess.run(["ffmpeg", "-v", "error", "-i", str(tmp_path / "movie.gif"), "-f",

@@ -244,7 +244,7 @@ def predicted_needs(run, workdir: str | os.PathLike = ".",
         # webm at most the H.264 movie's size; a gif's frames at its own size and rate.
         extra = movie * len(others - {"gif"})
         if "gif" in others:
-            gif_w = _gif_setting(cfg, "width")
+            gif_w = min(_gif_setting(cfg, "width"), width)  # never scaled up
             gif_frames = n_time * min(1.0, _gif_setting(cfg, "fps") / float(cfg["fps"]))
             extra += gif_frames * gif_w * gif_w * height / width * GIF_BYTES_PER_PIXEL
         # PNG frames kept: every png_every-th step, each shard's first, middle and last,

@@ -349,7 +349,7 @@ def transcode_args(ffmpeg: str, movie: str, output: str, fmt: str, *, crf: int =
         return [*head, "-i", palette, "-lavfi",
                 # eof_action=pass: a movie shorter than one GIF frame (one frame at 24/s)
                 # keeps its frame; the fps filter's default drops it (an empty GIF).
-                f"fps={fps:g}:eof_action=pass,scale={int(width)}:-2:flags=lanczos[v];"
+                f"fps={fps:g}:eof_action=pass,{_gif_scale(width)}[v];"
                 "[v][1:v]paletteuse=dither=bayer:bayer_scale=5:diff_mode=rectangle",
                 "-loop", "0", "-f", "gif", output]
     raise ValueError(f"movie format {fmt!r}: use one of {', '.join(EXTRA_FORMATS)}")
@@ -421,6 +421,12 @@ def preview_movie(movie: str | os.PathLike, output: str | os.PathLike, *,
     raise NcreelError(f"no preview of {movie} fits in {max_bytes} bytes")
 
 
+def _gif_scale(width: int) -> str:
+    # At most the movie's own width: a GIF is never scaled up (quoted: the comma of min()
+    # would end the filter).
+    return f"scale='min({int(width)},iw)':-2:flags=lanczos"
+
+
 def palette_args(ffmpeg: str, movie: str, palette: str, *, width: int = 480,
                  fps: float = 10.0) -> list[str]:
     """Return the ffmpeg arguments of the GIF's first pass: one palette for the whole movie.
@@ -429,7 +435,7 @@ def palette_args(ffmpeg: str, movie: str, palette: str, *, width: int = 480,
     rather than the static map and text.
     """
     return [ffmpeg, "-hide_banner", "-loglevel", "error", "-nostdin", "-y", "-i", movie,
-            "-vf", f"fps={fps:g}:eof_action=pass,scale={int(width)}:-2:flags=lanczos,"
+            "-vf", f"fps={fps:g}:eof_action=pass,{_gif_scale(width)},"
             "palettegen=stats_mode=diff",
             "-frames:v", "1", "-update", "1", palette]
 
