@@ -309,7 +309,9 @@ def inspect(input: str | Sequence[str], variable: str, *, select: Mapping | None
             if preview is not None:
                 vmin, vmax = preview_frame(series, preview, labels=labels)
                 lines.append(f"preview: {preview} (middle step, its own colour range "
-                             f"{vmin:.4g}..{vmax:.4g}; a run uses the whole series)")
+                             f"{vmin:.4g}..{vmax:.4g}; a run's colour range is that of "
+                             + ("all the steps it shows)" if window is not None
+                                else "the whole series)"))
     finally:
         logger.removeHandler(notes)
         logger.setLevel(old_level)
