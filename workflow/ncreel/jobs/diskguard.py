@@ -266,27 +266,23 @@ def predicted_needs(run, workdir: str | os.PathLike = ".",
 
 
 def _gif_setting(cfg, key: str) -> float:
-    """Config ``gif.<key>``, else :func:`ncreel.render.movie.transcode_movie`'s default."""
-    import inspect
-
-    from ncreel.render.movie import transcode_movie
+    """Config ``gif.<key>``, else the schema's default."""
+    from ncreel.config.configcheck import schema_defaults
 
     value = (cfg.get("gif") or {}).get(key)
-    if value is None:
-        value = inspect.signature(transcode_movie).parameters[key].default
-    return float(value)
+    return float(schema_defaults("properties", "gif")[key] if value is None else value)
 
 
 def _frames_per_shard(run, out: Path) -> int:
     """Frames per shard: the plan's when known, else :data:`UNPLANNED_FRAMES_PER_SHARD`."""
-    import json
+    from ncreel.config.settings import Calibration
 
     planned = run.config.get("frames_per_shard")
     calibration = out / "calibration.json"
     if not planned and calibration.is_file():
         try:
-            planned = json.loads(calibration.read_text()).get("frames_per_shard")
-        except (OSError, ValueError):
+            planned = Calibration.from_json(calibration).frames_per_shard
+        except (OSError, NcreelError):  # a bad file: the calibration job says so
             planned = None
     return max(int(planned or UNPLANNED_FRAMES_PER_SHARD), 1)
 
