@@ -98,7 +98,7 @@ def _figure(path):
         png = path.parent.parent / f"frame_{t:06d}.png"
         write_png(np.full((60, 90, 4), 40 * t, np.uint8), png)
         frames.append((t, png))
-    contact_sheet(frames, [str(1990 + t) for t in range(4)], path, title="x")
+    contact_sheet(frames, {t: str(1990 + t) for t in range(4)}, path, title="x")
 
 
 def _page(path):

@@ -15,7 +15,7 @@ def test_frames_keep_up_to_480_pixels_of_width(tmp_path):
         Image.fromarray(np.full((270, 480, 3), 60 * t, np.uint8)).save(p)
         frames.append((t, p))
     out = tmp_path / "sheet.png"
-    drawn = contact_sheet(frames, [f"{1860 + t}" for t in range(4)], out, title="run demo")
+    drawn = contact_sheet(frames, {t: f"{1860 + t}" for t in range(4)}, out, title="run demo")
     assert drawn == [0, 1, 2, 3]
     with Image.open(out) as sheet:
         # Two columns of frames shown at (close to) their own 480-pixel width.

@@ -28,7 +28,7 @@ if out.get("sheet"):  # config outputs: movie (a run without one has no frames)
         from ncreel.render.segment import time_labels
 
         with open_selection(SeriesSelection.from_params(p.series)) as series:
-            labels = time_labels(series)
+            labels = dict(enumerate(time_labels(series)))
     contact_sheet(frames, labels, out.sheet,
                   title=f"run {p.run}: frames kept as PNG (t = frame index)")
 shards = []

@@ -69,8 +69,7 @@ def thin(items: Sequence, limit: int = MAX_FRAMES) -> list:
     return [items[i] for i in idx]
 
 
-def contact_sheet(frames: Sequence[tuple[int, str | os.PathLike]],
-                  labels: Mapping[int, str] | Sequence[str],
+def contact_sheet(frames: Sequence[tuple[int, str | os.PathLike]], labels: Mapping[int, str],
                   path: str | os.PathLike, *, columns: int | None = None,
                   title: str = "") -> list[int]:
     """Draw the frames in a grid, each titled ``t=<index>  <label>``, into one PNG.
@@ -81,9 +80,9 @@ def contact_sheet(frames: Sequence[tuple[int, str | os.PathLike]],
     ----------
     frames : sequence of (int, path)
         Time index and PNG file, in time order (see :func:`sampled_frames`).
-    labels : mapping or sequence of str
-        Time label per global time index: ``{index: label}`` (:func:`frame_labels`) or
-        one per step (length n_time).
+    labels : mapping of int to str
+        Time label per global time index (:func:`frame_labels`); a frame without one is
+        titled with its index alone.
     path : path
         Output PNG.
     columns : int, optional
@@ -121,9 +120,7 @@ def contact_sheet(frames: Sequence[tuple[int, str | os.PathLike]],
     room = 0.95 * cell_w * SHEET_DPI  # pixels of one cell's width
     for ax, (t, p) in zip(axes.flat, frames, strict=False):
         ax.imshow(mpimg.imread(p))
-        label = labels.get(t, "") if isinstance(labels, Mapping) else (
-            labels[t] if t < len(labels) else "")
-        text = ax.set_title(f"t={t}  {label}", fontsize=8, parse_math=False)
+        text = ax.set_title(f"t={t}  {labels.get(t, '')}", fontsize=8, parse_math=False)
         # A long label (an undecodable axis's 'TIME = 4748.91 hour since 0000-01-01') is
         # shrunk to its cell rather than run into the next one.
         width = text.get_window_extent(renderer).width
