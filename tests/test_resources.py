@@ -16,6 +16,7 @@ from ncreel.run.resources import (
     job_overhead_mb,
     said_over_cap,
     with_job_overhead,
+    with_overhead,
 )
 from workflow_run import make_workdir, snakemake
 
@@ -80,8 +81,12 @@ def test_job_overhead_added_only_for_separate_jobs():
                                                            "attempt"]
     assert wrapped(None, None, 1, 2) == 200
     remote.append(True)  # asked at each call: the scheduler job re-evaluates resources
-    assert wrapped(None, None, 1, 2) == 200 + SCHEDULER_JOB_OVERHEAD_MB
+    # The rule's share is at least the job's Snakemake: a command it starts counts as a
+    # second copy of it until the command's program runs (350 MB: 700, not 550).
+    assert wrapped(None, None, 1, 2) == 2 * SCHEDULER_JOB_OVERHEAD_MB == 700
+    assert wrapped(None, None, 1, 5) == 500 + SCHEDULER_JOB_OVERHEAD_MB
     assert job_overhead_mb(False) == 0
+    assert with_overhead(120.5, 0) == 120.5
 
 
 def test_no_overhead_added_where_the_pbs_pro_executor_adds_it():

@@ -90,16 +90,20 @@ def test_array_qsub_line():
 
 
 def test_mem_request_is_declared_mem_plus_the_jobs_own_snakemake():
-    """A rule declaring mem="5MB" (Snakemake's harness, rule c) gets 5 MB plus the job's
-    own Snakemake process, and the job learns what was added; a whole-node request and a
-    zero overhead are left as they are."""
-    assert submit_string.request_mem_mb(5, 200) == 205
+    """A rule declaring mem="5MB" (Snakemake's harness, rule c) gets at least the job's own
+    Snakemake process (a command it starts counts as a second copy of it until the
+    command's program runs) plus that process, and the job learns what was added; a
+    larger rule gets its mem_mb plus the overhead; a whole-node request and a zero
+    overhead are left as they are."""
+    assert submit_string.request_mem_mb(5, 200) == 400
+    assert submit_string.request_mem_mb(300, 300) == 600
+    assert submit_string.request_mem_mb(1500, 300) == 1800
     assert submit_string.request_mem_mb(4.2, 0) == 5
     with pytest.raises(ValueError, match="0 or more"):
         submit_string.request_mem_mb(5, -1)
     cmd = submit_string.build_qsub(props(resources={"mem_mb": 5, "runtime": 1}), "/w/a.sh",
                          queue=None, account=None, log_dir="l", job_overhead_mb=200)
-    assert cmd[cmd.index("-l") + 1] == "select=1:ncpus=2:mem=205MB,walltime=00:01:00"
+    assert cmd[cmd.index("-l") + 1] == "select=1:ncpus=2:mem=400MB,walltime=00:01:00"
     assert cmd[cmd.index("-v") + 1] == "SNAKEMAKE_PBS_PRO_JOB_OVERHEAD_MB=200"
     # No mem_mb declared: the default plus the overhead.
     cmd = submit_string.build_qsub(props(resources={}), "/w/a.sh", queue=None, account=None,

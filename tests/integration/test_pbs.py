@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
-from snakemake_executor_plugin_pbs_pro.submit_string import DEFAULT_JOB_OVERHEAD_MB
+from snakemake_executor_plugin_pbs_pro.submit_string import DEFAULT_JOB_OVERHEAD_MB, request_mem_mb
 from test_slurm import ROWS, _incomplete, count_rows, declared_jobs, workdir
 from workflow_run import SMALL, make_workdir
 
@@ -143,7 +143,7 @@ def job_overhead_mb(rec: dict) -> int:
 
 def check_jobs(log: str, queue: str, expect_rules: dict[str, int]) -> dict[str, dict]:
     """Every job Snakemake submitted is in qstat -x, finished with Exit_status 0, asked for
-    its rule's mem_mb (plus the executor's overhead for the job's own Snakemake) and
+    its rule's mem_mb (with the executor's overhead for the job's own Snakemake) and
     threads, in `queue` under the test account."""
     ids = submitted(log)
     declared = declared_jobs(log)
@@ -156,7 +156,8 @@ def check_jobs(log: str, queue: str, expect_rules: dict[str, int]) -> dict[str, 
         assert rec["Exit_status"] == 0, (pbs_id, rec.get("comment"))
         extra = job_overhead_mb(rec)  # the profile's pbs-pro-job-overhead-mb
         assert extra >= DEFAULT_JOB_OVERHEAD_MB, (pbs_id, extra)
-        assert rec["Resource_List"]["mem"] == f"{want['mem_mb'] + extra}mb", (pbs_id, want)
+        assert rec["Resource_List"]["mem"] == f"{request_mem_mb(want['mem_mb'], extra)}mb", \
+            (pbs_id, want)
         assert rec["Resource_List"]["ncpus"] == want["threads"], (pbs_id, want)
         assert rec["queue"] == queue and rec["Account_Name"] == ACCOUNT, pbs_id
         assert rec["Job_Name"].startswith(f"nc_{want['rule']}"), rec["Job_Name"]
@@ -625,7 +626,7 @@ def test_rejected_resource_request_is_one_line(pbs, tmp_path_factory, sample_nc)
     assert lines, log[-3000:]
     for line in lines:  # 200000 MB plus the executor's overhead, as it told the job
         extra = int(re.search(r"SNAKEMAKE_PBS_PRO_JOB_OVERHEAD_MB=(\d+)", line).group(1))
-        assert f"mem={200000 + extra}MB" in line, line
+        assert f"mem={request_mem_mb(200000, extra)}MB" in line, line
     assert "qsub: Job violates queue and/or server resource limits" in lines[0]
     assert not submitted(log)
 

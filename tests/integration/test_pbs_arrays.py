@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 from snakemake_executor_plugin_pbs_pro.job_status_query import parse_torque
-from snakemake_executor_plugin_pbs_pro.submit_string import DEFAULT_JOB_OVERHEAD_MB
+from snakemake_executor_plugin_pbs_pro.submit_string import DEFAULT_JOB_OVERHEAD_MB, request_mem_mb
 from test_pbs import ACCOUNT, FAST, QSTAT, job_overhead_mb, pbs_env, snakemake
 from test_pbs import pbs as pbs_server  # noqa: F401  (its `pbs` fixture)
 from test_slurm import ROWS, count_rows, declared_jobs, workdir
@@ -77,7 +77,7 @@ def test_render_shards_go_out_as_one_array(tmp_path_factory, sample_nc):
         extra = job_overhead_mb(rec)  # the profile's pbs-pro-job-overhead-mb
         assert extra >= DEFAULT_JOB_OVERHEAD_MB, (sub, extra)
         assert rec["Resource_List.mem"] == \
-            f"{declared[str(e['jobid'])][-1]['mem_mb'] + extra}mb", sub
+            f"{request_mem_mb(declared[str(e['jobid'])][-1]['mem_mb'], extra)}mb", sub
         sublog = (work / f"logs/pbs/nc_process_shard.{tag}.{e['index']}.log").read_text()
         shard = e["wildcards"]["shard"]
         assert f"sub-job {sub} runs Snakemake job {e['jobid']} (process_shard " \
@@ -116,7 +116,7 @@ def test_memory_killed_array_element_is_retried_alone(tmp_path):
     killed = recs[array_id.replace("[]", f"[{index['1']}]")]
     extra = job_overhead_mb(killed)  # the job's own Snakemake, added by the executor
     assert killed["Exit_status"] == "-27", killed
-    assert killed["Resource_List.mem"] == f"{450 + extra}mb", killed
+    assert killed["Resource_List.mem"] == f"{request_mem_mb(450, extra)}mb", killed
     for i in ("0", "2"):
         assert recs[array_id.replace("[]", f"[{index[i]}]")]["Exit_status"] == "0"
         assert len((tmp_path / f"attempts_{i}").read_text().split()) == 1

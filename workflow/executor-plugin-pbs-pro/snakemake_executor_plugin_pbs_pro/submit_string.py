@@ -124,7 +124,15 @@ def request_mem_mb(mem_mb: float, job_overhead_mb: int = DEFAULT_JOB_OVERHEAD_MB
     A PBS job runs the rule inside a ``snakemake`` process of its own, and MoM kills the
     job (``Exit_status`` −27, JOB_EXEC_KILL_MEM) when all its processes together exceed
     ``mem``: a rule declaring ``mem="5MB"`` would be killed at once. So the request is the
-    rule's own declared memory (what its commands need) plus `job_overhead_mb`.
+    rule's own declared memory (what its commands need) plus `job_overhead_mb`, and the
+    rule's share is at least `job_overhead_mb`: MoM adds up the resident memory of each
+    process of the job, and a command the job's Snakemake starts is, until it executes
+    its program, a fork of that process with the same resident memory, so for that moment
+    Snakemake counts twice. On a busy node the moment is long enough for MoM to see it:
+    a rule declaring 5 MB (``mem=305mb``) whose Snakemake started commands in a loop was
+    killed at 332 MB while four other processes kept both cores busy, and two CI jobs at
+    ``mem=305mb`` and ``mem=320mb`` were killed at 376-408 MB two seconds after they
+    started; the same jobs peak at 170-210 MB on a quiet node.
 
     Parameters
     ----------
@@ -136,7 +144,7 @@ def request_mem_mb(mem_mb: float, job_overhead_mb: int = DEFAULT_JOB_OVERHEAD_MB
     Returns
     -------
     int
-        MB, rounded up.
+        ``max(ceil(mem_mb), job_overhead_mb) + job_overhead_mb``, MB.
 
     Raises
     ------
@@ -145,7 +153,8 @@ def request_mem_mb(mem_mb: float, job_overhead_mb: int = DEFAULT_JOB_OVERHEAD_MB
     """
     if job_overhead_mb < 0:
         raise ValueError(f"pbs-pro-job-overhead-mb must be 0 or more, got {job_overhead_mb}")
-    return int(math.ceil(float(mem_mb))) + int(job_overhead_mb)
+    return max(int(math.ceil(float(mem_mb))), int(job_overhead_mb)) + int(job_overhead_mb)
+
 
 def build_qsub(props: dict, jobscript: str, *, queue: str | None, account: str | None,
                log_dir: str, max_walltime: str | None = None, node_cores: int | None = None,
