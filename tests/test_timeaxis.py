@@ -115,6 +115,16 @@ def test_levels_are_not_taken_as_time(tmp_path):
         assert (s.time_dim, s.shape) == ("lev", (2, 3, 4))
 
 
+@pytest.mark.parametrize("attrs", [None, {"units": "days since 2000-01-01"}])
+def test_select_on_the_time_axis_says_to_choose_steps(tmp_path, attrs):
+    """select: {time: 3} fixes the frames' axis: one line saying how steps are chosen,
+    not that the variable has no time axis (named time, or with CF time units)."""
+    path = _levels_file(tmp_path / "sel.nc", time_dim="time", time_attrs=attrs)
+    with pytest.raises(NcreelError, match=r"config key 'select\.time': 'time' is the time "
+                       r"axis, whose steps are the frames: choose steps with time_range"):
+        open_series(path, "v", select={"time": 3, "lev": 0})
+
+
 @pytest.mark.parametrize("name", ["time", "Time", "t"])
 def test_a_dimension_named_time_wins_over_a_level(tmp_path, name):
     # No CF attributes at all on the time dimension (no coordinate variable either).

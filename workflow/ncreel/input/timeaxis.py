@@ -188,7 +188,8 @@ def detect_time_dim(ds: xr.Dataset, variable: str, time_dim: str | None = None,
     NcreelError
         If `time_dim` is not a dimension of the variable; if no dimension is a time axis
         by the rules above (a file without time, e.g. model levels only: the message says
-        how to show another dimension as frames with ``time_dim``); if more than one is.
+        how to show another dimension as frames with ``time_dim``; one fixed by `select`:
+        the message says to choose steps with ``time_range``); if more than one is.
         The message lists the variable's dimensions.
     """
     da = ds[variable]
@@ -219,6 +220,13 @@ def detect_time_dim(ds: xr.Dataset, variable: str, time_dim: str | None = None,
             raise NcreelError(f"{where}variable '{variable}': ambiguous time dimension, "
                               f"{len(found)} dims {how}: {', '.join(found)} (its dims: "
                               f"{', '.join(dims)}); set time_dim=NAME to the one that is time")
+    # A time axis fixed by `select` (select: {time: 3}): say so, not "no time axis".
+    chosen = [d for d in dims if d in select and (
+        _is_time(d, ds.variables.get(d), bare_units=True) or _TIME_NAMES.fullmatch(d))]
+    if chosen:
+        raise NcreelError(f"{where}config key 'select.{chosen[0]}': '{chosen[0]}' is the time "
+                          "axis, whose steps are the frames: choose steps with time_range "
+                          "and time_every")
     others = [d for d in free if not _is_spatial(d, ds.variables.get(d))]
     example = f" (e.g. time_dim={others[0]})" if others else ""
     raise NcreelError(
