@@ -204,16 +204,18 @@ def detect_time_dim(ds: xr.Dataset, variable: str, time_dim: str | None = None,
     free = [d for d in dims if d not in select]
     listed = [ds.variables[n] for n in _coordinates_attr(da) if n in ds.variables]
 
-    def cf(bare_units):
-        return [d for d in free if _is_time(d, ds.variables.get(d), bare_units=bare_units)
+    def cf(bare_units, among):
+        return [d for d in among if _is_time(d, ds.variables.get(d), bare_units=bare_units)
                 or any(tuple(v.dims) == (d,) and _is_time("", v, bare_units=bare_units)
                        for v in listed)]
 
-    named = [d for d in free if _TIME_NAMES.fullmatch(d)]
+    def named(among):
+        return [d for d in among if _TIME_NAMES.fullmatch(d)]
+
     # Bare time units are weaker evidence: a forecast's lead time (`step`, hours) beside
     # its CF time.
-    for found, how in ((cf(False), "with a CF time coordinate"),
-                       (cf(True), "with time units"), (named, "named as time")):
+    for found, how in ((cf(False, free), "with a CF time coordinate"),
+                       (cf(True, free), "with time units"), (named(free), "named as time")):
         if len(found) == 1:
             return found[0]
         if len(found) > 1:
@@ -221,8 +223,8 @@ def detect_time_dim(ds: xr.Dataset, variable: str, time_dim: str | None = None,
                               f"{len(found)} dims {how}: {', '.join(found)} (its dims: "
                               f"{', '.join(dims)}); set time_dim=NAME to the one that is time")
     # A time axis fixed by `select` (select: {time: 3}): say so, not "no time axis".
-    chosen = [d for d in dims if d in select and (
-        _is_time(d, ds.variables.get(d), bare_units=True) or _TIME_NAMES.fullmatch(d))]
+    fixed = [d for d in dims if d in select]
+    chosen = cf(True, fixed) or named(fixed)
     if chosen:
         raise NcreelError(f"{where}config key 'select.{chosen[0]}': '{chosen[0]}' is the time "
                           "axis, whose steps are the frames: choose steps with time_range "
