@@ -21,7 +21,7 @@ CALIBRATION = {"width": 160, "height": 96, "dpi": 100, "preset": "medium", "crf"
 def make_run(work, *, end_ok):
     out = work / "results" / "r"
     (out / "segments").mkdir(parents=True)
-    (out / "stats.json").write_text(json.dumps({"n_time": 40}))
+    (out / "stats.json").write_text(json.dumps({"n_time": 40, "outputs": ["movie"]}))
     (out / "calibration.json").write_text(json.dumps(CALIBRATION))
     (out / "segments" / "00000.mp4").write_bytes(b"x")
     inc = work / ".snakemake" / "incomplete"
@@ -174,3 +174,48 @@ def test_a_failed_shard_says_why(tmp_path):
     [row] = shard_status(tmp_path, "r")
     assert (row["state"], row["detail"]) == ("failed",
                                              "attempt 1 failed: interrupted by SIGTERM")
+
+
+def finished_run(work):
+    """A run whose one shard finished: its attempts record ended well, no marker."""
+    make_run(work, end_ok=True)
+    os.utime(work / "results" / "r" / "segments" / "00000.mp4")  # after the statistics
+    for inc in (work / ".snakemake" / "incomplete").iterdir():
+        inc.unlink()
+
+
+def ask_for(work, outputs):
+    """The run's statistics as a run of config `outputs` writes them (kept older)."""
+    stats = work / "results" / "r" / "stats.json"
+    mtime = stats.stat().st_mtime
+    stats.write_text(json.dumps({"n_time": 40, "outputs": outputs}))
+    os.utime(stats, (mtime, mtime))
+
+
+def test_a_shard_is_done_only_with_every_output_the_runs_outputs_ask_for(tmp_path):
+    # outputs changed from [movie] to [movie, table]: the segment alone is not the shard.
+    finished_run(tmp_path)
+    assert shard_status(tmp_path, "r")[0]["state"] == "done"
+    ask_for(tmp_path, ["movie", "table"])
+    assert shard_status(tmp_path, "r")[0]["state"] == "to do"
+    cells = tmp_path / "results" / "r" / "cells"
+    cells.mkdir()
+    (cells / "00000.copy.zst").write_bytes(b"x")  # the run's compression, whichever
+    assert shard_status(tmp_path, "r")[0]["state"] == "done"
+    ask_for(tmp_path, ["table"])
+    (tmp_path / "results" / "r" / "segments" / "00000.mp4").unlink()
+    assert shard_status(tmp_path, "r")[0]["state"] == "done"
+    ask_for(tmp_path, ["movie"])
+    assert shard_status(tmp_path, "r")[0]["state"] == "to do"
+
+
+def test_a_shard_older_than_the_statistics_is_to_do(tmp_path):
+    # A rerun with other settings rewrites stats.json first; Snakemake then redoes every
+    # shard whose outputs are older, and so must the status say.
+    finished_run(tmp_path)
+    seg = tmp_path / "results" / "r" / "segments" / "00000.mp4"
+    stats = tmp_path / "results" / "r" / "stats.json"
+    os.utime(seg, (stats.stat().st_mtime - 60,) * 2)
+    [row] = shard_status(tmp_path, "r")
+    assert (row["state"], row["detail"]) == (
+        "to do", "older than the run's statistics or plan: the next run redoes it")

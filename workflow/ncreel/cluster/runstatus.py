@@ -8,13 +8,16 @@ and each shard job's attempts record (:mod:`ncreel.run.jobrecord`). Only for a j
 scheduler ran does it ask the scheduler (``squeue`` / PBS ``qstat``) whether the job is
 still there.
 
-States: ``done`` (segment complete), ``running`` (a live process or scheduler job:
+States: ``done`` (its outputs for the run's config ``outputs`` complete: the segment, the
+COPY rows or both; and newer than ``stats.json`` and ``calibration.json``, as Snakemake
+judges it), ``running`` (a live process or scheduler job:
 queued or running; or marked by the Snakemake that holds the run's lock and not yet
 started), ``failed`` (its newest attempt raised, was killed, or its process or scheduler
 job is gone without finishing while its Snakemake runs on; the next run redoes it),
 ``interrupted`` (its job was under way when its Snakemake stopped -- Ctrl-C, a closed
 SSH session, kill -9 -- and no process holds the run's lock now; the same command resumes
-it), ``to do`` (never started).
+it), ``to do`` (never started, or its outputs are older than the run's statistics or
+plan, which a rerun with other settings rewrites first).
 
 The run as a whole is *running* while a Snakemake process holds its lock
 (``results/<run>/.ncreel-run.lock``, see :func:`ncreel.cluster.runlock.hold_run_lock`),
@@ -181,32 +184,44 @@ def shard_status(workdir: str | os.PathLike = ".", run: str = "demo", *,
     stats = json.loads((out / "stats.json").read_text())
     n_time = stats["n_time"]
     fps = Calibration.from_json(out / "calibration.json").frames_per_shard
-    # A shard is done when its job's outputs are: the segment, or without a movie
-    # (config outputs) its COPY rows, in whichever compression the run writes.
-    movie = "movie" in (stats.get("outputs") or OUTPUTS)
+    # A shard is done when every output its job makes for the run's config outputs is
+    # there: the segment (movie) and the COPY rows (table), in whichever compression the
+    # run writes; and, as Snakemake judges it, newer than the statistics and the plan
+    # (a rerun after they changed, e.g. other config outputs, redoes the shard).
+    wanted = stats.get("outputs") or OUTPUTS
 
-    def shard_output(name: str) -> str:
-        if movie:
-            return f"results/{run}/segments/{name}.mp4"
-        for suffix in COPY_SUFFIXES.values():
-            path = f"results/{run}/cells/{name}{suffix}"
-            if (work / path).exists() or marker_path(work, path).exists():
-                return path
-        return f"results/{run}/cells/{name}{COPY_SUFFIXES['none']}"
+    def shard_outputs(name: str) -> list[str]:
+        paths = [f"results/{run}/segments/{name}.mp4"] if "movie" in wanted else []
+        if "table" in wanted:
+            rows = f"results/{run}/cells/{name}{COPY_SUFFIXES['none']}"
+            for suffix in COPY_SUFFIXES.values():
+                path = f"results/{run}/cells/{name}{suffix}"
+                if (work / path).exists() or marker_path(work, path).exists():
+                    rows = path
+                    break
+            paths.append(rows)
+        return paths
+
+    plan_mtime = max((out / f).stat().st_mtime for f in ("stats.json", "calibration.json"))
     host = socket.gethostname()
     # Snakemake's own lock outlives a Snakemake ended by SIGHUP or SIGKILL; ncreel's run
     # lock is a flock, which the kernel releases when the holder dies.
     held = run_holder(work, run) is not None
     rows = []
     for shard in plan_shards(n_time, fps):
-        seg = shard_output(shard.name)
-        marker = _incomplete_marker(work, seg)
+        paths = shard_outputs(shard.name)
+        marker = next((m for m in (_incomplete_marker(work, p) for p in paths)
+                       if m is not None), None)
         attempts = read_attempts(attempts_path(logs / "process_shard" / f"{shard.name}.log"))
         last = attempts[-1] if attempts else {}
         jobid = (marker or {}).get("external_jobid") or last.get("jobid")
+        written = all((work / p).exists() for p in paths)
         state, detail = "to do", ""
-        if (work / seg).exists() and marker is None:
-            state = "done"
+        if written and marker is None:
+            if min((work / p).stat().st_mtime for p in paths) < plan_mtime:
+                detail = "older than the run's statistics or plan: the next run redoes it"
+            else:
+                state = "done"
         elif marker is not None or last.get("status") == "running":
             live = None
             if jobid:
@@ -215,7 +230,7 @@ def shard_status(workdir: str | os.PathLike = ".", run: str = "demo", *,
                 live = "running" if _pid_alive(last.get("pid")) else None
             if live:
                 state, detail = "running", live
-            elif ((work / seg).exists() and last.get("status") == "ok"
+            elif (written and last.get("status") == "ok"
                   and float(last.get("end") or 0) >= (marker or {}).get("mtime", math.inf)):
                 # The marker's job ended well: Snakemake was killed before removing it,
                 # and a live rerun keeps these outputs (its marker stays).
@@ -224,7 +239,7 @@ def shard_status(workdir: str | os.PathLike = ".", run: str = "demo", *,
                 # Marked by a Snakemake still running here, before the job recorded itself
                 # (a scheduler job's own Snakemake rewrites the marker without the job id).
                 state, detail = "running", "starting"
-            elif (work / seg).exists() and last.get("status") == "ok":
+            elif written and last.get("status") == "ok":
                 # The job finished and wrote its outputs, but Snakemake was killed before
                 # it removed its marker; a rerun keeps these outputs (seen after kill -9).
                 state, detail = "done", "finished; its Snakemake was stopped before recording it"
