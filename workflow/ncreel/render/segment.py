@@ -11,18 +11,13 @@ thread-safe and the GIL serialises Agg, so threads would not render in parallel.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
-import multiprocessing
 import os
 import resource
 import shutil
-import signal
-import sys
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +30,7 @@ from ncreel.render.movie import SegmentEncoder, concat_segments
 from ncreel.render.overlays import make_overlays, read_overlay_fields
 from ncreel.run.progress import Progress, current_log_file
 from ncreel.run.shardplan import Shard, frame_name, plan_shards
+from ncreel.run.workers import run_in_workers
 
 log = logging.getLogger(__name__)
 
@@ -311,21 +307,10 @@ def render_shard(job: FrameJob, shard: Shard, *, segment: str | os.PathLike,
     # Workers append their progress to this job's log.
     job = dataclasses.replace(job, log_file=current_log_file())
     try:
-        ctx = multiprocessing.get_context("spawn")
-        with _main_not_reimported(), ProcessPoolExecutor(
-                max_workers=len(ranges), mp_context=ctx, initializer=_worker_signals) as pool:
-            futures = [pool.submit(render_range, job, a, b, segment=part,
-                                   frames_dir=frames_dir, png_times=png_times,
-                                   encoder_threads=1)
-                       for (a, b), part in zip(ranges, parts, strict=True)]
-            try:
-                results = [f.result() for f in futures]  # in submission order = time order
-            except BaseException:
-                # Interrupted (or a worker failed): stop the other workers now; leaving
-                # the pool would wait for each to finish its whole range.
-                for child in multiprocessing.active_children():
-                    child.terminate()
-                raise
+        results = run_in_workers([(render_range, (job, a, b),
+                                   {"segment": part, "frames_dir": frames_dir,
+                                    "png_times": png_times, "encoder_threads": 1})
+                                  for (a, b), part in zip(ranges, parts, strict=True)])
         concat_segments(parts, segment, faststart=False)
     finally:
         shutil.rmtree(parts_dir, ignore_errors=True)
@@ -370,32 +355,6 @@ def worker_ranges(shard: Shard, workers: int, chunk_starts=()) -> list[tuple[int
     bounds.append(shard.stop)
     pairs = list(zip(bounds[:-1], bounds[1:], strict=True))
     return ranges if any(a >= b for a, b in pairs) else pairs
-
-
-def _worker_signals() -> None:
-    # A render worker stops at once and quietly on a stop signal (the job's process group
-    # gets Ctrl-C, the scheduler's kill): the job itself says why, in one line.
-    from ncreel.run.logs import STOP_SIGNALS
-
-    for sig in STOP_SIGNALS:
-        signal.signal(sig, lambda signum, frame: os._exit(128 + signum))
-
-
-@contextlib.contextmanager
-def _main_not_reimported():
-    # A spawned child re-runs the parent's __main__ file to find pickled functions. Under
-    # Snakemake that file is the rule's script, which fails outside Snakemake (no
-    # `snakemake` object) and would redo the job; the workers only need ncreel, so hide
-    # the main file from multiprocessing while the pool starts its processes.
-    main = sys.modules.get("__main__")
-    saved = getattr(main, "__file__", None)
-    if saved is not None:
-        del main.__file__
-    try:
-        yield
-    finally:
-        if saved is not None:
-            main.__file__ = saved
 
 
 def time_labels(series, time_format: str | None = None) -> list[str]:
