@@ -51,7 +51,7 @@ def test_worker_ranges_end_where_time_chunks_end(tmp_path):
     """render_processes' parts of a shard: a boundary near a chunk's start moves there
     (a day chunk is then decompressed by one worker), balance kept otherwise."""
     from ncreel.input.source import open_series
-    from ncreel.render.segment import worker_ranges
+    from ncreel.run.shardplan import worker_ranges
     from test_input_chunks import write_chunked
 
     shard = Shard(0, 10, 110)

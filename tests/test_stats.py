@@ -298,3 +298,43 @@ def test_without_cell_means_the_statistics_are_the_same(tmp_path):
     without, none = stats_of(path, means=False)
     assert none is None and cell_mean.shape == (3, 4)
     assert without == with_means
+
+
+def _case_values(case):
+    rng = np.random.default_rng(11)
+    values = rng.uniform(250, 260, (40, 3, 4)).astype(np.float32)
+    if case == "kelvin":  # counted: one read; parts widen the range either side
+        values[3] = rng.uniform(200, 210, (3, 4))
+        values[35] = rng.uniform(320, 330, (3, 4))
+    elif case == "far_later_part":  # the last part's counts leave the span: a second read
+        values[38] = 2.0e6
+    elif case == "integers_with_a_blank_part":  # a part with no finite value at all
+        values = rng.integers(0, 500, (40, 3, 4)).astype(np.float64)
+        values[20:] = np.nan
+    values[5, 1, 1] = np.nan
+    return values
+
+
+@pytest.mark.parametrize("case", ["kelvin", "far_later_part", "integers_with_a_blank_part"])
+def test_statistics_in_worker_processes_are_one_processs(tmp_path, case):
+    """Parts read by 2 worker processes merge into what one process finds: the same
+    limits, counts, extremes and reads (exactly), and the same cell means to float64
+    rounding."""
+    import functools
+
+    from ncreel.jobs.stats import _ranges
+
+    path = write(tmp_path / f"{case}.nc", _case_values(case))
+    with open_series(path, "tas") as s:
+        assert _ranges(s, 2) == [(0, 20), (20, 40)]
+    one, mean_one = stats_of(path)
+    two, mean_two = stats_of(path, workers=2,
+                                 reopen=functools.partial(open_series, path, "tas"))
+    assert two == one
+    np.testing.assert_allclose(mean_two, mean_one, rtol=1e-14, atol=0)
+    assert np.array_equal(np.isnan(mean_two), np.isnan(mean_one))
+    finite, (p2, p98) = numpy_truth(path)
+    assert one["n_finite"] == finite.size
+    if one["binning"] in ("values", "integers"):
+        assert (one["vmin"], one["vmax"]) == (pytest.approx(p2, rel=1e-12),
+                                              pytest.approx(p98, rel=1e-12))

@@ -30,7 +30,9 @@ def demo_run(tmp_path_factory, sample_nc):
     work = make_workdir(tmp_path_factory.mktemp("demo"))
     (work / "resources").mkdir()
     shutil.copy(sample_nc, work / "resources" / "A1B_north_america.nc")
-    proc = snakemake(work, "--config", *SMALL)
+    # the statistics in two worker processes, whose cell means the COPY rows' anomaly
+    # checks against xarray's below
+    proc = snakemake(work, "--config", *SMALL, "statistics_processes=2")
     return work, proc
 
 
@@ -81,6 +83,9 @@ def test_demo_rules_declare_and_measure(demo_run):
     for log in (work / "logs/demo/process_shard").glob("*.log"):
         assert "rows (beside, sharing the blocks of the frames)" in log.read_text(), log
     assert len(list((work / "results/demo/segments").glob("*.mp4"))) == n_shards
+    said = (work / "logs/demo/statistics.log").read_text()
+    assert "statistics of 'air_temperature': 2 worker processes, time steps 0..119, " \
+        "120..239" in said, said
     for name in ("statistics", "calibrate_render", "reduce_cells", "concat_segments"):
         assert (work / f"results/demo/benchmarks/{name}.tsv").is_file()
         assert (work / f"logs/demo/{name}.log").is_file()

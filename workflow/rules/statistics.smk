@@ -23,16 +23,18 @@ rule statistics:
         f"{OUT}/benchmarks/statistics.tsv"
     conda:
         "../../envs/ncreel.yaml"
-    threads: 1
+    # worker processes, each reading a contiguous part of the series
+    threads: config["statistics_processes"]
     resources:
         attempt=attempt_resource,
         mem_mb=rule_mem_mb(
             "statistics",
-            lambda wc, attempt: res.statistics_mem_mb(
+            lambda wc, threads, attempt: res.statistics_mem_mb(
                 ny=STATS_GRID["ny"],
                 nx=STATS_GRID["nx"],
                 attempt=attempt,
                 chunk_mb=CHUNK_MB["statistics"],
+                workers=threads,
             ),
         ),
         runtime=lambda wc, attempt: res.series_pass_runtime(GRID["n_time"], attempt),

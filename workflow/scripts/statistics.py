@@ -22,4 +22,5 @@ with open_selection(selection) as shown, (
     write_statistics(table, out.stats, out.get("cell_mean"), vmin=p.vmin, vmax=p.vmax,
                      limits_series=None if table is shown or "movie" not in outputs
                      else shown,
-                     overlays=p.overlays, panels=p.get("panels"), outputs=outputs)
+                     overlays=p.overlays, panels=p.get("panels"), outputs=outputs,
+                     selection=selection, workers=snakemake.threads)  # noqa: F821

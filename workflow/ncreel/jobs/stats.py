@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -12,6 +15,9 @@ from ncreel.core.errors import NcreelError
 from ncreel.core.io import atomic_path
 from ncreel.input.identity import check_inputs, input_identities
 from ncreel.input.source import BLOCK_BYTES, Series
+from ncreel.region.selection import open_selection
+from ncreel.run.shardplan import Shard, worker_ranges
+from ncreel.run.workers import run_in_workers
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +33,8 @@ KEY_SLICE = 1 << 22
 
 def series_statistics(series: Series, *, percentiles: tuple[float, float] = (2.0, 98.0),
                       max_block_bytes: int = BLOCK_BYTES,
-                      limits: bool = True, means: bool = True) -> tuple[dict, np.ndarray | None]:
+                      limits: bool = True, means: bool = True, workers: int = 1,
+                      reopen: Callable | None = None) -> tuple[dict, np.ndarray | None]:
     """Compute colour limits and each cell's time mean, reading the series once or twice.
 
     Pass 1 accumulates per-cell sums and counts (float64), the global min/max and whether
@@ -51,6 +58,13 @@ def series_statistics(series: Series, *, percentiles: tuple[float, float] = (2.0
     block plus ``(ny, nx)`` accumulators and at most :data:`KEY_BINS_MAX` counts, whatever
     the series length.
 
+    With `workers` > 1 each pass is split into that many contiguous time ranges (ending
+    where time chunks end, at least :data:`MIN_WORKER_STEPS` steps each), read at once by
+    worker processes that open the series with `reopen`; their counts, extremes and
+    per-cell sums are added in time order, so limits and counts are those of one process
+    and the cell means agree with one process's to float64 rounding. Memory is then one
+    process's per worker, plus the merged accumulators.
+
     Parameters
     ----------
     series : Series
@@ -66,6 +80,11 @@ def series_statistics(series: Series, *, percentiles: tuple[float, float] = (2.0
     means : bool
         Compute each cell's mean. False (a run without a table, or a second series whose
         limits alone are wanted) skips the per-cell sums: `cell_mean` is then None.
+    workers : int
+        Worker processes (the job's ``threads``); 1 reads in this process.
+    reopen : callable, optional
+        Picklable; ``reopen()`` is a context manager giving the same series as `series`
+        in a worker process; without it every pass reads in this process.
 
     Returns
     -------
@@ -79,32 +98,26 @@ def series_statistics(series: Series, *, percentiles: tuple[float, float] = (2.0
         Mean over time of each cell's finite values; NaN where a cell is never finite.
         None when `means` is False.
     """
-    total = np.zeros((series.ny, series.nx), dtype=np.float64) if means else None
-    count = np.zeros((series.ny, series.nx), dtype=np.int64) if means else None
-    lo, hi = np.inf, -np.inf
-    n_finite = 0
-    integral = True
-    dtype = np.dtype(series.dtype)
-    keys = _KeyCounts() if limits else None
-    for _, block in series.iter_blocks(0, series.n_time, max_block_bytes):
-        dtype = block.dtype
-        finite = np.isfinite(block)
-        if means:
-            total += np.where(finite, block, 0.0).sum(axis=0, dtype=np.float64)
-            count += finite.sum(axis=0)
-        # A block without a gap (most fields) is used as it is: no copy of its values.
-        vals = block.reshape(-1) if finite.all() else block[finite]
-        if vals.size:
-            n_finite += vals.size
-            b_lo, b_hi = float(vals.min()), float(vals.max())
-            lo, hi = min(lo, b_lo), max(hi, b_hi)
-            integral = integral and bool(np.array_equal(vals, np.floor(vals)))
-            if keys is not None:
-                keys.add(vals, b_lo, b_hi)
+    ranges = _ranges(series, workers if reopen is not None else 1)
+    if len(ranges) == 1:
+        parts = [_first_pass(series, 0, series.n_time, limits=limits, means=means,
+                             max_block_bytes=max_block_bytes)]
+    else:
+        log.info("statistics of '%s': %d worker processes, time steps %s", series.variable,
+                 len(ranges), ", ".join(f"{a}..{b - 1}" for a, b in ranges))
+        parts = run_in_workers([(_in_worker, (reopen, _first_pass, a, b),
+                                 {"limits": limits, "means": means,
+                                  "max_block_bytes": max_block_bytes})
+                                for a, b in ranges])
+    part = _Partial.merged(parts)
+    lo, hi, n_finite, keys = part.lo, part.hi, part.n_finite, part.keys
+    dtype, integral = part.dtype or np.dtype(series.dtype), part.integral
     cell_mean = None
     if means:
         with np.errstate(invalid="ignore", divide="ignore"):
-            cell_mean = np.where(count > 0, total / np.maximum(count, 1), np.nan)
+            cell_mean = np.where(part.count > 0, part.total / np.maximum(part.count, 1),
+                                 np.nan)
+    del parts, part
     binning = None
     reads = 1
     if not limits:
@@ -121,9 +134,13 @@ def series_statistics(series: Series, *, percentiles: tuple[float, float] = (2.0
     else:
         bins = _Bins.choose(lo, hi, dtype, integral)
         binning = bins.kind
-        hist = np.zeros(bins.n, dtype=np.int64)
-        for _, block in series.iter_blocks(0, series.n_time, max_block_bytes):
-            hist += bins.histogram(block[np.isfinite(block)])
+        if len(ranges) == 1:
+            hist = _histogram(series, 0, series.n_time, bins=bins,
+                              max_block_bytes=max_block_bytes)
+        else:
+            hist = sum(run_in_workers([(_in_worker, (reopen, _histogram, a, b),
+                                        {"bins": bins, "max_block_bytes": max_block_bytes})
+                                       for a, b in ranges]))
         vmin, vmax = (_percentile(hist, bins, p) for p in percentiles)
         reads = 2
     stats = {"vmin": vmin, "vmax": vmax, "min": lo if n_finite else None,
@@ -131,6 +148,94 @@ def series_statistics(series: Series, *, percentiles: tuple[float, float] = (2.0
              "binning": binning, "n_finite": n_finite, "n_time": series.n_time,
              "ny": series.ny, "nx": series.nx, "reads": reads}
     return stats, cell_mean
+
+
+#: Fewest time steps a statistics worker process reads: below this, one process.
+MIN_WORKER_STEPS = 8
+
+
+def _ranges(series: Series, workers: int) -> list[tuple[int, int]]:
+    """Split the series into contiguous time ranges, one per worker, at time chunks."""
+    workers = max(1, min(int(workers), series.n_time // MIN_WORKER_STEPS))
+    whole = Shard(0, 0, series.n_time)
+    if workers == 1:
+        return [(0, series.n_time)]
+    return worker_ranges(whole, workers, series.chunk_starts(0, series.n_time))
+
+
+@dataclass
+class _Partial:
+    """Pass 1 of :func:`series_statistics` over some time steps; parts merge exactly.
+
+    ``total``/``count``: per-cell float64 sums and counts of finite values, shape (ny, nx)
+    (None without means); ``lo``/``hi``: the smallest and largest finite value;
+    ``integral``: every value a whole number; ``dtype``: the float type read last;
+    ``keys``: the counts of each value (:class:`_KeyCounts`).
+    """
+
+    total: np.ndarray | None
+    count: np.ndarray | None
+    lo: float
+    hi: float
+    n_finite: int
+    integral: bool
+    dtype: np.dtype | None
+    keys: _KeyCounts
+
+    @classmethod
+    def merged(cls, parts: list[_Partial]) -> _Partial:
+        """Combine `parts` (in time order) into the pass over all their steps."""
+        first = parts[0]
+        for part in parts[1:]:
+            if first.total is not None:
+                first.total += part.total
+                first.count += part.count
+            first.lo, first.hi = min(first.lo, part.lo), max(first.hi, part.hi)
+            first.n_finite += part.n_finite
+            first.integral = first.integral and part.integral
+            first.dtype = part.dtype or first.dtype
+            first.keys.merge(part.keys)
+        return first
+
+
+def _first_pass(series: Series, start: int, stop: int, *, limits: bool, means: bool,
+                max_block_bytes: int) -> _Partial:
+    """Pass 1 of :func:`series_statistics` over the steps ``start:stop``."""
+    total = np.zeros((series.ny, series.nx), dtype=np.float64) if means else None
+    count = np.zeros((series.ny, series.nx), dtype=np.int64) if means else None
+    part = _Partial(total, count, np.inf, -np.inf, 0, True, None, _KeyCounts())
+    if not limits:
+        part.keys.dead = True
+    for _, block in series.iter_blocks(start, stop, max_block_bytes):
+        part.dtype = block.dtype
+        finite = np.isfinite(block)
+        if means:
+            total += np.where(finite, block, 0.0).sum(axis=0, dtype=np.float64)
+            count += finite.sum(axis=0)
+        # A block without a gap (most fields) is used as it is: no copy of its values.
+        vals = block.reshape(-1) if finite.all() else block[finite]
+        if vals.size:
+            part.n_finite += vals.size
+            b_lo, b_hi = float(vals.min()), float(vals.max())
+            part.lo, part.hi = min(part.lo, b_lo), max(part.hi, b_hi)
+            part.integral = part.integral and bool(np.array_equal(vals, np.floor(vals)))
+            part.keys.add(vals, b_lo, b_hi)
+    return part
+
+
+def _histogram(series: Series, start: int, stop: int, *, bins: _Bins,
+               max_block_bytes: int) -> np.ndarray:
+    """Pass 2 of :func:`series_statistics` over the steps ``start:stop``: bin counts."""
+    hist = np.zeros(bins.n, dtype=np.int64)
+    for _, block in series.iter_blocks(start, stop, max_block_bytes):
+        hist += bins.histogram(block[np.isfinite(block)])
+    return hist
+
+
+def _in_worker(reopen, fn, start: int, stop: int, **kwargs):
+    # A statistics worker process: its own series, opened as the job opened its own.
+    with reopen() as series:
+        return fn(series, start, stop, **kwargs)
 
 
 def _ordered_keys(values: np.ndarray) -> np.ndarray:
@@ -206,6 +311,32 @@ class _KeyCounts:
                 offsets -= k_lo
             self.counts[at:at + k_hi - k_lo + 1] += np.bincount(offsets,
                                                                 minlength=k_hi - k_lo + 1)
+
+    def merge(self, other: _KeyCounts) -> None:
+        """Add the counts of `other` (the same or other values of the same float type).
+
+        Given up when either was, their types differ, or their keys together span more
+        than :data:`KEY_BINS_MAX`: as one :meth:`add` of all their values would be.
+        """
+        if self.dead or other.counts is None:
+            if other.dead:
+                self._give_up()
+            return
+        if self.counts is None:
+            self.key0, self.counts, self.dtype = other.key0, other.counts, other.dtype
+            return
+        if other.dtype != self.dtype:
+            self._give_up()
+            return
+        first = min(self.key0, other.key0)
+        last = max(self.key0 + self.counts.size, other.key0 + other.counts.size) - 1
+        if last - first + 1 > KEY_BINS_MAX:
+            self._give_up()
+            return
+        grown = np.zeros(last - first + 1, dtype=np.int64)
+        grown[self.key0 - first:self.key0 - first + self.counts.size] = self.counts
+        grown[other.key0 - first:other.key0 - first + other.counts.size] += other.counts
+        self.key0, self.counts = first, grown
 
     def _give_up(self) -> None:
         self.dead, self.counts = True, None
@@ -416,7 +547,7 @@ def write_statistics(series: Series, stats_json: str | os.PathLike,
                      vmax: float | None = None, percentiles=(2.0, 98.0),
                      limits_series: Series | None = None,
                      overlays: dict | None = None, panels: dict | None = None,
-                     outputs=("movie", "table")) -> dict:
+                     outputs=("movie", "table"), selection=None, workers: int = 1) -> dict:
     """Compute :func:`series_statistics` and write ``stats.json`` and ``cell_mean.npy``.
 
     Only what `outputs` (config ``outputs``) need: the colour limits, overlay levels and
@@ -438,6 +569,11 @@ def write_statistics(series: Series, stats_json: str | os.PathLike,
     and scale as ``overlays`` (:func:`ncreel.render.overlays.overlay_limits`). `panels`
     (a planned ``panels`` layout, :func:`ncreel.render.panelplan.plan_panels`) adds each panel's
     colour limits as ``panels`` (:func:`ncreel.render.panelplan.panel_statistics`).
+
+    With `selection` (the :class:`ncreel.config.settings.SeriesSelection` that `series`
+    and `limits_series` were opened from) and `workers` > 1, the passes over `series` and
+    `limits_series` are read by that many worker processes at once (see
+    :func:`series_statistics`); the panels' and overlays' own passes stay in this process.
 
     Returns
     -------
@@ -464,13 +600,20 @@ def write_statistics(series: Series, stats_json: str | os.PathLike,
         log.warning("time of '%s' not decoded for some steps (column time is NULL there): %s",
                     series.variable, time.note)
     movie = "movie" in outputs
+    reopen = reopen_limits = None
+    if selection is not None:  # worker processes open what this process opened
+        reopen = functools.partial(open_selection, selection.table_selection()
+                                   if "table" in outputs else selection)
+        reopen_limits = functools.partial(open_selection, selection)
     stats, cell_mean = series_statistics(series, percentiles=tuple(percentiles),
                                          limits=movie and limits_series is None,
-                                         means=cell_mean_npy is not None)
+                                         means=cell_mean_npy is not None,
+                                         workers=workers, reopen=reopen)
     table_finite = stats["n_finite"]
     if limits_series is not None:
         stats = {**series_statistics(limits_series, percentiles=tuple(percentiles),
-                                     limits=movie, means=False)[0],
+                                     limits=movie, means=False, workers=workers,
+                                     reopen=reopen_limits)[0],
                  "table_ny": stats["ny"], "table_nx": stats["nx"]}
     _refuse_empty(series, stats["n_finite"] if movie else None,
                   table_finite if cell_mean_npy is not None else None)

@@ -29,7 +29,7 @@ from ncreel.region.selection import open_selection
 from ncreel.render.movie import SegmentEncoder, concat_segments
 from ncreel.render.overlays import make_overlays, read_overlay_fields
 from ncreel.run.progress import Progress, current_log_file
-from ncreel.run.shardplan import Shard, frame_name, plan_shards
+from ncreel.run.shardplan import Shard, frame_name, worker_ranges
 from ncreel.run.workers import run_in_workers
 
 log = logging.getLogger(__name__)
@@ -320,41 +320,6 @@ def render_shard(job: FrameJob, shard: Shard, *, segment: str | os.PathLike,
             "maxrss_mb": max(r["maxrss_mb"] for r in results),
             "encoder_maxrss_mb": max(r["encoder_maxrss_mb"] for r in results),
             "encoder_cpu_s": sum(r["encoder_cpu_s"] for r in results)}
-
-
-def worker_ranges(shard: Shard, workers: int, chunk_starts=()) -> list[tuple[int, int]]:
-    """Split a shard into `workers` contiguous ranges of about equal length.
-
-    A boundary within a quarter of a range's length of a time chunk's start
-    (:meth:`ncreel.input.source.Series.chunk_starts`) moves there, so that no chunk read
-    whole is decompressed by two workers.
-
-    Parameters
-    ----------
-    shard : Shard
-    workers : int
-        Ranges wanted, 1 .. ``shard.n_frames``.
-    chunk_starts : sequence of int
-        Ascending global time indices inside the shard where a chunk begins.
-
-    Returns
-    -------
-    list of (int, int)
-        Half-open ranges of global time indices, in order, covering the shard.
-    """
-    ranges = [(shard.start + p.start, shard.start + p.stop)
-              for p in plan_shards(shard.n_frames, -(-shard.n_frames // workers))]
-    starts = list(chunk_starts)
-    if not starts or len(ranges) < 2:
-        return ranges
-    slack = (shard.n_frames // len(ranges)) // 4
-    bounds = [shard.start]
-    for _, b in ranges[:-1]:
-        near = min(starts, key=lambda s: (abs(s - b), s))
-        bounds.append(near if abs(near - b) <= slack and near > bounds[-1] else b)
-    bounds.append(shard.stop)
-    pairs = list(zip(bounds[:-1], bounds[1:], strict=True))
-    return ranges if any(a >= b for a, b in pairs) else pairs
 
 
 def time_labels(series, time_format: str | None = None) -> list[str]:

@@ -207,7 +207,8 @@ def chunk_read_mb(chunk_mb: float) -> float:
 
 
 def statistics_mem_mb(*, ny: int, nx: int, attempt: int = 1,
-                      max_block_bytes: int = BLOCK_BYTES, chunk_mb: float = 0.0) -> int:
+                      max_block_bytes: int = BLOCK_BYTES, chunk_mb: float = 0.0,
+                      workers: int = 1) -> int:
     """``mem_mb`` of the statistics job: one block, its mask, (ny, nx) accumulators, counts.
 
     The counts of each value (:data:`ncreel.jobs.stats.KEY_BINS_MAX`, int64) come with one
@@ -215,10 +216,15 @@ def statistics_mem_mb(*, ny: int, nx: int, attempt: int = 1,
     one whole time step (float64), however large. `chunk_mb` is the time chunk the job's
     series hold between reads (MiB, the sum over the series it reads;
     :meth:`ncreel.input.source.Series.held_chunk_bytes`), counted by :func:`chunk_read_mb`.
+    With `workers` > 1 (config ``statistics_processes``) each worker process holds all
+    of that, and the job's own process the merged accumulators and counts.
     """
     block = max(max_block_bytes, ny * nx * 8)
-    est = (BASE_MB + (3 * block + ny * nx * 40) / 1e6 + chunk_read_mb(chunk_mb)
+    one = (BASE_MB + (3 * block + ny * nx * 40) / 1e6 + chunk_read_mb(chunk_mb)
            + VALUE_COUNTS_MB)
+    workers = max(int(workers), 1)
+    est = one if workers == 1 else workers * one + BASE_MB + ny * nx * 40 / 1e6 + \
+        VALUE_COUNTS_MB
     return int(math.ceil(est * 1.5 / 50) * 50) * max(int(attempt), 1)
 
 

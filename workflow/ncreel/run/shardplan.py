@@ -147,3 +147,38 @@ class ShardPlanCache:
             self._plan = {s.name: s for s in plan_shards(n_time, frames)}
             self._stamp = stamp
         return self._plan
+
+
+def worker_ranges(shard: Shard, workers: int, chunk_starts=()) -> list[tuple[int, int]]:
+    """Split a shard into `workers` contiguous ranges of about equal length.
+
+    A boundary within a quarter of a range's length of a time chunk's start
+    (:meth:`ncreel.input.source.Series.chunk_starts`) moves there, so that no chunk read
+    whole is decompressed by two workers.
+
+    Parameters
+    ----------
+    shard : Shard
+    workers : int
+        Ranges wanted, 1 .. ``shard.n_frames``.
+    chunk_starts : sequence of int
+        Ascending global time indices inside the shard where a chunk begins.
+
+    Returns
+    -------
+    list of (int, int)
+        Half-open ranges of global time indices, in order, covering the shard.
+    """
+    ranges = [(shard.start + p.start, shard.start + p.stop)
+              for p in plan_shards(shard.n_frames, -(-shard.n_frames // workers))]
+    starts = list(chunk_starts)
+    if not starts or len(ranges) < 2:
+        return ranges
+    slack = (shard.n_frames // len(ranges)) // 4
+    bounds = [shard.start]
+    for _, b in ranges[:-1]:
+        near = min(starts, key=lambda s: (abs(s - b), s))
+        bounds.append(near if abs(near - b) <= slack and near > bounds[-1] else b)
+    bounds.append(shard.stop)
+    pairs = list(zip(bounds[:-1], bounds[1:], strict=True))
+    return ranges if any(a >= b for a, b in pairs) else pairs
