@@ -33,3 +33,23 @@ def test_help_and_an_unknown_name_are_one_answer_not_a_traceback(tmp_path):
         "ncreel: error: tas.nc is not in this iris-sample-data release")
     assert "A1B_north_america.nc" in out.stderr and "ostia_monthly.nc" in out.stderr
     assert not (tmp_path / "resources").exists()
+
+
+def test_a_sample_already_there_is_left_as_it_is(tmp_path):
+    """A second copy would give the file a new time stamp, and Snakemake would redo every
+    run that reads it; a different file of that name is never overwritten."""
+    import os
+
+    assert _sample("resources/A1B_north_america.nc", cwd=tmp_path).returncode == 0
+    copied = tmp_path / "resources" / "A1B_north_america.nc"
+    os.utime(copied, (1_000_000_000, 1_000_000_000))
+    again = _sample("resources/A1B_north_america.nc", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert copied.stat().st_mtime == 1_000_000_000
+    mine = tmp_path / "ostia_monthly.nc"
+    mine.write_bytes(b"my own file")
+    out = _sample(str(mine), cwd=tmp_path)
+    assert out.returncode == 2 and out.stderr == (
+        f"ncreel: error: {mine} exists and is not ostia_monthly.nc of iris-sample-data: "
+        "move it away, or give another destination\n")
+    assert mine.read_bytes() == b"my own file"

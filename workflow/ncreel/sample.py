@@ -3,15 +3,19 @@
 ``python -m ncreel.sample DEST`` copies ``A1B_north_america.nc`` (240 annual means
 1860-2099, 360-day calendar, 37 x 49 grid; UK Open Government Licence) to DEST; a DEST
 named like another file of the package (``E1_north_america.nc``, ``ostia_monthly.nc``)
-copies that one.
+copies that one. A DEST that already holds the sample is left as it is (a new copy's
+time stamp would make Snakemake redo the runs that read it).
 """
 
 from __future__ import annotations
 
 import argparse
+import filecmp
 import shutil
 import sys
 from pathlib import Path
+
+from ncreel.core.io import atomic_path
 
 
 def sample_path(name: str = "A1B_north_america.nc") -> Path:
@@ -53,8 +57,17 @@ def main(argv: list[str] | None = None) -> int:
     except FileNotFoundError as err:
         print(f"ncreel: error: {err}", file=sys.stderr)
         return 2
+    if dest.exists():
+        # Copied again, its modification time would make Snakemake redo every run of it.
+        if dest.is_file() and filecmp.cmp(source, dest, shallow=False):
+            print(dest)
+            return 0
+        print(f"ncreel: error: {dest} exists and is not {source.name} of iris-sample-data: "
+              "move it away, or give another destination", file=sys.stderr)
+        return 2
     dest.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(source, dest)
+    with atomic_path(dest) as tmp:
+        shutil.copyfile(source, tmp)
     print(dest)
     return 0
 
