@@ -114,3 +114,13 @@ def test_status_of_a_wrong_file_or_directory_says_which_in_one_line(tmp_path, sa
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr.startswith(f"ncreel: error: {said}"), proc.stderr
         assert len(proc.stderr.splitlines()) == 1, proc.stderr
+
+
+def test_inspect_without_a_variable_of_a_bad_file_is_its_one_line(tmp_path):
+    """No list heading before the error: stdout stays empty, stderr is one line."""
+    (tmp_path / "region.geojson").write_text('{"type": "FeatureCollection", "features": []}')
+    for name in ("nothere.nc", "region.geojson", "none_*.nc"):
+        proc = _ncreel("inspect", name, cwd=tmp_path)
+        assert proc.returncode != 0 and proc.stdout == "", (name, proc.stdout)
+        assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("ncreel: error: "), \
+            (name, proc.stderr)

@@ -345,8 +345,9 @@ def main(args) -> int:
     try:
         source = _input_of(args)
         if not args.variable:
+            lines = list_variables(source)  # a bad file: its one line, nothing before
             print("variables (give one: ncreel inspect FILE VARIABLE):")
-            for line in list_variables(source):
+            for line in lines:
                 print(f"  {line}")
             return 0
         select = {}
