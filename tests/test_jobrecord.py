@@ -360,3 +360,17 @@ def _refused(log, attempt):
                            resources={"mem_mb": 100, "runtime": 5, "attempt": attempt})
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60)
+
+
+def test_a_job_that_stops_on_purpose_says_why_in_its_log_too(tmp_path):
+    """Snakemake points at the job's log file: the one line is there, and once on stderr."""
+    log = tmp_path / "logs" / "load_database.log"
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); "
+            "from ncreel.run.logs import configure; "
+            "from ncreel.run.jobrecord import exit_failed; configure(sys.argv[2]); "
+            "exit_failed('ncreel: error: database \"nosuchdb\" does not exist')")
+    proc = subprocess.run([sys.executable, "-c", code, str(ROOT / "workflow"), str(log)],
+                          capture_output=True, text=True, timeout=60)
+    line = 'ncreel: error: database "nosuchdb" does not exist'
+    assert proc.returncode == 1 and proc.stderr == line + "\n"
+    assert log.read_text().rstrip("\n").endswith(f"ERROR ncreel: {line}")

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -517,9 +518,15 @@ def exit_failed(message: str) -> NoReturn:
     """End the job with `message` on stderr and exit status 1, its attempt recorded failed.
 
     ``sys.exit`` bypasses :data:`sys.excepthook`, so a job that stops on purpose says so
-    here; the ``end`` record written at exit then has ``ok: false``.
+    here, in the job's log file too (:func:`ncreel.run.logs.configure`), which Snakemake
+    points the user to; the ``end`` record written at exit then has ``ok: false``.
     """
     _FAILED.append("data")
+    record = logging.makeLogRecord({"name": "ncreel", "msg": message,
+                                    "levelno": logging.ERROR, "levelname": "ERROR"})
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):  # stderr gets it from sys.exit
+            handler.handle(record)
     sys.exit(message)
 
 
