@@ -8,7 +8,7 @@ STATS_GRID = max(
 
 
 rule statistics:
-    # Colour limits (2-98 % of all values) and each cell's mean over the whole series,
+    # Colour limits (2-98 % of all values) and each cell's mean over the steps shown,
     # streamed over time blocks, so every shard uses the same colour scale. Only what
     # config outputs need: no colour limits without a movie, no cell_mean.npy (the
     # table's anomaly) without a table.

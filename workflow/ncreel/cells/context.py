@@ -26,7 +26,8 @@ class CellContext:
     time : TimeAxis
         The whole series' time axis (index it with global time indices).
     cell_mean : numpy.ndarray, shape (ny, nx), float64
-        Mean of each cell over the whole series (NaN if never finite). Empty, shape (0,),
+        Mean of each cell over the steps the run shows (config ``time_range``,
+        ``time_every``; NaN if never finite). Empty, shape (0,),
         when ``columns`` is called at parse time.
     lat, lon : numpy.ndarray, shape (ny, nx), float64, degrees; or None
         Cell-centre coordinates when the grid has them, ``lon`` in EPSG:4326's
