@@ -219,3 +219,41 @@ def test_a_shard_older_than_the_statistics_is_to_do(tmp_path):
     [row] = shard_status(tmp_path, "r")
     assert (row["state"], row["detail"]) == (
         "to do", "older than the run's statistics or plan: the next run redoes it")
+
+
+def _record(work, name, rule, start, *, ok, message=None):
+    path = work / "logs" / "r" / f"{name}.log.attempts.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    end = {"event": "end", "pid": 9, "host": "h", "attempt": 1, "ok": ok, "end": start + 1}
+    if not ok:
+        end.update(reason="data", message=message)
+    path.write_text(json.dumps({"event": "start", "rule": rule, "wildcards": {},
+                                "attempt": 1, "pid": 9, "host": "h", "start": start}) + "\n"
+                    + json.dumps(end) + "\n")
+
+
+def _run_line(work):
+    import io
+    from contextlib import redirect_stdout
+
+    from ncreel.cluster import runstatus
+
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        assert runstatus.main(["--run", "r", "--workdir", str(work)]) == 0
+    return buf.getvalue().splitlines()[-1]
+
+
+def test_a_run_whose_last_job_failed_is_failed_not_complete(tmp_path):
+    """Every shard done, then load_database failed: the run is not complete. A job of
+    the run that ends well after it (the next command went on) makes it history."""
+    finished_run(tmp_path)
+    _record(tmp_path, "reduce_cells", "reduce_cells", 10.0, ok=True)
+    assert _run_line(tmp_path) == "run r: complete"
+    _record(tmp_path, "load_database", "load_database", 20.0, ok=False,
+            message='database "nosuchdb" does not exist')
+    assert _run_line(tmp_path) == (
+        "run r: failed (load_database, attempt 1: database \"nosuchdb\" does not exist; see "
+        "logs/r/load_database.log): fix it and run the same snakemake command again")
+    _record(tmp_path, "concat_segments", "concat_segments", 30.0, ok=True)
+    assert _run_line(tmp_path) == "run r: complete"

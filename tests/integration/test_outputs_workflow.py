@@ -72,6 +72,22 @@ def test_a_movie_of_a_decade_computes_no_row(tmp_path, sample_nc):
     assert labels["outputs"] == ["movie"] and labels["frames"] == 10
     status = _status(work, "decade")
     assert status.splitlines()[-1] == "run decade: complete"
+    # The run file as it ran: no note. Edited since: the states are the last run's.
+    def status_of(run_file):
+        return subprocess.run([sys.executable, "-m", "ncreel", "status", "--configfile",
+                               run_file, "--workdir", str(work)], capture_output=True,
+                              text=True, timeout=120, cwd=work)
+
+    same = status_of("run.json")
+    assert same.returncode == 0 and same.stderr == "", same.stderr
+    edited = json.loads((work / "run.json").read_text())
+    (work / "edited.json").write_text(json.dumps({**edited, "time_range": [1980, 1984]}))
+    other = status_of("edited.json")
+    assert other.stderr == (
+        "ncreel: note: edited.json differs from the settings run 'decade' last ran with "
+        "(time_range): the states below are that run's; `snakemake -n --configfile "
+        "edited.json` lists the jobs the new settings redo\n")
+    assert other.stdout.splitlines()[-1] == "run decade: complete"
 
 
 def test_a_table_of_a_range_every_third_step_never_calls_ffmpeg(tmp_path, sample_nc):

@@ -238,6 +238,23 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _say_if_settings_changed(configfile: str, loaded: dict, run: str, workdir: Path) -> None:
+    # The states are those of the settings the run last ran with: a run file edited
+    # since (another time_range...) is a run Snakemake will partly redo.
+    from ncreel.run.lastrun import RECORD_DIR, differing_keys, read_record
+
+    record = read_record(workdir / RECORD_DIR / f"{run}.json")
+    if record is None:
+        return
+    changed = [k for k in differing_keys(loaded, record["config"])
+               if k not in ("input", "variable", "run") or k in loaded]
+    if changed:
+        print(f"ncreel: note: {configfile} differs from the settings run '{run}' last ran "
+              f"with ({', '.join(changed)}): the states below are that run's; `snakemake -n "
+              f"--configfile {configfile}` lists the jobs the new settings redo",
+              file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the ``ncreel`` command; return its exit status."""
     parser = _parser()
@@ -272,8 +289,8 @@ def main(argv: list[str] | None = None) -> int:
         return inspect_main(args)
     from ncreel.cluster import runstatus
 
-    run = args.run
-    if run is None and args.configfile:
+    run, loaded = args.run, None
+    if args.configfile:
         import yaml
 
         from ncreel.config.configcheck import check_run_named
@@ -292,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{type(loaded).__name__}): give the run file the run was started with",
                   file=sys.stderr)
             return 2
-        run = loaded.get("run")
+        run = args.run if args.run is not None else loaded.get("run")
         if run is None:  # as snakemake --configfile: refused, or the demo's run
             try:
                 check_run_named([args.configfile])
@@ -304,6 +321,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ncreel: error: --workdir {args.workdir}: no such directory: give the "
               "directory the run's snakemake command ran in", file=sys.stderr)
         return 2
+    if loaded is not None:
+        _say_if_settings_changed(args.configfile, loaded, str(run), Path(args.workdir))
     if run is None:
         from ncreel.run.lastrun import LAST, RECORD_DIR, read_record
 

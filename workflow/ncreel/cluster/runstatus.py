@@ -290,6 +290,42 @@ def disk_stop(workdir: str | os.PathLike = ".", run: str = "demo") -> str | None
     return f"{job}: {message or 'no space left on device'}"
 
 
+def failed_job(workdir: str | os.PathLike = ".", run: str = "demo") -> str | None:
+    """Return the line of `run`'s job that failed last, unless a job ended well after it.
+
+    Reads every job's attempts record under ``logs/<run>/``
+    (:mod:`ncreel.run.jobrecord`): a job whose newest attempt failed or was killed, but
+    not stopped by a signal (an interrupted run, which the same command resumes). A job
+    of the run that started after that failure and ended well (a later command of the
+    run went on) makes it history; a job Snakemake no longer runs (its output taken out
+    of the config) keeps its failure until then.
+
+    Returns
+    -------
+    str or None
+        The job (``load_database``, ``process_shard 00003``), its attempt and why, and
+        its log; None when no such failure is the run's newest news.
+    """
+    failures, ok_starts = [], [0.0]
+    for record in Path(workdir, "logs", run).rglob("*.attempts.jsonl"):
+        attempts = read_attempts(record)
+        if not attempts:
+            continue
+        last = attempts[-1]
+        ok_starts += [float(a.get("start") or 0) for a in attempts if a["status"] == "ok"]
+        # A stop (Ctrl-C, kill, qdel) is an interrupted run, not a failed one.
+        if last["status"] in ("failed", "killed") and last.get("reason") not in (
+                "interrupted", "not_retried"):
+            job = " ".join([str(last.get("rule") or record.name.split(".")[0]),
+                            *map(str, (last.get("wildcards") or {}).values())])
+            why = last.get("message") or last.get("reason") or last["status"]
+            log = record.relative_to(workdir).as_posix().removesuffix(".attempts.jsonl")
+            failures.append((float(last.get("end") or last.get("start") or 0),
+                             f"{job}, attempt {last.get('attempt')}: {why}; see {log}"))
+    news = [f for f in failures if f[0] >= max(ok_starts)]
+    return max(news)[1] if news else None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print one line per shard and a summary; exit status 0 (1 if there is no plan)."""
     ap = argparse.ArgumentParser(prog="python -m ncreel.cluster.runstatus",
@@ -331,6 +367,9 @@ def main(argv: list[str] | None = None) -> int:
     elif (disk := disk_stop(args.workdir, args.run)) is not None:
         # Not "interrupted": the same command would stop again until there is room.
         print(f"run {args.run}: stopped on a full disk ({disk})")
+    elif (failed := failed_job(args.workdir, args.run)) is not None:
+        print(f"run {args.run}: failed ({failed}): fix it and run the same snakemake "
+              "command again")
     elif counts["done"] == len(rows):
         print(f"run {args.run}: complete")
     else:

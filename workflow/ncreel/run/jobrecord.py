@@ -480,17 +480,17 @@ def record_attempt(smk) -> None:
             fh.write(line + "\n")
         sys.exit(line)
     if line:
-        import logging
-
         logging.getLogger("ncreel").warning(line)
     hook = sys.excepthook
 
     def excepthook(kind, value, tb):
         _FAILED.append(failure_reason(value))
-        if _FAILED[-1] == "disk":  # ncreel status names the disk with it
-            from ncreel.core.errors import disk_full_line
+        from ncreel.core.errors import NcreelError, disk_full_line
 
+        if _FAILED[-1] == "disk":  # ncreel status names the disk with it
             _MESSAGE.append(disk_full_line(value))
+        elif isinstance(value, NcreelError):  # and a job's own one line (bad input)
+            _MESSAGE.append(str(value).splitlines()[0] if str(value) else kind.__name__)
         sig = failure_signal(value)
         if sig:
             _SIGNAL.append(sig)
@@ -522,6 +522,7 @@ def exit_failed(message: str) -> NoReturn:
     points the user to; the ``end`` record written at exit then has ``ok: false``.
     """
     _FAILED.append("data")
+    _MESSAGE.append(message.removeprefix("ncreel: error: "))
     record = logging.makeLogRecord({"name": "ncreel", "msg": message,
                                     "levelno": logging.ERROR, "levelname": "ERROR"})
     for handler in logging.getLogger().handlers:
