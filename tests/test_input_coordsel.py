@@ -41,8 +41,8 @@ def test_sel_mistakes_stop_with_one_line(tmp_path, eofs_data):
     with pytest.raises(NcreelError, match=r"'sel.level': 'level' is not a dimension of 'z' "
                        r"\(its dims: time, plev, latitude, longitude\)"):
         resolve_sel(path, "z", {"level": 1}, {})
-    with pytest.raises(NcreelError, match="'time' is a time coordinate: choose steps with "
-                       "time_range"):
+    with pytest.raises(NcreelError, match="'time' is the time axis, whose steps are the "
+                       "frames: choose steps with time_range"):
         resolve_sel(path, "z", {"time": 1}, {})
     ds = xr.Dataset({"v": (("time", "member", "y", "x"), np.zeros((2, 3, 2, 2)))},
                     coords={"time": ("time", [0.0, 1.0], {"units": "days since 2000-01-01"})})
@@ -75,3 +75,42 @@ def test_mb_is_millibar_in_a_coordinate_and_in_a_value():
     from ncreel.input.units import same_units
 
     assert same_units("mb", "mbar") and same_units("mb", "hPa") is False
+
+
+def forecasts(path):
+    """Two initialisations (6-hourly lead times each): dims (init, time, y, x), both dated."""
+    ds = xr.Dataset(
+        {"tas": (("init", "time", "y", "x"), np.arange(48.0).reshape(2, 6, 2, 2))},
+        coords={"init": ("init", [0.0, 31.0], {"units": "days since 2000-01-01",
+                                                 "calendar": "noleap"}),
+                "time": ("time", np.arange(6) * 0.25,
+                         {"units": "days since 2000-01-01", "axis": "T"})})
+    ds.to_netcdf(path)
+    return str(path)
+
+
+def test_a_date_on_a_dated_dimension_other_than_the_frames(tmp_path):
+    """sel: {init: "2000-02-01"} on a forecast's initialisation: the date, as precise as
+    written, in the coordinate's own calendar; the frames' axis stays time_range's."""
+    path = forecasts(tmp_path / "fc.nc")
+    for value in ("2000-02-01", "2000-02", "2000-02-01T00:00", "2000-02-01 00:00:00"):
+        assert resolve_sel(path, "tas", {"init": value}, {}, time_dim="time") == {"init": 1}
+    assert resolve_sel(path, "tas", {"init": "2000-01"}, {}, time_dim="time") == {"init": 0}
+    with pytest.raises(NcreelError) as err:
+        resolve_sel(path, "tas", {"init": "2000-03-01"}, {}, time_dim="time")
+    assert str(err.value) == ("config key 'sel.init': 2000-03-01 is not a date of 'init'; "
+                              "it has 2000-01-01 (index 0), 2000-02-01 (index 1)")
+    with pytest.raises(NcreelError, match="'sel.init': 2000 matches 2 dates of 'init' "
+                       r"\(2000-01-01 \(index 0\), 2000-02-01 \(index 1\)\): give a more "
+                       "precise date"):
+        resolve_sel(path, "tas", {"init": 2000}, {}, time_dim="time")
+    # The frames' own axis is time_range's, whichever the config says it is.
+    with pytest.raises(NcreelError, match="'sel.time': 'time' is the time axis"):
+        resolve_sel(path, "tas", {"time": "2000-01-01"}, {}, time_dim="time")
+    assert resolve_sel(path, "tas", {"time": "2000-01-01 18:00"}, {}, time_dim="init") == {
+        "time": 3}
+    # Two dated dimensions and no time_dim: neither is assumed to be the frames'.
+    assert resolve_sel(path, "tas", {"init": "2000-02"}, {}) == {"init": 1}
+    with pytest.raises(NcreelError, match="'panels\\[1\\].sel.init' and "
+                       "'panels\\[1\\].select.init' both choose"):
+        resolve_sel(path, "tas", {"init": "2000-02"}, {"init": 0}, key="panels[1].sel")

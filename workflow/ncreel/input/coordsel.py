@@ -111,8 +111,65 @@ def coordinate_index(coord, value, *, key: str, dim: str) -> int:
                       f"nearest are {shown}")
 
 
+def date_index(coord, value, *, key: str, dim: str) -> int:
+    """Index along `dim` of the date `value` on a CF time coordinate other than the frames'.
+
+    A forecast's initialisation time, a member's start date: `value` is a date as precise
+    as written, in the coordinate's own calendar (``"2000-01-01"``, ``"2000-01-01
+    12:00"``, ``2000``), and must match exactly one of the coordinate's dates.
+
+    Parameters
+    ----------
+    coord : xarray.DataArray
+        The 1-D coordinate variable of `dim`, not decoded (CF ``units`` "... since ...").
+    value : str or int
+    key : str
+        The config key, for messages (``sel.init``).
+    dim : str
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    NcreelError
+        Dates that cannot be decoded, or a `value` that matches none or several of them
+        (naming the first few it has, with their indices).
+    """
+    import cftime
+
+    units = str(coord.attrs.get("units", ""))
+    try:
+        dates = cftime.num2date(np.asarray(coord.values), units,
+                                calendar=str(coord.attrs.get("calendar", "standard")))
+    except Exception as err:  # cftime raises several kinds for units it cannot read
+        raise NcreelError(f"config key '{key}': the dates of '{dim}' cannot be read "
+                          f"({units!r}: {err}): give the index instead, select: {{{dim}: N}}"
+                          ) from None
+    text = [d.isoformat(sep=" ") for d in np.atleast_1d(dates)]
+    want = str(value).strip().replace("T", " ")
+    found = [i for i, t in enumerate(text) if t.startswith(want)]
+    if len(found) == 1:
+        return found[0]
+    shown = ", ".join(f"{t.removesuffix(' 00:00:00')} (index {i})"
+                      for i, t in list(enumerate(text))[:4])
+    more = " ..." if len(text) > 4 else ""
+    if found:
+        raise NcreelError(f"config key '{key}': {value} matches {len(found)} dates of "
+                          f"'{dim}' ({shown}{more}): give a more precise date, or the index "
+                          f"with select: {{{dim}: N}}")
+    raise NcreelError(f"config key '{key}': {value} is not a date of '{dim}'; it has "
+                      f"{shown}{more}")
+
+
+def _dates(coord) -> bool:
+    return (str(coord.attrs.get("axis", "")).upper() == "T"
+            or "since" in str(coord.attrs.get("units", "")))
+
+
 def resolve_sel(path: str, variable: str, sel: Mapping | None, select: Mapping | None,
-                *, key: str = "sel") -> dict:
+                *, key: str = "sel", time_dim: str | None = None) -> dict:
     """Turn config ``sel`` (coordinate values) into indices, merged with ``select``.
 
     Parameters
@@ -127,6 +184,10 @@ def resolve_sel(path: str, variable: str, sel: Mapping | None, select: Mapping |
         Dimension -> index (config ``select``).
     key : str
         Config key of `sel` in messages (``panels[1].sel``).
+    time_dim : str, optional
+        Config ``time_dim``: the frames' axis. Without it, a variable's one dimension
+        with dates is. A dimension with dates other than the frames' (a forecast's
+        ``init``) takes a date (:func:`date_index`).
 
     Returns
     -------
@@ -136,9 +197,9 @@ def resolve_sel(path: str, variable: str, sel: Mapping | None, select: Mapping |
     Raises
     ------
     NcreelError
-        A dimension given in both, not a dimension of the variable, the time dimension,
-        one without a 1-D coordinate variable (use ``select``), or a value not found
-        (:func:`coordinate_index`).
+        A dimension given in both, not a dimension of the variable, the frames' time
+        axis, one without a 1-D coordinate variable (use ``select``), or a value not
+        found (:func:`coordinate_index`, :func:`date_index`).
     """
     out = dict(select or {})
     if not sel:
@@ -153,8 +214,8 @@ def resolve_sel(path: str, variable: str, sel: Mapping | None, select: Mapping |
         for dim, value in sel.items():
             where = f"{key}.{dim}"
             if dim in out:
-                raise NcreelError(f"config keys '{where}' and 'select.{dim}' both choose "
-                                  f"along '{dim}': give one of them")
+                raise NcreelError(f"config keys '{where}' and '{key[:-3]}select.{dim}' both "
+                                  f"choose along '{dim}': give one of them")
             if dim not in da.dims:
                 raise NcreelError(f"config key '{where}': '{dim}' is not a dimension of "
                                   f"'{name}' (its dims: {', '.join(map(str, da.dims))})")
@@ -163,10 +224,14 @@ def resolve_sel(path: str, variable: str, sel: Mapping | None, select: Mapping |
                 raise NcreelError(f"config key '{where}': dimension '{dim}' has no "
                                   "coordinate variable to find the value in: give the "
                                   f"index instead, select: {{{dim}: N}}")
-            axis = str(coord.attrs.get("axis", "")).upper()
-            if axis == "T" or "since" in str(coord.attrs.get("units", "")):
-                raise NcreelError(f"config key '{where}': '{dim}' is a time coordinate: "
-                                  "choose steps with time_range and time_every")
+            if _dates(coord):
+                dated = [d for d in da.dims if d in ds.variables and _dates(ds.variables[d])]
+                if dim == time_dim or (time_dim is None and dated == [dim]):
+                    raise NcreelError(f"config key '{where}': '{dim}' is the time axis, "
+                                      "whose steps are the frames: choose steps with "
+                                      "time_range and time_every")
+                out[dim] = date_index(ds[dim], value, key=where, dim=dim)
+                continue
             out[dim] = coordinate_index(ds[dim], value, key=where, dim=dim)
     return out
 

@@ -248,7 +248,7 @@ def inspect(input: str | Sequence[str], variable: str, *, select: Mapping | None
         # As the workflow before it opens the series: a truncated or crashing file.
         paths = resolve_paths(input, variable)  # a catalog is searched once
         check_input_sizes(paths)
-        chosen = resolve_sel(paths[0], variable, sel, select)
+        chosen = resolve_sel(paths[0], variable, sel, select, time_dim=time_dim)
         series = open_series(paths, variable, time_dim=time_dim, select=chosen, lat=lat,
                              lon=lon, time=time)
         window = None

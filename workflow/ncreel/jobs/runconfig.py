@@ -293,7 +293,8 @@ def load_config(config: dict, *, overrides: Mapping | None = None,
         if region is not None:
             region = dataclasses.replace(region, table="global")
     # Levels by coordinate value (sel) become indices (select) here, once.
-    select = resolve_sel(inputs[0], config["variable"], config["sel"], config["select"])
+    select = resolve_sel(inputs[0], config["variable"], config["sel"], config["select"],
+                         time_dim=config["time_dim"])
     selection = SeriesSelection(paths=inputs, variable=config["variable"],
                                 time_dim=config["time_dim"], select=select,
                                 lat=config["lat"], lon=config["lon"], time=config["time"],

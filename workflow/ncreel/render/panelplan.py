@@ -174,7 +174,8 @@ def plan_panels(panels: Sequence[Mapping] | None, *, config: Mapping, selection,
             select = resolve_sel(paths[0], variable,
                                  (p.get("sel") or {}) if own else config["sel"],
                                  (p.get("select") or {}) if own else config["select"],
-                                 key=f"{where}.sel" if "sel" in p else "sel")
+                                 key=f"{where}.sel" if "sel" in p else "sel",
+                                 time_dim=selection.time_dim)
             sel = SeriesSelection(paths=paths, variable=variable,
                                   time_dim=selection.time_dim, select=select,
                                   lat=selection.lat, lon=selection.lon, time=selection.time,
