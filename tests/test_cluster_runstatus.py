@@ -38,12 +38,15 @@ def make_run(work, *, end_ok):
     (logs / "00000.log.attempts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
 
 
-def test_finished_job_of_killed_snakemake_is_done(tmp_path):
-    # kill -9 of Snakemake right after a shard finished leaves the incomplete marker; the
-    # rerun keeps the shard (it does not redo it) and the status must not say failed.
+def test_finished_job_of_killed_snakemake_is_interrupted_not_failed(tmp_path):
+    # kill -9 (or two Ctrl-C) of Snakemake right after a shard finished leaves the
+    # incomplete marker; the same command redoes the shard (the workflow's
+    # redo_interrupted, seen with snakemake -n), so it is not done, nor failed.
     make_run(tmp_path, end_ok=True)
     [row] = shard_status(tmp_path, "r")
-    assert row["state"] == "done"
+    assert (row["state"], row["detail"]) == (
+        "interrupted", "finished, but its Snakemake was stopped before recording it: the "
+        "same command redoes it")
 
 
 def test_unfinished_job_of_killed_snakemake_is_interrupted(tmp_path):
@@ -115,17 +118,18 @@ def test_job_gone_while_its_snakemake_runs_is_failed(tmp_path):
     assert row["state"] == "failed"
 
 
-def test_finished_job_of_killed_snakemake_is_done_while_its_rerun_runs(tmp_path):
-    # After kill -9 right after a shard finished, the rerun keeps the shard and its marker;
-    # the rerun's last line said "shards 4/5 done, 1 not; the same command resumes it"
-    # (the shard counted as starting) though the run was complete.
+def test_finished_job_of_killed_snakemake_is_to_do_while_its_rerun_runs(tmp_path):
+    # After kill -9 right after a shard finished, the rerun redoes the shard: until its
+    # job starts, the shard is to do (not "starting", not done).
     make_run(tmp_path, end_ok=True)  # the job ended at t = 2 s
     marker = tmp_path / ".snakemake" / "incomplete" / urlsafe_b64encode(
         b"results/r/segments/00000.mp4").decode()
     os.utime(marker, (1.5, 1.5))  # written when the job started
     with _hold(tmp_path / "results" / "r" / ".ncreel-run.lock"):
         [row] = shard_status(tmp_path, "r")
-        assert row["state"] == "done"
+        assert (row["state"], row["detail"]) == (
+            "to do", "finished, but its Snakemake was stopped before recording it: this run "
+            "redoes it")
         os.utime(marker)  # marked again now: the rerun is redoing the shard
         [row] = shard_status(tmp_path, "r")
         assert (row["state"], row["detail"]) == ("running", "starting")
@@ -249,6 +253,9 @@ def test_a_run_whose_last_job_failed_is_failed_not_complete(tmp_path):
     the run that ends well after it (the next command went on) makes it history."""
     finished_run(tmp_path)
     _record(tmp_path, "reduce_cells", "reduce_cells", 10.0, ok=True)
+    assert _run_line(tmp_path) == ("run r: interrupted (movie.mp4 not made yet): run the "
+                                   "same snakemake command again to finish")
+    (tmp_path / "results" / "r" / "movie.mp4").write_bytes(b"x")
     assert _run_line(tmp_path) == "run r: complete"
     _record(tmp_path, "load_database", "load_database", 20.0, ok=False,
             message='database "nosuchdb" does not exist')

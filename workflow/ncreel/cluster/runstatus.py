@@ -232,17 +232,22 @@ def shard_status(workdir: str | os.PathLike = ".", run: str = "demo", *,
                 state, detail = "running", live
             elif (written and last.get("status") == "ok"
                   and float(last.get("end") or 0) >= (marker or {}).get("mtime", math.inf)):
-                # The marker's job ended well: Snakemake was killed before removing it,
-                # and a live rerun keeps these outputs (its marker stays).
-                state, detail = "done", "finished; its Snakemake was stopped before recording it"
+                # The marker's job ended well, but Snakemake was stopped before it removed
+                # the marker: the next run redoes the job (the workflow's redo_interrupted,
+                # as --rerun-incomplete), and a live one already counts it to do.
+                state = "to do" if held else "interrupted"
+                detail = ("finished, but its Snakemake was stopped before recording it: "
+                          + ("this run redoes it" if held else "the same command redoes it"))
             elif not jobid and last.get("status") != "running" and held:
                 # Marked by a Snakemake still running here, before the job recorded itself
                 # (a scheduler job's own Snakemake rewrites the marker without the job id).
                 state, detail = "running", "starting"
             elif written and last.get("status") == "ok":
                 # The job finished and wrote its outputs, but Snakemake was killed before
-                # it removed its marker; a rerun keeps these outputs (seen after kill -9).
-                state, detail = "done", "finished; its Snakemake was stopped before recording it"
+                # it removed its marker (kill -9): as above, the next run redoes it.
+                state = "interrupted"
+                detail = ("finished, but its Snakemake was stopped before recording it: the "
+                          "same command redoes it")
             elif held:
                 state = "failed"
                 detail = "ended without finishing (killed)"
@@ -288,6 +293,30 @@ def disk_stop(workdir: str | os.PathLike = ".", run: str = "demo") -> str | None
         return None
     _, job, message = max(found)
     return f"{job}: {message or 'no space left on device'}"
+
+
+def final_outputs_missing(workdir: str | os.PathLike = ".", run: str = "demo") -> list[str]:
+    """Return the run's final outputs not made yet by its latest statistics, for a line.
+
+    ``movie.mp4`` (config outputs: movie) and ``cells.sql`` (table, written with the COPY
+    file), each present, not marked incomplete and newer than ``stats.json``.
+    """
+    work = Path(workdir)
+    out = work / "results" / run
+    try:
+        stats_json = out / "stats.json"
+        wanted = json.loads(stats_json.read_text()).get("outputs") or OUTPUTS
+        since = stats_json.stat().st_mtime
+    except (OSError, ValueError):
+        return ["stats.json"]
+    names = [n for o, n in (("movie", "movie.mp4"), ("table", "cells.sql")) if o in wanted]
+    missing = []
+    for name in names:
+        path = out / name
+        if (not path.exists() or path.stat().st_mtime < since
+                or marker_path(work, f"results/{run}/{name}").exists()):
+            missing.append(name)
+    return missing
 
 
 def failed_job(workdir: str | os.PathLike = ".", run: str = "demo") -> str | None:
@@ -370,8 +399,12 @@ def main(argv: list[str] | None = None) -> int:
     elif (failed := failed_job(args.workdir, args.run)) is not None:
         print(f"run {args.run}: failed ({failed}): fix it and run the same snakemake "
               "command again")
-    elif counts["done"] == len(rows):
+    elif counts["done"] == len(rows) and not (missing := final_outputs_missing(
+            args.workdir, args.run)):
         print(f"run {args.run}: complete")
+    elif counts["done"] == len(rows):
+        print(f"run {args.run}: interrupted ({', '.join(missing)} not made yet): run the "
+              "same snakemake command again to finish")
     else:
         print(f"run {args.run}: interrupted (no process holds {lock}): run the same "
               "snakemake command again to resume")

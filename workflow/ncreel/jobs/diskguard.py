@@ -25,7 +25,9 @@ SAMPLE_ROWS = 20_000
 #: :data:`MOVIE_BYTES_PER_FRAME`; per six crf steps above 18 half (libx264's rate roughly
 #: halves per 6). Measured on ncreel's maps at crf 18, medium preset: 0.0146 bytes per
 #: pixel at 960 x 540 (the demo, 7.6 kB per frame; a 0.25 degree global field the same),
-#: 0.075 at 160 x 96 (1.2 kB); the model gives 21.7 kB and 1.6 kB, an upper estimate.
+#: 0.075 at 160 x 96 (1.2 kB); the model gives 21.7 kB and 1.6 kB. Not a bound: a field
+#: with noise at the scale of its cells takes more (0.15 bytes per pixel measured on
+#: random values of a 100 x 100 grid at 1280 x 720); docs/running.md says so.
 MOVIE_BYTES_PER_PIXEL_CRF18 = 0.04
 MOVIE_BYTES_PER_FRAME = 1000
 #: Bytes per pixel of one PNG frame kept under frames/ (zlib level 6, measured 0.3-0.6).
@@ -171,7 +173,7 @@ def copy_bytes_of_a_step(series, cells) -> tuple[int, int, float]:
 
 
 def movie_bytes_per_frame(width: int, height: int, crf: int) -> float:
-    """Upper estimate of one H.264 frame's bytes (:data:`MOVIE_BYTES_PER_PIXEL_CRF18`)."""
+    """Estimate one H.264 frame's bytes of a smooth field (:data:`MOVIE_BYTES_PER_PIXEL_CRF18`)."""
     return (int(width) * int(height) * MOVIE_BYTES_PER_PIXEL_CRF18 + MOVIE_BYTES_PER_FRAME) \
         * 2.0 ** ((18 - int(crf)) / 6)
 
