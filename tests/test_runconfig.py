@@ -184,6 +184,9 @@ def test_outputs_steps_levels_and_the_tables_extent(sample_nc, eofs_data, tmp_pa
     ({"outputs": []}, r"^config key 'outputs'"),
     ({"outputs": ["movie", "csv"]}, r"^config key 'outputs.1' = 'csv' is not one of"),
     ({"cells": {"region": "Atlantis"}}, r"^config 'cells.region': no country named 'Atlantis'"),
+    # checked without a table too: a wrong value never passes silently
+    ({"outputs": ["movie"], "cells": {"region": "Atlantis"}},
+     r"^config 'cells.region': no country named 'Atlantis'"),
     ({"cells": {"region": {"lon": [0, 10], "lat": [0, 10]}}},
      r"^config 'cells.region': lon 0..10, lat 0..10 holds no cell centre"),
     ({"sel": {"latitude": 99}}, r"^config key 'sel.latitude': 99 is not a value"),

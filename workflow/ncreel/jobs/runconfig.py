@@ -286,8 +286,12 @@ def load_config(config: dict, *, overrides: Mapping | None = None,
     movie_on, table_on = "movie" in outputs, "table" in outputs
     # A bad region (unknown country, empty box, a grid it cannot cut) stops here.
     region = region_from_config(config["region"])
-    table_region = table_region_from_config(config["cells"].get("region")) \
-        if table_on else None
+    # cells.region is checked whatever the outputs (a wrong value never passes silently),
+    # and used only for a table.
+    table_region = table_region_from_config(config["cells"].get("region"))
+    if not table_on and config["cells"].get("region") is not None:
+        notes.append("cells.region is the table's extent and outputs has no table: not used")
+        table_region = None
     if table_region == GLOBAL:  # every cell: the movie's region says so, as it always did
         table_region = None
         if region is not None:
