@@ -93,7 +93,7 @@ def test_controller_lines_from_a_runs_records(tmp_path):
     out, logs = tmp_path / "results" / "r", tmp_path / "logs" / "r" / "process_shard"
     (out / "segments").mkdir(parents=True)
     logs.mkdir(parents=True)
-    (out / "stats.json").write_text(json.dumps({"n_time": 200}))
+    (out / "stats.json").write_text(json.dumps({"n_time": 200, "outputs": ["movie"]}))
     (out / "calibration.json").write_text(json.dumps(CALIBRATION))  # 40 frames per shard
     for shard in ("00000", "00001"):
         (out / "segments" / f"{shard}.mp4").write_bytes(b"x")
