@@ -67,12 +67,18 @@ def _count(conn, table: str, run: str | None = None) -> int:
     return conn.execute(q).fetchone()[0]
 
 
-def _wait_copies(conn, n: int, timeout: float = 15) -> None:
-    """Wait until `n` sessions are inside a COPY (their load transactions open)."""
+def _wait_copies(conn, n: int, timeout: float = 15, *, active_s: float = 0.0) -> None:
+    """Wait until `n` sessions are inside a COPY (their load transactions open).
+
+    With `active_s`, only COPYs running for at least that long count: one held by its
+    source (a FIFO), not a short file's that may end before it is acted on.
+    """
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        busy = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE query ILIKE 'COPY%' "
-                            "AND state = 'active' AND pid <> pg_backend_pid()").fetchone()[0]
+        busy = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE query ILIKE 'COPY%%' "
+                            "AND state = 'active' AND pid <> pg_backend_pid() AND "
+                            "now() - query_start >= make_interval(secs => %s)",
+                            [active_s]).fetchone()[0]
         if busy >= n:
             return
         time.sleep(0.02)
@@ -350,7 +356,9 @@ def _load_until_lost(conninfo: str, files, jobs: int, cut) -> str:
     t = threading.Thread(target=run)
     t.start()
     with psycopg.connect(conninfo, autocommit=True) as conn:
-        _wait_copies(conn, 1)
+        # The FIFO's COPY, held mid-row: with two connections the other file's COPY may
+        # be the one seen, and end before the cut (then the FIFO's row ended cut short).
+        _wait_copies(conn, 1, active_s=0.5)
     cut()
     hold.set()
     t.join(60)

@@ -167,6 +167,8 @@ def test_jobs_count_the_time_chunk_their_series_hold():
     # 167.8 = 660.6 MB, times 1.5 up to 50 MB; the chunk counts twice (held, and raw while
     # decoded): + 191.0 MB.
     assert resources.statistics_mem_mb(ny=721, nx=1440) == 1000
+    # statistics_processes: each worker holds one process's, the job's own the merge
+    assert resources.statistics_mem_mb(ny=721, nx=1440, workers=2) == 2700  # 1065 MB used
     assert resources.statistics_mem_mb(ny=721, nx=1440, chunk_mb=chunk_mb) == 1300
     assert resources.calibrate_mem_mb() == 2000
     assert resources.calibrate_mem_mb(chunk_mb=chunk_mb, attempt=2) == 2 * 2200

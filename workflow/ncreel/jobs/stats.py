@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -17,7 +18,7 @@ from ncreel.input.identity import check_inputs, input_identities
 from ncreel.input.source import BLOCK_BYTES, Series
 from ncreel.region.selection import open_selection
 from ncreel.run.shardplan import Shard, worker_ranges
-from ncreel.run.workers import run_in_workers
+from ncreel.run.workers import worker_pool
 
 log = logging.getLogger(__name__)
 
@@ -99,16 +100,27 @@ def series_statistics(series: Series, *, percentiles: tuple[float, float] = (2.0
         None when `means` is False.
     """
     ranges = _ranges(series, workers if reopen is not None else 1)
-    if len(ranges) == 1:
-        parts = [_first_pass(series, 0, series.n_time, limits=limits, means=means,
-                             max_block_bytes=max_block_bytes)]
-    else:
-        log.info("statistics of '%s': %d worker processes, time steps %s", series.variable,
-                 len(ranges), ", ".join(f"{a}..{b - 1}" for a, b in ranges))
-        parts = run_in_workers([(_in_worker, (reopen, _first_pass, a, b),
-                                 {"limits": limits, "means": means,
-                                  "max_block_bytes": max_block_bytes})
-                                for a, b in ranges])
+    with contextlib.ExitStack() as stack:
+        if len(ranges) == 1:
+            run = None
+            parts = [_first_pass(series, 0, series.n_time, limits=limits, means=means,
+                                 max_block_bytes=max_block_bytes)]
+        else:
+            log.info("statistics of '%s': %d worker processes, time steps %s",
+                     series.variable, len(ranges),
+                     ", ".join(f"{a}..{b - 1}" for a, b in ranges))
+            # One pool for both passes: its processes start (and import) once.
+            run = stack.enter_context(worker_pool(len(ranges)))
+            parts = run([(_in_worker, (reopen, _first_pass, a, b),
+                          {"limits": limits, "means": means,
+                           "max_block_bytes": max_block_bytes}) for a, b in ranges])
+        return _finish(series, parts, ranges, run, reopen, percentiles=percentiles,
+                       limits=limits, means=means, max_block_bytes=max_block_bytes)
+
+
+def _finish(series: Series, parts: list, ranges: list, run, reopen, *, percentiles,
+            limits: bool, means: bool, max_block_bytes: int) -> tuple[dict, np.ndarray | None]:
+    """Merge pass 1's `parts`; read pass 2 when the counts gave up (with `run`, in workers)."""
     part = _Partial.merged(parts)
     lo, hi, n_finite, keys = part.lo, part.hi, part.n_finite, part.keys
     dtype, integral = part.dtype or np.dtype(series.dtype), part.integral
@@ -134,13 +146,13 @@ def series_statistics(series: Series, *, percentiles: tuple[float, float] = (2.0
     else:
         bins = _Bins.choose(lo, hi, dtype, integral)
         binning = bins.kind
-        if len(ranges) == 1:
+        if run is None:
             hist = _histogram(series, 0, series.n_time, bins=bins,
                               max_block_bytes=max_block_bytes)
         else:
-            hist = sum(run_in_workers([(_in_worker, (reopen, _histogram, a, b),
-                                        {"bins": bins, "max_block_bytes": max_block_bytes})
-                                       for a, b in ranges]))
+            hist = sum(run([(_in_worker, (reopen, _histogram, a, b),
+                             {"bins": bins, "max_block_bytes": max_block_bytes})
+                            for a, b in ranges]))
         vmin, vmax = (_percentile(hist, bins, p) for p in percentiles)
         reads = 2
     stats = {"vmin": vmin, "vmax": vmax, "min": lo if n_finite else None,

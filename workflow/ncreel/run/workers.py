@@ -13,8 +13,42 @@ import multiprocessing
 import os
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
+
+
+@contextlib.contextmanager
+def worker_pool(n: int) -> Iterator[Callable[[Sequence[tuple[Callable, tuple, dict]]], list]]:
+    """Yield a runner of calls in `n` worker processes, kept for several rounds of calls.
+
+    A job whose second round depends on the first (the statistics' second pass) starts
+    its processes, and imports its modules in them, once.
+
+    Parameters
+    ----------
+    n : int
+        Worker processes: at least the calls of any one round.
+
+    Yields
+    ------
+    callable
+        ``run(calls)``: as :func:`run_in_workers`, in this pool.
+    """
+    ctx = multiprocessing.get_context("spawn")
+    with _main_not_reimported(), ProcessPoolExecutor(
+            max_workers=n, mp_context=ctx, initializer=_worker_signals) as pool:
+        def run(calls):
+            futures = [pool.submit(fn, *args, **kwargs) for fn, args, kwargs in calls]
+            try:
+                return [f.result() for f in futures]  # in submission order
+            except BaseException:
+                # Interrupted (or a part failed): stop the other workers now; leaving
+                # the pool would wait for each to finish its whole part.
+                for child in multiprocessing.active_children():
+                    child.terminate()
+                raise
+
+        yield run
 
 
 def run_in_workers(calls: Sequence[tuple[Callable, tuple, dict]]) -> list:
@@ -38,18 +72,8 @@ def run_in_workers(calls: Sequence[tuple[Callable, tuple, dict]]) -> list:
         that stopped the parent; the other workers are terminated first rather than
         waited for.
     """
-    ctx = multiprocessing.get_context("spawn")
-    with _main_not_reimported(), ProcessPoolExecutor(
-            max_workers=len(calls), mp_context=ctx, initializer=_worker_signals) as pool:
-        futures = [pool.submit(fn, *args, **kwargs) for fn, args, kwargs in calls]
-        try:
-            return [f.result() for f in futures]  # in submission order
-        except BaseException:
-            # Interrupted (or a part failed): stop the other workers now; leaving the
-            # pool would wait for each to finish its whole part.
-            for child in multiprocessing.active_children():
-                child.terminate()
-            raise
+    with worker_pool(len(calls)) as run:
+        return run(calls)
 
 
 def _worker_signals() -> None:
