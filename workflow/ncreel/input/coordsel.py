@@ -111,21 +111,24 @@ def coordinate_index(coord, value, *, key: str, dim: str) -> int:
                       f"nearest are {shown}")
 
 
-def date_index(coord, value, *, key: str, dim: str) -> int:
+def date_index(ds, dim: str, value, *, key: str) -> int:
     """Index along `dim` of the date `value` on a CF time coordinate other than the frames'.
 
     A forecast's initialisation time, a member's start date: `value` is a date as precise
     as written, in the coordinate's own calendar (``"2000-01-01"``, ``"2000-01-01
-    12:00"``, ``2000``), and must match exactly one of the coordinate's dates.
+    12:00"``, ``2000``), read as a bound of ``time_range`` is
+    (:func:`ncreel.input.timeaxis.time_bound`), and must match exactly one of the
+    coordinate's dates, decoded as the time axis's are.
 
     Parameters
     ----------
-    coord : xarray.DataArray
-        The 1-D coordinate variable of `dim`, not decoded (CF ``units`` "... since ...").
+    ds : xarray.Dataset
+        The input, opened with ``decode_times=False``.
+    dim : str
+        The dimension, whose coordinate variable has dates.
     value : str or int
     key : str
         The config key, for messages (``sel.init``).
-    dim : str
 
     Returns
     -------
@@ -134,27 +137,23 @@ def date_index(coord, value, *, key: str, dim: str) -> int:
     Raises
     ------
     NcreelError
-        Dates that cannot be decoded, or a `value` that matches none or several of them
-        (naming the first few it has, with their indices).
+        A `value` that is not a date, dates that cannot be decoded, or a `value` that
+        matches none or several of them (naming the first few it has, with their indices).
     """
-    import cftime
+    from ncreel.input.timeaxis import _file_dates, time_bound
 
-    units = str(coord.attrs.get("units", ""))
-    try:
-        dates = cftime.num2date(np.asarray(coord.values), units,
-                                calendar=str(coord.attrs.get("calendar", "standard")))
-    except Exception as err:  # cftime raises several kinds for units it cannot read
+    want = time_bound(value, key=key)
+    _, dates, _, _, note = _file_dates(ds, dim, ds.sizes[dim])
+    if all(d is None for d in dates):
         raise NcreelError(f"config key '{key}': the dates of '{dim}' cannot be read "
-                          f"({units!r}: {err}): give the index instead, select: {{{dim}: N}}"
-                          ) from None
-    text = [d.isoformat(sep=" ") for d in np.atleast_1d(dates)]
-    want = str(value).strip().replace("T", " ")
-    found = [i for i, t in enumerate(text) if t.startswith(want)]
+                          f"({note}): give the index instead, select: {{{dim}: N}}")
+    found = [i for i, d in enumerate(dates) if d is not None and (
+        d.year, d.month, d.day, d.hour, d.minute, d.second)[:len(want)] == want]
     if len(found) == 1:
         return found[0]
-    shown = ", ".join(f"{t.removesuffix(' 00:00:00')} (index {i})"
-                      for i, t in list(enumerate(text))[:4])
-    more = " ..." if len(text) > 4 else ""
+    shown = ", ".join(f"{'?' if d is None else d.isoformat(sep=' ').removesuffix(' 00:00:00')}"
+                      f" (index {i})" for i, d in list(enumerate(dates))[:4])
+    more = " ..." if len(dates) > 4 else ""
     if found:
         raise NcreelError(f"config key '{key}': {value} matches {len(found)} dates of "
                           f"'{dim}' ({shown}{more}): give a more precise date, or the index "
@@ -230,7 +229,7 @@ def resolve_sel(path: str, variable: str, sel: Mapping | None, select: Mapping |
                     raise NcreelError(f"config key '{where}': '{dim}' is the time axis, "
                                       "whose steps are the frames: choose steps with "
                                       "time_range and time_every")
-                out[dim] = date_index(ds[dim], value, key=where, dim=dim)
+                out[dim] = date_index(ds, dim, value, key=where)
                 continue
             out[dim] = coordinate_index(ds[dim], value, key=where, dim=dim)
     return out

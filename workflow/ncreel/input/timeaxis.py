@@ -406,7 +406,7 @@ _BOUND = re.compile(r"\s*(-?\d+)(?:-(\d{1,2})(?:-(\d{1,2})(?:[T _](\d{1,2})(?::(
 _BOUND_MAX = (12, 31, 23, 59, 59)
 
 
-def time_bound(value) -> tuple[int, ...]:
+def time_bound(value, *, key: str = "time_range") -> tuple[int, ...]:
     """Read one bound of config ``time_range`` into its date fields, as precise as given.
 
     Parameters
@@ -415,6 +415,8 @@ def time_bound(value) -> tuple[int, ...]:
         A year (``1990``), or ``YYYY-MM``, ``YYYY-MM-DD``, ``YYYY-MM-DD HH[:MM[:SS]]``
         (``T`` or a space before the time), in the file's own calendar (so ``1990-02-30``
         of a 360-day year is a day).
+    key : str
+        The config key, for the message (a date given to ``sel`` reads the same way).
 
     Returns
     -------
@@ -432,7 +434,7 @@ def time_bound(value) -> tuple[int, ...]:
     fields = tuple(int(g) for g in m.groups() if g is not None) if m else ()
     if not fields or any(not (1 if i < 2 else 0) <= f <= top for i, (f, top)
                          in enumerate(zip(fields[1:], _BOUND_MAX, strict=False))):
-        raise NcreelError(f"config key 'time_range': {value!r} is not a date: use a year "
+        raise NcreelError(f"config key '{key}': {value!r} is not a date: use a year "
                           "(1990), YYYY-MM, YYYY-MM-DD or YYYY-MM-DD HH:MM[:SS], in the "
                           "file's calendar")
     return fields
