@@ -102,25 +102,30 @@ def series_statistics(series: Series, *, percentiles: tuple[float, float] = (2.0
     ranges = _ranges(series, workers if reopen is not None else 1)
     with contextlib.ExitStack() as stack:
         if len(ranges) == 1:
-            run = None
-            parts = [_first_pass(series, 0, series.n_time, limits=limits, means=means,
-                                 max_block_bytes=max_block_bytes)]
+            def read_parts(fn, **kwargs):
+                return [fn(series, 0, series.n_time, **kwargs)]
         else:
             log.info("statistics of '%s': %d worker processes, time steps %s",
                      series.variable, len(ranges),
                      ", ".join(f"{a}..{b - 1}" for a, b in ranges))
             # One pool for both passes: its processes start (and import) once.
             run = stack.enter_context(worker_pool(len(ranges)))
-            parts = run([(_in_worker, (reopen, _first_pass, a, b),
-                          {"limits": limits, "means": means,
-                           "max_block_bytes": max_block_bytes}) for a, b in ranges])
-        return _finish(series, parts, ranges, run, reopen, percentiles=percentiles,
-                       limits=limits, means=means, max_block_bytes=max_block_bytes)
+
+            def read_parts(fn, **kwargs):
+                return run([(_in_worker, (reopen, fn, a, b), kwargs) for a, b in ranges])
+        return _passes(series, read_parts, percentiles=percentiles, limits=limits,
+                       means=means, max_block_bytes=max_block_bytes)
 
 
-def _finish(series: Series, parts: list, ranges: list, run, reopen, *, percentiles,
-            limits: bool, means: bool, max_block_bytes: int) -> tuple[dict, np.ndarray | None]:
-    """Merge pass 1's `parts`; read pass 2 when the counts gave up (with `run`, in workers)."""
+def _passes(series: Series, read_parts: Callable, *, percentiles, limits: bool,
+            means: bool, max_block_bytes: int) -> tuple[dict, np.ndarray | None]:
+    """Read :func:`series_statistics`' passes with `read_parts`, merge, finish.
+
+    ``read_parts(fn, **kwargs)`` returns each time range's ``fn(series, start, stop,
+    **kwargs)``, in time order (in this process or in worker processes).
+    """
+    parts = read_parts(_first_pass, limits=limits, means=means,
+                       max_block_bytes=max_block_bytes)
     part = _Partial.merged(parts)
     lo, hi, n_finite, keys = part.lo, part.hi, part.n_finite, part.keys
     dtype, integral = part.dtype or np.dtype(series.dtype), part.integral
@@ -146,13 +151,7 @@ def _finish(series: Series, parts: list, ranges: list, run, reopen, *, percentil
     else:
         bins = _Bins.choose(lo, hi, dtype, integral)
         binning = bins.kind
-        if run is None:
-            hist = _histogram(series, 0, series.n_time, bins=bins,
-                              max_block_bytes=max_block_bytes)
-        else:
-            hist = sum(run([(_in_worker, (reopen, _histogram, a, b),
-                             {"bins": bins, "max_block_bytes": max_block_bytes})
-                            for a, b in ranges]))
+        hist = sum(read_parts(_histogram, bins=bins, max_block_bytes=max_block_bytes))
         vmin, vmax = (_percentile(hist, bins, p) for p in percentiles)
         reads = 2
     stats = {"vmin": vmin, "vmax": vmax, "min": lo if n_finite else None,
