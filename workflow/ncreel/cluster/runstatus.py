@@ -43,6 +43,9 @@ from ncreel.run.incomplete import marked_incomplete, marker_path
 from ncreel.run.jobrecord import attempt_count, attempts_path, read_attempts
 from ncreel.run.shardplan import plan_shards
 
+#: A shard whose job finished, its incomplete marker left by a stopped Snakemake.
+UNRECORDED = "finished, but its Snakemake was stopped before recording it: "
+
 
 def _incomplete_marker(workdir: Path, output: str) -> dict | None:
     # Snakemake's FilePersistence mark (ncreel.run.incomplete); content {"external_jobid": ...}.
@@ -236,8 +239,8 @@ def shard_status(workdir: str | os.PathLike = ".", run: str = "demo", *,
                 # the marker: the next run redoes the job (the workflow's redo_interrupted,
                 # as --rerun-incomplete), and a live one already counts it to do.
                 state = "to do" if held else "interrupted"
-                detail = ("finished, but its Snakemake was stopped before recording it: "
-                          + ("this run redoes it" if held else "the same command redoes it"))
+                detail = UNRECORDED + ("this run redoes it" if held
+                                       else "the same command redoes it")
             elif not jobid and last.get("status") != "running" and held:
                 # Marked by a Snakemake still running here, before the job recorded itself
                 # (a scheduler job's own Snakemake rewrites the marker without the job id).
@@ -245,9 +248,7 @@ def shard_status(workdir: str | os.PathLike = ".", run: str = "demo", *,
             elif written and last.get("status") == "ok":
                 # The job finished and wrote its outputs, but Snakemake was killed before
                 # it removed its marker (kill -9): as above, the next run redoes it.
-                state = "interrupted"
-                detail = ("finished, but its Snakemake was stopped before recording it: the "
-                          "same command redoes it")
+                state, detail = "interrupted", UNRECORDED + "the same command redoes it"
             elif held:
                 state = "failed"
                 detail = "ended without finishing (killed)"
@@ -267,6 +268,20 @@ def shard_status(workdir: str | os.PathLike = ".", run: str = "demo", *,
     return rows
 
 
+def _job_attempts(workdir: str | os.PathLike, run: str):
+    """Yield ``(record, attempts)`` of every job of `run` that has attempts."""
+    for record in Path(workdir, "logs", run).rglob("*.attempts.jsonl"):
+        attempts = read_attempts(record)
+        if attempts:
+            yield record, attempts
+
+
+def _job_name(record: Path, attempt: dict) -> str:
+    """``process_shard 00003``: the attempt's rule (else the log's name) and wildcards."""
+    return " ".join([str(attempt.get("rule") or record.name.split(".")[0]),
+                     *map(str, (attempt.get("wildcards") or {}).values())])
+
+
 def disk_stop(workdir: str | os.PathLike = ".", run: str = "demo") -> str | None:
     """Return the line of `run`'s newest job that ended on a full disk, or None.
 
@@ -281,14 +296,11 @@ def disk_stop(workdir: str | os.PathLike = ".", run: str = "demo") -> str | None
         None when no job's newest attempt ended on a full disk.
     """
     found = []
-    for record in Path(workdir, "logs", run).rglob("*.attempts.jsonl"):
-        attempts = read_attempts(record)
+    for record, attempts in _job_attempts(workdir, run):
         disk = [a for a in attempts if a.get("reason") == "disk"]
-        last = attempts[-1] if attempts else {}
-        if disk and last.get("reason") in ("disk", "not_retried"):
-            job = " ".join([str(disk[-1].get("rule") or record.name.split(".")[0]),
-                            *map(str, (disk[-1].get("wildcards") or {}).values())])
-            found.append((float(disk[-1].get("end") or 0), job, disk[-1].get("message")))
+        if disk and attempts[-1].get("reason") in ("disk", "not_retried"):
+            found.append((float(disk[-1].get("end") or 0), _job_name(record, disk[-1]),
+                          disk[-1].get("message")))
     if not found:
         return None
     _, job, message = max(found)
@@ -336,21 +348,17 @@ def failed_job(workdir: str | os.PathLike = ".", run: str = "demo") -> str | Non
         its log; None when no such failure is the run's newest news.
     """
     failures, ok_starts = [], [0.0]
-    for record in Path(workdir, "logs", run).rglob("*.attempts.jsonl"):
-        attempts = read_attempts(record)
-        if not attempts:
-            continue
+    for record, attempts in _job_attempts(workdir, run):
         last = attempts[-1]
         ok_starts += [float(a.get("start") or 0) for a in attempts if a["status"] == "ok"]
         # A stop (Ctrl-C, kill, qdel) is an interrupted run, not a failed one.
         if last["status"] in ("failed", "killed") and last.get("reason") not in (
                 "interrupted", "not_retried"):
-            job = " ".join([str(last.get("rule") or record.name.split(".")[0]),
-                            *map(str, (last.get("wildcards") or {}).values())])
             why = last.get("message") or last.get("reason") or last["status"]
             log = record.relative_to(workdir).as_posix().removesuffix(".attempts.jsonl")
             failures.append((float(last.get("end") or last.get("start") or 0),
-                             f"{job}, attempt {last.get('attempt')}: {why}; see {log}"))
+                             f"{_job_name(record, last)}, attempt {last.get('attempt')}: "
+                             f"{why}; see {log}"))
     news = [f for f in failures if f[0] >= max(ok_starts)]
     return max(news)[1] if news else None
 
